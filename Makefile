@@ -1,0 +1,19 @@
+# tunebench: the two set-up commands are `make install` and `make test`.
+PY ?= python3
+
+.PHONY: install test test-all run bench lint
+
+install:            ## install tunebench (editable) with its pinned dependencies and the test tools
+	$(PY) -m pip install -e '.[test]'
+
+test:               ## the test suite (CPU only; GPU tests are skipped where no GPU is found)
+	$(PY) -m pytest -q -m "not slow"
+
+test-all:           ## the whole suite, slow tests included
+	$(PY) -m pytest -q
+
+run:                ## the default experiment (small budget, small model, this CPU)
+	$(PY) run.py
+
+bench:              ## harness overhead and trials per minute on one ResNet-18 layer (llvm)
+	$(PY) benchmarks/harness_overhead.py

@@ -1,0 +1,36 @@
+"""tunebench entry point: ``python run.py [-m] method=... model=... target=... budget.trials_per_task=...``.
+
+Thin on purpose: Hydra composes the config, :func:`tunebench.harness.experiment.run_experiment`
+does the work. Bad input ends with one line ``error: ...`` and exit code 2.
+"""
+
+import os
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from tunebench.errors import UserError
+from tunebench.harness.cli import check_overrides, fail, setup_logging
+
+CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    from tunebench.harness.experiment import run_experiment
+
+    setup_logging()
+    try:
+        run_id = run_experiment(OmegaConf.to_container(cfg, resolve=True))
+    except UserError as exc:
+        fail(str(exc))
+    print(f"mlflow run {run_id}", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        check_overrides(sys.argv[1:], CONF_DIR)
+    except UserError as exc:
+        fail(str(exc))
+    main()

@@ -1,0 +1,44 @@
+"""Command-line glue: one-line errors for bad overrides before Hydra composes anything."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from tunebench.errors import UserError
+
+GROUPS = ("method", "model", "target", "budget")
+
+
+def group_options(conf_dir: str, group: str) -> list[str]:
+    folder = os.path.join(conf_dir, group)
+    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
+
+
+def check_overrides(argv: list[str], conf_dir: str) -> None:
+    """Raise :class:`UserError` when an override names an unknown method/model/target/budget."""
+    for arg in argv:
+        if "=" not in arg or arg.startswith("-"):
+            continue
+        key, value = arg.split("=", 1)
+        key = key.lstrip("+~")
+        if key not in GROUPS:
+            continue
+        valid = group_options(conf_dir, key)
+        for v in value.split(","):
+            if v.strip() not in valid:
+                raise UserError(f"{key}={v.strip()!r} is unknown; valid: {', '.join(valid)}")
+
+
+def fail(msg: str, code: int = 2) -> None:
+    """Print a one-line error and exit."""
+    print(f"error: {msg}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s %(levelname)s %(name)s] %(message)s",
+                        datefmt="%H:%M:%S", force=True)
+    for noisy in ("mlflow", "alembic", "urllib3", "git"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

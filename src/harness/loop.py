@@ -1,0 +1,97 @@
+"""The ask/tell loop that tunes one task: identical budgets, clocks and logging for every method."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tunebench.methods.base import Budget, Method
+from tunebench.task import Measurement, Task
+
+
+@dataclass
+class TaskResult:
+    """What tuning one task produced.
+
+    Attributes:
+        measurements: every measurement of the task, prior (resumed) ones first, in trial order.
+        search_s: the task's search clock in seconds (prior attempts included).
+        stop_reason: why the loop ended: ``trials``, ``seconds``, ``early_stopping`` or ``exhausted``.
+    """
+
+    task: Task
+    measurements: list[Measurement] = field(default_factory=list)
+    search_s: float = 0.0
+    stop_reason: str = ""
+
+    @property
+    def valid(self) -> list[Measurement]:
+        return [m for m in self.measurements if m.valid]
+
+    def ranked(self) -> list[Measurement]:
+        """Valid measurements, fastest first."""
+        return sorted(self.valid, key=lambda m: m.latency_s)
+
+    @property
+    def n_invalid(self) -> int:
+        return sum(not m.valid for m in self.measurements)
+
+
+def _trials_since_best(measurements: list[Measurement]) -> int:
+    best, best_trial = math.inf, -1
+    for i, m in enumerate(measurements):
+        if m.valid and m.latency_s < best:
+            best, best_trial = m.latency_s, i
+    return len(measurements) - 1 - best_trial
+
+
+def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random.Generator,
+              prior: list[Measurement] | None = None, history=None, on_batch=None) -> TaskResult:
+    """Tune ``task`` with ``method`` on ``target`` within ``budget``.
+
+    Args:
+        prior: measurements of an earlier attempt of this run (resume): told to the method, counted
+            against the budget, never measured again.
+        on_batch: ``callback(new_measurements, result)`` after each batch (records, progress, curves).
+    """
+    prior = sorted(prior or [], key=lambda m: m.trial)
+    result = TaskResult(task, measurements=list(prior))
+    clock_offset = prior[-1].search_s if prior else 0.0
+    t0 = time.perf_counter()
+
+    def clock() -> float:
+        return clock_offset + time.perf_counter() - t0
+
+    method.setup(task, target_info=target.describe(), history=history, budget=budget, rng=rng)
+    if prior:
+        method.tell(prior)
+
+    while True:
+        done = len(result.measurements)
+        if done >= budget.trials_per_task:
+            result.stop_reason = "trials"
+            break
+        if budget.seconds_per_task is not None and clock() >= budget.seconds_per_task:
+            result.stop_reason = "seconds"
+            break
+        if budget.early_stopping is not None and done and _trials_since_best(result.measurements) >= budget.early_stopping:
+            result.stop_reason = "early_stopping"
+            break
+        n = min(target.batch_size, budget.trials_per_task - done)
+        configs = method.ask(n)[:n]
+        if not configs:
+            result.stop_reason = "exhausted"
+            break
+        batch = target.measure(task, configs)
+        for m in batch:
+            m.trial = len(result.measurements)
+            m.search_s = clock()
+            result.measurements.append(m)
+        method.tell(batch)
+        if on_batch is not None:
+            on_batch(batch, result)
+    result.search_s = clock()
+    return result

@@ -1,0 +1,57 @@
+"""Progress display: one rich progress row per task (trials, best GFLOPS, errors) plus a log line
+per finished task (so that non-interactive runs, e.g. CI or a sweep, still show progress)."""
+
+from __future__ import annotations
+
+import logging
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+log = logging.getLogger("tunebench")
+
+
+class TuningProgress:
+    """Context manager showing the tasks of one run.
+
+    Args:
+        n_tasks: number of tasks in the run.
+        enabled: False turns the live display off (log lines remain).
+    """
+
+    def __init__(self, n_tasks: int, enabled: bool = True):
+        self.n_tasks = n_tasks
+        self.console = Console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}", justify="left"), BarColumn(bar_width=24),
+            MofNCompleteColumn(), TextColumn("best {task.fields[best]:>9} GFLOPS"),
+            TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(),
+            console=self.console, disable=not self.enabled, transient=False)
+        self._done = 0
+
+    def __enter__(self):
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._progress.__exit__(*exc)
+
+    def start_task(self, task, trials: int, prior) -> int:
+        desc = f"[{self._done + 1}/{self.n_tasks}] {task.name[:40]}"
+        best = max((m.gflops for m in prior if m.valid), default=0.0)
+        return self._progress.add_task(desc, total=trials, completed=len(prior), best=f"{best:.1f}",
+                                       errors=sum(not m.valid for m in prior))
+
+    def update(self, row: int, result) -> None:
+        best = max((m.gflops for m in result.measurements if m.valid), default=0.0)
+        self._progress.update(row, completed=len(result.measurements), best=f"{best:.1f}", errors=result.n_invalid)
+
+    def finish_task(self, row: int, result, best) -> None:
+        self.update(row, result)
+        self._done += 1
+        text = (f"{best.latency_s * 1e3:.4f} ms, {best.gflops:.1f} GFLOPS" if best is not None
+                else "no valid, output-checked config")
+        log.info("task %d/%d %s: %d trials (%d invalid) in %.1f s -> %s [%s]", self._done, self.n_tasks,
+                 result.task.name, len(result.measurements), result.n_invalid, result.search_s, text,
+                 result.stop_reason)

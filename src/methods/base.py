@@ -1,0 +1,63 @@
+"""The interface every tuning method implements (the harness owns the loop; methods propose and learn).
+
+The harness calls, per task::
+
+    method.setup(task, target_info, history, budget, rng)
+    method.tell(prior_measurements)          # only when resuming a run, may be empty
+    while budget left:
+        configs = method.ask(n)              # inner search (SA, evolution, acquisition) happens here
+        measurements = target.measure(task, configs)
+        method.tell(measurements)
+
+A method never calls a target. Its model training happens inside ``ask``/``tell`` and is charged to
+the task's search clock like everything else.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from tunebench.space import Config
+from tunebench.task import Measurement, Task
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-task budget.
+
+    Attributes:
+        trials_per_task: measurements per task (invalid configs count, as in AutoTVM).
+        seconds_per_task: optional wall-clock limit per task (search clock), None for none.
+        early_stopping: stop a task after this many trials without a better latency; None for never.
+    """
+
+    trials_per_task: int
+    seconds_per_task: float | None = None
+    early_stopping: int | None = None
+
+
+class Method(ABC):
+    """A tuning method: proposes configs (``ask``) and learns from measurements (``tell``)."""
+
+    name: str = "method"
+
+    def setup(self, task: Task, target_info: dict, history, budget: Budget, rng: np.random.Generator) -> None:
+        """Prepare for a new task. ``history``: earlier records (or None); ``rng``: the run's generator."""
+        self.task = task
+        self.space = task.space
+        self.target_info = target_info
+        self.history = history
+        self.budget = budget
+        self.rng = rng
+        self.visited: set[int] = set()
+
+    @abstractmethod
+    def ask(self, n: int) -> list[Config]:
+        """Up to ``n`` configs to measure next (fewer, or none, when the space is exhausted)."""
+
+    def tell(self, measurements: list[Measurement]) -> None:
+        """Learn from measured configs (also called with the prior records of a resumed run)."""
+        self.visited.update(m.config.index for m in measurements)

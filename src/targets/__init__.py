@@ -1,0 +1,17 @@
+"""Measurement backends. ``make_target(cfg)`` builds the one named by ``cfg["kind"]``."""
+
+from __future__ import annotations
+
+from tunebench.errors import UserError
+
+TARGET_KINDS = ("llvm", "cuda")
+
+
+def make_target(cfg: dict):
+    """The target for a target config dict (``conf/target/*.yaml``)."""
+    kind = cfg.get("kind")
+    if kind in ("llvm", "cuda"):
+        from tunebench.targets.tvm_target import TVMTarget
+
+        return TVMTarget(cfg)
+    raise UserError(f"target kind={kind!r} is unknown; valid: {', '.join(TARGET_KINDS)}")

@@ -1,0 +1,123 @@
+"""Request handler that runs inside build/run worker processes (see :mod:`tunebench.targets.workers`).
+
+Requests (``name``, ``payload`` dict):
+
+- ``"build"``: apply the task's template with config ``index``, compile for ``target`` and export
+  the library to ``path``. Returns ``{"build_s": float}``.
+- ``"run"``: load the library at ``path`` and time it with TVM's time evaluator on random inputs.
+  Returns ``{"results_s": [per-repeat seconds], "run_s": float}``.
+- ``"check"``: build config ``index`` for ``target``, run it once on fixed random inputs and compare
+  the output with the unscheduled PrimFunc compiled for the host CPU (the reference semantics of
+  the fused task). Returns ``{"max_abs_err", "ref_max_abs", "rel_err"}``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+_TASKS: dict = {}  # task key -> (mod, template, space)
+_INPUTS: dict = {}  # (device, signature) -> list of tvm tensors
+
+
+def _task(payload: dict):
+    import tvm
+
+    from tunebench.targets.templates import get_template
+
+    key = payload["task_key"]
+    if key not in _TASKS:
+        mod = tvm.ir.load_json(payload["mod_json"])
+        tpl = get_template(payload["task_kind"], payload["target_kind"])
+        _TASKS[key] = (mod, tpl, tpl.make_space(mod))
+    return _TASKS[key]
+
+
+def _device(spec: list):
+    import tvm
+
+    kind, idx = spec
+    return tvm.cpu(idx) if kind == "cpu" else tvm.cuda(idx)
+
+
+def arg_specs(mod) -> list[tuple[tuple[int, ...], str]]:
+    """(shape, dtype) of every parameter of ``mod["main"]``, in order; the last one is the output."""
+    func = mod["main"]
+    out = []
+    for p in func.params:
+        buf = func.buffer_map[p]
+        out.append((tuple(int(s) for s in buf.shape), str(buf.dtype)))
+    return out
+
+
+def _random_args(specs, dev, seed: int) -> list:
+    import tvm
+
+    rng = np.random.default_rng(seed)
+    arrays = [rng.uniform(-1, 1, size=s).astype(d) for s, d in specs[:-1]]
+    arrays.append(np.zeros(specs[-1][0], dtype=specs[-1][1]))
+    return [tvm.runtime.tensor(a, dev) for a in arrays]
+
+
+def _build(payload: dict) -> dict:
+    import tvm
+
+    mod, tpl, space = _task(payload)
+    t0 = time.perf_counter()
+    sched = tpl.apply(mod, space.get(payload["index"]))
+    err = tpl.verify(sched, payload.get("limits") or {})
+    if err:
+        raise ValueError(err)
+    lib = tvm.compile(sched, target=tvm.target.Target(payload["target"]))
+    lib.export_library(payload["path"])
+    return {"build_s": time.perf_counter() - t0}
+
+
+def _run(payload: dict) -> dict:
+    import tvm
+
+    dev = _device(payload["device"])
+    specs = [(tuple(s), d) for s, d in payload["args"]]
+    key = (tuple(payload["device"]), tuple(specs))
+    if key not in _INPUTS:
+        _INPUTS.clear()  # keep one input set alive: layers can be large
+        _INPUTS[key] = _random_args(specs, dev, seed=0)
+    args = _INPUTS[key]
+    t0 = time.perf_counter()
+    lib = tvm.runtime.load_module(payload["path"])
+    timer = lib.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
+                               min_repeat_ms=payload["min_repeat_ms"])
+    res = timer(*args)
+    return {"results_s": [float(r) for r in res.results], "run_s": time.perf_counter() - t0}
+
+
+def _check(payload: dict) -> dict:
+    import tvm
+
+    mod, tpl, space = _task(payload)
+    specs = arg_specs(mod)
+    dev = _device(payload["device"])
+    sched = tpl.apply(mod, space.get(payload["index"]))
+    lib = tvm.compile(sched, target=tvm.target.Target(payload["target"]))
+    args = _random_args(specs, dev, seed=1234)
+    lib["main"](*args)
+    out = args[-1].numpy()
+
+    ref_lib = tvm.compile(mod, target=tvm.target.Target(payload["ref_target"]))
+    ref_args = _random_args(specs, tvm.cpu(0), seed=1234)
+    ref_lib["main"](*ref_args)
+    ref = ref_args[-1].numpy()
+    err = float(np.max(np.abs(out - ref))) if out.size else 0.0
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return {"max_abs_err": err, "ref_max_abs": scale, "rel_err": err / max(scale, 1e-12)}
+
+
+_HANDLERS = {"build": _build, "run": _run, "check": _check}
+
+
+def handle(name: str, payload: dict) -> dict:
+    """Entry point used by :class:`tunebench.targets.workers.Worker`."""
+    if name == "ping":
+        return {"pid": __import__("os").getpid()}
+    return _HANDLERS[name](payload)

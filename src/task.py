@@ -1,0 +1,103 @@
+"""Core value types shared by datasets, targets, methods and the harness."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunebench.space import Config, Space
+
+
+@dataclass
+class Task:
+    """One tunable unit of a model.
+
+    Attributes:
+        id: stable id, a hash of the workload and the target kind (same in every process).
+        name: readable name, e.g. ``"fused_conv2d_add_relu"``.
+        kind: ``"conv2d"``, ``"depthwise_conv2d"`` or ``"dense"``.
+        mod: the workload, a ``tvm.IRModule`` holding one PrimFunc ``"main"`` (fused ops included).
+        shape: the main operator's shape parameters (conv2d: batch, in_channels, height, width,
+            out_channels, kernel, stride, padding, groups; dense: batch, in_features, out_features).
+        flops: floating-point operations of the main operator (2 x multiply-accumulates).
+        weight: how many times this workload occurs in the model.
+        target_kind: ``"llvm"`` or ``"cuda"``; the space depends on it.
+        space: the knob space of this task on that target (set by the template).
+    """
+
+    id: str
+    name: str
+    kind: str
+    mod: Any
+    shape: dict
+    flops: int
+    weight: int = 1
+    target_kind: str = "llvm"
+    space: Space | None = None
+
+    def summary(self) -> dict:
+        return {"id": self.id, "name": self.name, "kind": self.kind, "shape": self.shape,
+                "flops": self.flops, "weight": self.weight, "target_kind": self.target_kind,
+                "space_size": self.space.size if self.space is not None else None}
+
+
+@dataclass
+class Measurement:
+    """The result of measuring one config of one task.
+
+    Attributes:
+        task_id: the task measured.
+        config: the config measured.
+        valid: False when the config failed validation, build or run (see ``error``).
+        latency_s: median (or mean, as configured) run time in seconds; ``inf`` when invalid.
+        latency_std_s: standard deviation of the repeats in seconds.
+        gflops: ``task.flops / latency_s / 1e9``; 0 when invalid.
+        error: the error text for an invalid measurement ("" when valid).
+        build_s: seconds spent building; run_s: seconds spent on the device.
+        cost_s: seconds charged to the search clock for this measurement.
+        search_s: the task's search clock (seconds since the task started) when it arrived.
+        trial: 0-based trial number within the task.
+        fidelity: the fidelity measured at (TVM targets have one: "hw").
+        timestamp: wall-clock time (Unix seconds) when it arrived.
+    """
+
+    task_id: str
+    config: Config
+    valid: bool
+    latency_s: float = float("inf")
+    latency_std_s: float = 0.0
+    gflops: float = 0.0
+    error: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+    cost_s: float = 0.0
+    search_s: float = 0.0
+    trial: int = -1
+    fidelity: str = "hw"
+    timestamp: float = field(default_factory=time.time)
+
+    def to_record(self) -> dict:
+        """One JSON-serializable record line."""
+        return {"task_id": self.task_id, "trial": self.trial, "index": self.config.index,
+                "config": self.config.to_dict(), "valid": self.valid,
+                "latency_s": self.latency_s if self.valid else None,
+                "latency_std_s": self.latency_std_s, "gflops": self.gflops, "error": self.error,
+                "build_s": round(self.build_s, 6), "run_s": round(self.run_s, 6),
+                "cost_s": round(self.cost_s, 6), "search_s": round(self.search_s, 6),
+                "fidelity": self.fidelity, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_record(cls, rec: dict, space: Space) -> "Measurement":
+        cfg = space.get(int(rec["index"]))
+        if cfg.to_dict() != rec["config"]:
+            raise ValueError(f"record of task {rec['task_id']} trial {rec['trial']}: index {rec['index']} "
+                             "does not match its config in this space")
+        lat = rec.get("latency_s")
+        return cls(task_id=rec["task_id"], config=cfg, valid=bool(rec["valid"]),
+                   latency_s=float(lat) if lat is not None else float("inf"),
+                   latency_std_s=rec.get("latency_std_s", 0.0), gflops=rec.get("gflops", 0.0),
+                   error=rec.get("error", ""), build_s=rec.get("build_s", 0.0), run_s=rec.get("run_s", 0.0),
+                   cost_s=rec.get("cost_s", 0.0), search_s=rec.get("search_s", 0.0),
+                   trial=int(rec["trial"]), fidelity=rec.get("fidelity", "hw"),
+                   timestamp=rec.get("timestamp", 0.0))

@@ -1,0 +1,84 @@
+import json
+import os
+
+import pytest
+
+from tunebench.errors import UserError
+from tunebench.harness.cli import check_overrides
+from tunebench.harness.experiment import make_budget
+from tunebench.harness.records import RecordFile, read_records
+from tunebench.harness.tracking import check_reachable, flatten
+from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.task import Measurement, Task
+
+CONF = os.path.join(os.path.dirname(__file__), "..", "conf")
+
+
+def _task():
+    t = Task(id="abc123abc123", name="t", kind="conv2d", mod=None, shape={"k": 3}, flops=100)
+    t.space = Space([SplitKnob("tile", 8, 2), ChoiceKnob("u", (0, 1))])
+    return t
+
+
+def test_records_append_flush_and_truncated_tail(tmp_path):
+    t = _task()
+    path = str(tmp_path / "r" / "records.jsonl")
+    rf = RecordFile(path, {"method": "random"})
+    for i in range(3):
+        m = Measurement(t.id, t.space.get(i), valid=i != 1, latency_s=1e-3 * (i + 1), error="" if i != 1 else "boom")
+        m.trial = i
+        rf.append(m, t)
+    # flushed before close: another reader sees all lines now
+    recs = read_records(path)
+    assert [r["trial"] for r in recs] == [0, 1, 2] and recs[1]["error"] == "boom" and recs[0]["method"] == "random"
+    rf.close()
+    with open(path, "a") as fh:  # a killed writer's half line
+        fh.write('{"task_id": "abc')
+    assert len(read_records(path)) == 3
+    rf = RecordFile(path)  # reopening cuts the partial line
+    rf.close()
+    assert open(path).read().endswith("\n") and len(read_records(path)) == 3
+    back = Measurement.from_record(recs[2], t.space)
+    assert back.config.index == 2 and back.valid and back.latency_s == pytest.approx(3e-3)
+    bad = dict(recs[2], index=3)
+    with pytest.raises(ValueError):
+        Measurement.from_record(bad, t.space)
+
+
+@pytest.mark.parametrize("budget,msg", [({"trials_per_task": 0}, "trials_per_task=0"),
+                                        ({"trials_per_task": -3}, "trials_per_task=-3"),
+                                        ({"trials_per_task": "8"}, "trials_per_task='8'"),
+                                        ({"trials_per_task": 4, "seconds_per_task": 0}, "seconds_per_task=0"),
+                                        ({"trials_per_task": 4, "early_stopping": -1}, "early_stopping=-1")])
+def test_bad_budget_is_a_one_line_error(budget, msg):
+    with pytest.raises(UserError, match=msg) as exc:
+        make_budget(budget)
+    assert "\n" not in str(exc.value)
+
+
+def test_good_budget():
+    b = make_budget({"trials_per_task": 8, "seconds_per_task": 30, "early_stopping": None})
+    assert b.trials_per_task == 8 and b.seconds_per_task == 30.0 and b.early_stopping is None
+
+
+def test_unknown_group_values_are_rejected_with_valid_choices():
+    check_overrides(["method=random", "model=resnet18,vgg16", "budget.trials_per_task=3"], CONF)
+    for arg, bad in [("method=nope", "nope"), ("model=resnet18,foo", "foo"), ("target=tpu", "tpu")]:
+        with pytest.raises(UserError) as exc:
+            check_overrides([arg], CONF)
+        text = str(exc.value)
+        assert bad in text and "valid:" in text and "\n" not in text
+
+
+def test_unreachable_tracking_uri():
+    with pytest.raises(UserError, match="unreachable"):
+        check_reachable("http://127.0.0.1:9/", timeout_s=2)
+    with pytest.raises(UserError, match="not writable|does not exist"):
+        check_reachable("sqlite:////nonexistent-dir/x/mlflow.db")
+    with pytest.raises(UserError, match="unsupported scheme"):
+        check_reachable("ftp://x")
+
+
+def test_flatten_params():
+    flat = flatten({"a": {"b": 1, "c": [1, 2]}, "d": None})
+    assert flat == {"a.b": "1", "a.c": json.dumps([1, 2]), "d": "None"}
