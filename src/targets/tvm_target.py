@@ -30,10 +30,10 @@ from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
 
-HANDLER = "tunebench.targets.tvm_worker:handle"
+HANDLER = "tunebench.targets.tvm_worker:handle"  # default request handler of the worker processes
 
 
-def _cpu_model_name() -> str:
+def cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -82,7 +82,7 @@ class TVMTarget:
                 mcpu = tvm.target.codegen.llvm_get_system_cpu()
             self.tvm_target = {"kind": "llvm", "num-cores": int(n_cores), "mcpu": mcpu}
             self.device_spec = ["cpu", 0]
-            self.device = {"kind": "llvm", "name": _cpu_model_name(), "mcpu": mcpu,
+            self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu,
                            "num_cores": int(n_cores), "host": platform.node()}
             self.device_key = f"cpu-{platform.node()}"
         elif self.kind == "cuda":
@@ -117,8 +117,9 @@ class TVMTarget:
         """Start the worker processes (before any task clock starts)."""
         if self._builders is None:
             n = self.builder_cfg.get("n_parallel") or os.cpu_count() or 1
-            self._builders = WorkerPool(HANDLER, int(n))
-            self._runner = WorkerPool(HANDLER, 1)
+            handler = self.cfg.get("handler") or HANDLER
+            self._builders = WorkerPool(handler, int(n))
+            self._runner = WorkerPool(handler, 1)
             self._tmpdir = tempfile.mkdtemp(prefix="tunebench-build-")
             self._builders.start()
             self._runner.start()

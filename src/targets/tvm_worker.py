@@ -43,12 +43,7 @@ def _device(spec: list):
 
 def arg_specs(mod) -> list[tuple[tuple[int, ...], str]]:
     """(shape, dtype) of every parameter of ``mod["main"]``, in order; the last one is the output."""
-    func = mod["main"]
-    out = []
-    for p in func.params:
-        buf = func.buffer_map[p]
-        out.append((tuple(int(s) for s in buf.shape), str(buf.dtype)))
-    return out
+    return [(tuple(int(s) for s in p.ty.shape), str(p.ty.dtype)) for p in mod["main"].params]
 
 
 def _random_args(specs, dev, seed: int) -> list:

@@ -1,0 +1,341 @@
+"""CUDA templates: AutoTVM's ``conv2d_nchw`` direct, depthwise and dense schedules on s_tir.
+
+All three share one structure (AutoTVM ``schedule_direct_cuda``): the output is tiled 4 ways
+per spatial axis into (block, virtual thread, thread, inner) levels bound to
+``blockIdx`` / ``vthread`` / ``threadIdx``; each thread accumulates its inner tile of the main
+block in registers ("local"); the input and weight tiles a thread block needs are staged in
+"shared" memory and fetched cooperatively by all threads of the block; the fused epilogue
+(bias, residual, relu) is computed from the registers by the thread that owns the tile.
+Knob values are the split factors, outermost first, so e.g. ``tile_f = (bf, vf, tf, fi)``
+means ``bf`` blocks x ``vf`` virtual threads x ``tf`` threads x ``fi`` inner iterations.
+
+GPU limits (the ``limits`` dict of :meth:`check` / :meth:`verify`) use the keys of
+``verify_gpu_code``: ``max_threads_per_block``, ``max_thread_x/y/z``, ``max_vthread`` (per
+virtual-thread dimension) and ``max_shared_memory_per_block`` (bytes). Missing keys are not
+checked.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import tvm
+import tvm.s_tir as st
+from tvm import s_tir, tirx
+
+from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+
+from .fused import FusedInfo, Template, new_schedule, stage_output
+
+FLOAT_BYTES = 4  # all tensors are float32
+
+#: target used for the lowering passes run by :meth:`CudaTemplate.verify`
+VERIFY_TARGET = {"kind": "cuda", "arch": "sm_80"}
+
+
+def _lowering_passes() -> list:
+    """The s_tir lowering passes up to virtual-thread injection and storage rewrite, as in
+    MetaSchedule's ``VerifyGPUCode`` postprocessor: afterwards shared allocations are final."""
+    return [
+        s_tir.transform.CanonicalizeLoop(),
+        s_tir.transform.LowerCrossThreadReduction(),
+        s_tir.transform.LowerInitBlock(),
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation(),
+        s_tir.transform.UnifyThreadBinding(),
+        s_tir.transform.LowerMatchBuffer(),
+        s_tir.transform.LowerOpaqueBlock(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.VectorizeLoop(True),
+        s_tir.transform.InjectVirtualThread(),
+        tirx.transform.StorageRewrite(),
+        tirx.transform.StmtSimplify(),
+    ]
+
+
+def thread_bindings(sched_mod: tvm.IRModule) -> tuple[dict[str, int], dict[str, int]]:
+    """``(threads, vthreads)``: the extent of each ``threadIdx.*`` / ``vthread.*`` axis bound in
+    the scheduled function (the largest one when an axis is bound more than once)."""
+    sch = st.Schedule(sched_mod)
+    threads: dict[str, int] = {}
+    vthreads: dict[str, int] = {}
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        for loop in sch.get_loops(block):
+            node = sch.get(loop)
+            if node.thread_binding is None:
+                continue
+            tag = node.thread_binding.thread_tag
+            table = threads if tag.startswith("threadIdx") else vthreads if tag.startswith("vthread") else None
+            if table is not None:
+                table[tag] = max(table.get(tag, 1), int(node.extent))
+    return threads, vthreads
+
+
+def limit_error(threads: dict[str, int], vthreads: dict[str, int], shared_bytes: int,
+                limits: dict) -> str | None:
+    """The first GPU limit broken by a kernel with these thread extents and shared bytes."""
+    total = math.prod(threads.values())
+    if total > limits.get("max_threads_per_block", math.inf):
+        return (f"{total} threads per block ({', '.join(f'{k}={v}' for k, v in sorted(threads.items()))}) "
+                f"> max_threads_per_block={limits['max_threads_per_block']}")
+    for tag, ext in sorted(threads.items()):
+        key = "max_thread_" + tag.rsplit(".", 1)[-1]
+        if ext > limits.get(key, math.inf):
+            return f"{tag} extent {ext} > {key}={limits[key]}"
+    for tag, ext in sorted(vthreads.items()):
+        if ext > limits.get("max_vthread", math.inf):
+            return f"{tag} extent {ext} > max_vthread={limits['max_vthread']}"
+    if shared_bytes > limits.get("max_shared_memory_per_block", math.inf):
+        return (f"{shared_bytes} bytes of shared memory per block > "
+                f"max_shared_memory_per_block={limits['max_shared_memory_per_block']}")
+    return None
+
+
+def cooperative_fetch(sch: st.Schedule, block, loop, threads: list[tuple[str, int]]) -> None:
+    """Compute the shared-memory copy ``block`` at ``loop`` and spread its iterations over the
+    thread block: the copy loops are fused and split as ``(t_1, ..., t_k, rest)`` with ``t_i``
+    bound to the given thread axes (outermost first); ``rest`` is a serial loop per thread
+    (guarded by a predicate when the tile size is not a multiple of the thread count)."""
+    sch.compute_at(block, loop, preserve_unit_loops=True)
+    n_iters = len(sch.get(block).iter_vars)
+    fused = sch.fuse(*sch.get_loops(block)[-n_iters:])
+    parts = sch.split(fused, [ext for _, ext in threads] + [None])
+    for part, (tag, _) in zip(parts, threads):
+        sch.bind(part, tag)
+
+
+def annotate_unroll(sch: st.Schedule, loop, config: Config) -> None:
+    """``auto_unroll_max_step`` / ``unroll_explicit`` as pragmas on the kernel's outermost loop."""
+    sch.annotate(loop, "pragma_auto_unroll_max_step", int(config["auto_unroll_max_step"]))
+    sch.annotate(loop, "pragma_unroll_explicit", int(config["unroll_explicit"]))
+
+
+class CudaTemplate(Template):
+    """Common GPU checks of the CUDA templates."""
+
+    target_kind = "cuda"
+    thread_axes: tuple[tuple[str, str], ...] = ()  # (knob, thread axis) of the thread-level factor
+    vthread_axes: tuple[tuple[str, str], ...] = ()  # (knob, vthread axis) of the vthread factor
+
+    @abc.abstractmethod
+    def shared_bytes(self, info: FusedInfo, config: Config) -> int:
+        """Bytes of shared memory the staged input and weight tiles take per thread block."""
+
+    def check(self, mod: tvm.IRModule, config: Config, limits: dict) -> str | None:
+        """Threads per block (product of the thread-level factors ``tile_*[2]``), each thread
+        dimension, each virtual-thread dimension (``tile_*[1]``) and the shared bytes of the
+        staged tiles against ``limits``; returns the first violation or None."""
+        info = self.analyze(mod)
+        threads = {tag: int(config[knob][2]) for knob, tag in self.thread_axes}
+        vthreads = {tag: int(config[knob][1]) for knob, tag in self.vthread_axes}
+        return limit_error(threads, vthreads, self.shared_bytes(info, config), limits)
+
+    def verify(self, sched_mod: tvm.IRModule, limits: dict) -> str | None:
+        """Lower ``sched_mod`` (up to virtual-thread injection) and run ``verify_gpu_code`` on it;
+        the reason reports thread extents, virtual threads and shared bytes of the lowered code."""
+        threads, vthreads = thread_bindings(sched_mod)
+        with tvm.target.Target(VERIFY_TARGET):
+            lowered = tvm.transform.Sequential(_lowering_passes())(sched_mod)
+        func = lowered["main"]
+        shared = int(s_tir.analysis.calculate_allocated_bytes(func)["main"].get("shared", 0))
+        reason = limit_error(threads, vthreads, shared, limits)
+        checked = {k: int(v) for k, v in limits.items()}
+        if not s_tir.analysis.verify_gpu_code(func, checked):
+            return reason or "verify_gpu_code rejected the lowered kernel"
+        return reason
+
+
+class CudaConv2dDirect(CudaTemplate):
+    """AutoTVM's CUDA ``conv2d_nchw`` direct template.
+
+    Knobs (in this order; split values outermost first):
+
+    - ``tile_f``: out-channels F split 4 ways (block, vthread, thread, inner);
+      blockIdx.z (fused with the batch), vthread.z, threadIdx.z.
+    - ``tile_y``: output height split 4 ways; blockIdx.y, vthread.y, threadIdx.y.
+    - ``tile_x``: output width split 4 ways; blockIdx.x, vthread.x, threadIdx.x.
+    - ``tile_rc``, ``tile_ry``, ``tile_rx``: in-channels, kernel height, kernel width split
+      2 ways (outer, inner); the outer loops step over the shared-memory tiles, each of
+      ``rc_i x ry_i x rx_i`` reduction iterations.
+    - ``auto_unroll_max_step`` in (0, 512, 1500): ``pragma_auto_unroll_max_step``.
+    - ``unroll_explicit`` in (0, 1): ``pragma_unroll_explicit``.
+
+    Shared tiles, staged at the outermost reduction tile loop ``rx_o``: the padded input
+    ``rc_i x ((Ty-1)*sh + (ry_i-1)*dh + 1) x ((Tx-1)*sw + (rx_i-1)*dw + 1)`` and the weights
+    ``Tf x rc_i x ry_i x rx_i``, where ``T* = vthread * thread * inner`` of the tile knob.
+    """
+
+    task_kind = "conv2d"
+    thread_axes = (("tile_f", "threadIdx.z"), ("tile_y", "threadIdx.y"), ("tile_x", "threadIdx.x"))
+    vthread_axes = (("tile_f", "vthread.z"), ("tile_y", "vthread.y"), ("tile_x", "vthread.x"))
+    unroll_steps = (0, 512, 1500)
+
+    def make_space(self, mod: tvm.IRModule) -> Space:
+        e = self.analyze(mod).extents
+        return Space([
+            SplitKnob("tile_f", e["f"], 4), SplitKnob("tile_y", e["y"], 4), SplitKnob("tile_x", e["x"], 4),
+            SplitKnob("tile_rc", e["rc"], 2), SplitKnob("tile_ry", e["ry"], 2), SplitKnob("tile_rx", e["rx"], 2),
+            ChoiceKnob("auto_unroll_max_step", self.unroll_steps), ChoiceKnob("unroll_explicit", (0, 1)),
+        ])
+
+    def shared_bytes(self, info: FusedInfo, config: Config) -> int:
+        tf, ty, tx = (math.prod(config[k][1:]) for k in ("tile_f", "tile_y", "tile_x"))
+        rc, ry, rx = (config[k][1] for k in ("tile_rc", "tile_ry", "tile_rx"))
+        h, w = info.input_tile(ty, tx, ry, rx)
+        return FLOAT_BYTES * (rc * h * w + tf * rc * ry * rx)
+
+    def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
+        info = self.analyze(mod)
+        sch = new_schedule(mod)
+        main = sch.get_sblock(info.main)
+        data_s = stage_data_shared(sch, info, main)
+        weight_s = sch.cache_read(main, info.weight_read, "shared")
+        out, acc = stage_output(sch, info, "local")
+
+        n, f, y, x, rc, ry, rx = sch.get_loops(acc)
+        bf, vf, tf, fi = sch.split(f, list(config["tile_f"]))
+        by, vy, ty, yi = sch.split(y, list(config["tile_y"]))
+        bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
+        rco, rci = sch.split(rc, list(config["tile_rc"]))
+        ryo, ryi = sch.split(ry, list(config["tile_ry"]))
+        rxo, rxi = sch.split(rx, list(config["tile_rx"]))
+        sch.reorder(bf, by, bx, vf, vy, vx, tf, ty, tx, rco, ryo, rxo, rci, ryi, rxi, fi, yi, xi)
+        bz = sch.fuse(n, bf)
+        for loop, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"),
+                          (vf, "vthread.z"), (vy, "vthread.y"), (vx, "vthread.x"),
+                          (tf, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+            sch.bind(loop, tag)
+        sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
+        sch.decompose_reduction(acc, rco)
+
+        threads = [("threadIdx.z", config["tile_f"][2]), ("threadIdx.y", config["tile_y"][2]),
+                   ("threadIdx.x", config["tile_x"][2])]
+        for block in (data_s, weight_s):
+            cooperative_fetch(sch, block, rxo, threads)
+        annotate_unroll(sch, bz, config)
+        return sch.mod
+
+
+class CudaDepthwiseConv2d(CudaTemplate):
+    """AutoTVM's CUDA depthwise ``conv2d_nchw`` template.
+
+    Knobs: ``tile_f`` (channels), ``tile_y``, ``tile_x`` split 4 ways (block, vthread, thread,
+    inner) and bound as in :class:`CudaConv2dDirect`; ``auto_unroll_max_step`` in
+    (0, 256, 1500); ``unroll_explicit`` in (0, 1). No reduction split: the whole kernel window
+    is reduced per output element. The shared tiles are staged once per thread block: the
+    padded input ``Tf x ((Ty-1)*sh + (KH-1)*dh + 1) x ((Tx-1)*sw + (KW-1)*dw + 1)`` and the
+    weights ``Tf x KH x KW``.
+    """
+
+    task_kind = "depthwise_conv2d"
+    thread_axes = CudaConv2dDirect.thread_axes
+    vthread_axes = CudaConv2dDirect.vthread_axes
+    unroll_steps = (0, 256, 1500)
+
+    def make_space(self, mod: tvm.IRModule) -> Space:
+        e = self.analyze(mod).extents
+        return Space([
+            SplitKnob("tile_f", e["f"], 4), SplitKnob("tile_y", e["y"], 4), SplitKnob("tile_x", e["x"], 4),
+            ChoiceKnob("auto_unroll_max_step", self.unroll_steps), ChoiceKnob("unroll_explicit", (0, 1)),
+        ])
+
+    def shared_bytes(self, info: FusedInfo, config: Config) -> int:
+        tf, ty, tx = (math.prod(config[k][1:]) for k in ("tile_f", "tile_y", "tile_x"))
+        kh, kw = info.extents["ry"], info.extents["rx"]
+        h, w = info.input_tile(ty, tx, kh, kw)
+        return FLOAT_BYTES * (tf * h * w + tf * kh * kw)
+
+    def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
+        info = self.analyze(mod)
+        sch = new_schedule(mod)
+        main = sch.get_sblock(info.main)
+        data_s = stage_data_shared(sch, info, main)
+        weight_s = sch.cache_read(main, info.weight_read, "shared")
+        out, acc = stage_output(sch, info, "local")
+
+        n, f, y, x, rc, ry, rx = sch.get_loops(acc)
+        bf, vf, tf, fi = sch.split(f, list(config["tile_f"]))
+        by, vy, ty, yi = sch.split(y, list(config["tile_y"]))
+        bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
+        sch.reorder(bf, by, bx, vf, vy, vx, tf, ty, tx, fi, yi, xi, rc, ry, rx)
+        bz = sch.fuse(n, bf)
+        for loop, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"),
+                          (vf, "vthread.z"), (vy, "vthread.y"), (vx, "vthread.x"),
+                          (tf, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+            sch.bind(loop, tag)
+        sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
+        sch.decompose_reduction(acc, fi)
+
+        threads = [("threadIdx.z", config["tile_f"][2]), ("threadIdx.y", config["tile_y"][2]),
+                   ("threadIdx.x", config["tile_x"][2])]
+        for block in (data_s, weight_s):
+            cooperative_fetch(sch, block, bx, threads)
+        annotate_unroll(sch, bz, config)
+        return sch.mod
+
+
+class CudaDense(CudaTemplate):
+    """CUDA dense (``matmul`` ``C[M, N] = A[M, K] W[K, N]``, then the fused bias) in the
+    structure of the conv template.
+
+    Knobs: ``tile_y`` (rows M, the batch) and ``tile_x`` (columns N) split 4 ways (block,
+    vthread, thread, inner) bound to blockIdx.y/x, vthread.y/x, threadIdx.y/x; ``tile_k``
+    (reduction K) split 2 ways (outer, inner); ``auto_unroll_max_step`` in (0, 512, 1500);
+    ``unroll_explicit`` in (0, 1). Shared tiles staged at the outer k loop: ``A`` ``Ty x k_i``
+    and ``W`` ``k_i x Tx``.
+    """
+
+    task_kind = "dense"
+    thread_axes = (("tile_y", "threadIdx.y"), ("tile_x", "threadIdx.x"))
+    vthread_axes = (("tile_y", "vthread.y"), ("tile_x", "vthread.x"))
+    unroll_steps = (0, 512, 1500)
+
+    def make_space(self, mod: tvm.IRModule) -> Space:
+        e = self.analyze(mod).extents
+        return Space([
+            SplitKnob("tile_y", e["y"], 4), SplitKnob("tile_x", e["x"], 4), SplitKnob("tile_k", e["k"], 2),
+            ChoiceKnob("auto_unroll_max_step", self.unroll_steps), ChoiceKnob("unroll_explicit", (0, 1)),
+        ])
+
+    def shared_bytes(self, info: FusedInfo, config: Config) -> int:
+        ty, tx = (math.prod(config[k][1:]) for k in ("tile_y", "tile_x"))
+        return FLOAT_BYTES * config["tile_k"][1] * (ty + tx)
+
+    def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
+        info = self.analyze(mod)
+        sch = new_schedule(mod)
+        main = sch.get_sblock(info.main)
+        data_s = sch.cache_read(main, info.data_read, "shared")
+        weight_s = sch.cache_read(main, info.weight_read, "shared")
+        out, acc = stage_output(sch, info, "local")
+
+        y, x, k = sch.get_loops(acc)
+        by, vy, ty, yi = sch.split(y, list(config["tile_y"]))
+        bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
+        ko, ki = sch.split(k, list(config["tile_k"]))
+        sch.reorder(by, bx, vy, vx, ty, tx, ko, ki, yi, xi)
+        for loop, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread.y"), (vx, "vthread.x"),
+                          (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+            sch.bind(loop, tag)
+        sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
+        sch.decompose_reduction(acc, ko)
+
+        threads = [("threadIdx.y", config["tile_y"][2]), ("threadIdx.x", config["tile_x"][2])]
+        for block in (data_s, weight_s):
+            cooperative_fetch(sch, block, ko, threads)
+        annotate_unroll(sch, by, config)
+        return sch.mod
+
+
+def stage_data_shared(sch: st.Schedule, info: FusedInfo, main):
+    """The shared-memory copy of the main block's data input: the pad block itself moved to
+    "shared" (padding is then applied while fetching), or a ``cache_read`` without a pad block."""
+    if info.pad is not None:
+        pad = sch.get_sblock(info.pad)
+        sch.set_scope(pad, 0, "shared")
+        return pad
+    return sch.cache_read(main, info.data_read, "shared")

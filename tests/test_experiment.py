@@ -1,0 +1,143 @@
+"""End-to-end: real tuning runs on this CPU through the harness, MLflow and the record file."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import ROOT, TINY_LAYER
+from tunebench.harness.experiment import RECORD_TAG, run_experiment
+from tunebench.harness.records import read_records
+
+
+def _client(workdir):
+    return MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+
+
+def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
+    run_id = run_experiment(tiny_cfg)
+    run = _client(tiny_cfg["workdir"]).get_run(run_id)
+    assert run.info.status == "FINISHED"
+    tags = run.data.tags
+    for key in ("method", "model", "target", "device", "seed", "git_commit"):
+        assert tags[key]
+    assert (tags["method"], tags["model"], tags["target"], tags["seed"]) == ("random", "layers", "llvm", "0")
+    assert run.data.params["budget.trials_per_task"] == "6" and run.data.params["target.kind"] == "llvm"
+    m = run.data.metrics
+    task_ids = {k.split(".")[0] for k in m if k.endswith(".trials")}
+    assert len(task_ids) == 1
+    (tid,) = task_ids
+    assert m[f"{tid}.trials"] == 6 and m[f"{tid}.check_ok"] == 1.0
+    assert m[f"{tid}.best_latency_ms"] > 0 and m[f"{tid}.best_gflops"] > 0 and m[f"{tid}.search_s"] > 0
+    assert m["n_measurements"] == 6 and 0 <= m["harness_overhead_share"] < 1
+    curve = _client(tiny_cfg["workdir"]).get_metric_history(run_id, f"{tid}.best_latency_ms")
+    values = [p.value for p in sorted(curve, key=lambda p: (p.step, p.timestamp))]
+    assert len(values) >= 2 and all(a >= b for a, b in zip(values, values[1:]))  # best so far never rises
+    recs = read_records(tags[RECORD_TAG])
+    assert len(recs) == 6 and [r["trial"] for r in recs] == list(range(6))
+    assert len({r["index"] for r in recs}) == 6  # random search never repeats a config
+    best_ms = min(r["latency_s"] for r in recs if r["valid"]) * 1e3
+    assert m[f"{tid}.best_latency_ms"] == pytest.approx(best_ms)
+    arts = {a.path for a in _client(tiny_cfg["workdir"]).list_artifacts(run_id)}
+    assert {"records.jsonl", "config.yaml", "tasks.json"} <= arts
+
+
+def test_same_seed_same_configs(tiny_cfg, tmp_path):
+    tiny_cfg["check_correctness"] = False
+    first = read_records(_client(tiny_cfg["workdir"]).get_run(run_experiment(tiny_cfg)).data.tags[RECORD_TAG])
+    tiny_cfg["workdir"] = str(tmp_path / "again")
+    os.makedirs(tiny_cfg["workdir"])
+    second = read_records(_client(tiny_cfg["workdir"]).get_run(run_experiment(tiny_cfg)).data.tags[RECORD_TAG])
+    assert [r["index"] for r in first] == [r["index"] for r in second]
+
+
+def test_configs_that_cannot_build_are_invalid_and_the_run_finishes(tiny_cfg):
+    tiny_cfg["target"]["handler"] = "faulty_handlers:handle"
+    tiny_cfg["budget"]["trials_per_task"] = 12
+    tiny_cfg["method"] = {"name": "random"}
+    run_id = run_experiment(tiny_cfg)
+    run = _client(tiny_cfg["workdir"]).get_run(run_id)
+    assert run.info.status == "FINISHED"
+    recs = read_records(run.data.tags[RECORD_TAG])
+    assert len(recs) == 12
+    for r in recs:
+        if r["index"] % 7 == 0:
+            assert not r["valid"] and "worker crashed" in r["error"]
+        elif r["index"] % 3 == 0:
+            assert not r["valid"] and "injected build failure" in r["error"] and r["error"].startswith("build:")
+        else:
+            assert r["valid"] and r["latency_s"] > 0
+    assert run.data.metrics["n_invalid"] == sum(not r["valid"] for r in recs)
+
+
+def _run_py(args, cwd, **kw):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600, **kw)
+
+
+LAYER_ARG = "model.layers=[" + "{" + ",".join(f"{k}:{v}" for k, v in TINY_LAYER.items()) + "}]"
+FAST = [LAYER_ARG, "target.runner.repeat=2", "target.runner.min_repeat_ms=5", "progress=false"]
+
+
+def test_sigkill_then_resume_keeps_every_measurement(tmp_path):
+    args = [*FAST, "budget.trials_per_task=12", "target.batch_size=2", "target.runner.cooldown_s=0.4"]
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    rec_path, deadline = None, time.time() + 300
+    try:
+        while time.time() < deadline:
+            found = [os.path.join(r, f) for r, _, fs in os.walk(tmp_path / "records") for f in fs
+                     if f == "records.jsonl"]
+            if found and len(read_records(found[0])) >= 4:
+                rec_path = found[0]
+                break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert rec_path, "no records appeared"
+    first = open(rec_path).read().splitlines()
+    first_recs = read_records(rec_path)
+    assert 4 <= len(first_recs) < 12
+    run_id = os.path.basename(os.path.dirname(rec_path))
+    assert _client(tmp_path).get_run(run_id).info.status == "RUNNING"  # killed: never ended
+
+    res = _run_py([f"resume={run_id}", "progress=false"], tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = open(rec_path).read().splitlines()
+    complete = [ln for ln in first if ln.endswith("}")]
+    assert lines[: len(first_recs)] == complete[: len(first_recs)]  # first attempt kept, byte for byte
+    recs = read_records(rec_path)
+    assert len(recs) == 12 and [r["trial"] for r in recs] == list(range(12))
+    assert len({r["index"] for r in recs}) == 12  # nothing measured twice
+    run = _client(tmp_path).get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.metrics["n_measurements"] == 12
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["method=nope"], "method='nope' is unknown; valid: random"),
+    (["model=resnet19"], "model='resnet19' is unknown; valid:"),
+    (["target=tpu"], "target='tpu' is unknown; valid:"),
+    (["budget.trials_per_task=0"], "budget.trials_per_task=0: must be a positive integer"),
+    (["tracking.uri=http://127.0.0.1:9"], "tracking.uri=http://127.0.0.1:9: MLflow server unreachable"),
+    (["target=cuda"], "target=cuda: no CUDA GPU found"),
+])
+def test_bad_input_is_one_line_and_nonzero(tmp_path, args, needle):
+    from conftest import cuda_available
+
+    if args == ["target=cuda"] and cuda_available():
+        pytest.skip("a GPU is present")
+    res = _run_py([*FAST, *args], tmp_path)
+    assert res.returncode == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines and lines[-1].startswith("error: ") and needle in lines[-1], res.stderr[-2000:]
+    assert not any("Traceback" in ln for ln in lines)
+    db = tmp_path / "mlflow.db"
+    if db.exists():  # nothing half-written: no run was created
+        client = _client(tmp_path)
+        assert all(not client.search_runs([e.experiment_id]) for e in client.search_experiments())

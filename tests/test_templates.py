@@ -1,0 +1,363 @@
+"""Tests of the tuning templates (tunebench.targets.templates); CPU only, except ``gpu``-marked.
+
+Workloads are real fused Relax tasks of a tiny PyTorch model (imported once per module) plus
+TE functions that mimic the Relax structure (pad_temp -> main block -> epilogues, int64 shapes)
+for VGG-sized layers whose spaces are only sized, never run.
+
+The CUDA schedules are also checked numerically without a GPU: every thread-bound loop of a
+scheduled function is turned into a serial loop and the result is run on llvm. This is exact
+for these templates because each (serial) thread iteration fills its whole shared tile before
+reading it, so the serial program computes what the kernel computes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te, tirx
+
+from tunebench.space import Space
+from tunebench.targets.templates import TEMPLATE_KINDS, analyze, get_template
+
+LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+LIMITS = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152, "max_thread_x": 1024,
+          "max_thread_y": 1024, "max_thread_z": 64, "max_vthread": 8}
+LABELS = ("conv3x3_res", "conv1x1_s2", "conv7x7_s2", "dw3x3_s2", "dense")
+
+
+# ---- workloads -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def relax_tasks() -> dict:
+    """The fused tasks of a small CNN, by label (each kind the harness meets)."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+    import tvm.s_tir.meta_schedule as ms
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c7 = nn.Conv2d(3, 8, 7, stride=2, padding=3)
+            self.c3 = nn.Conv2d(8, 8, 3, padding=1)
+            self.dw = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8)
+            self.pw = nn.Conv2d(8, 16, 1, stride=2, bias=False)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            y = torch.relu(self.c7(x))
+            y = torch.relu(self.c3(y) + y)
+            y = torch.relu(self.dw(y))
+            return self.fc(self.pw(y).mean((2, 3)))
+
+    ep = torch.export.export(Net().eval(), (torch.randn(1, 3, 32, 32),))
+    mod, _ = relax.frontend.detach_params(from_exported_program(ep, keep_params_as_input=True))
+    passes = tvm.transform.Sequential([
+        relax.transform.DecomposeOpsForInference(), relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
+        relax.transform.FuseOps(), relax.transform.FuseTIR()])
+    with LLVM:
+        fused = passes(mod)
+    out = {}
+    for task in ms.relax_integration.extract_tasks(fused, LLVM):
+        task_mod = task.dispatched[0]
+        try:
+            info = analyze(task_mod)
+        except ValueError:  # transpose, mean, reshape: not tunable
+            continue
+        if info.kind == "dense":
+            out["dense"] = task_mod
+        elif info.kind == "depthwise_conv2d":
+            out["dw3x3_s2"] = task_mod
+        else:
+            out[{7: "conv7x7_s2", 3: "conv3x3_res", 1: "conv1x1_s2"}[info.extents["ry"]]] = task_mod
+    assert sorted(out) == sorted(LABELS)
+    return out
+
+
+def _i64(*values):
+    return [tirx.const(v, "int64") for v in values]
+
+
+def conv_te(n, c, h, w, f, k, stride=1, pad=0, bias=True, relu=True, depthwise=False) -> tvm.IRModule:
+    """A conv2d (NCHW) PrimFunc shaped like the Relax one: pad_temp, conv, T_add, compute."""
+    zero = tirx.const(0.0, "float32")
+    data = te.placeholder(_i64(n, c, h, w), name="x")
+    weight = te.placeholder(_i64(f, 1 if depthwise else c, k, k), name="w")
+    hp, wp = h + 2 * pad, w + 2 * pad
+    padded = te.compute(_i64(n, c, hp, wp), lambda a, b, y, x: tirx.if_then_else(
+        tirx.all(y >= pad, y < h + pad, x >= pad, x < w + pad), data[a, b, y - pad, x - pad], zero),
+        name="pad_temp")
+    oh, ow = (hp - k) // stride + 1, (wp - k) // stride + 1
+    rc = te.reduce_axis(tuple(_i64(0, 1 if depthwise else c)), "rc")
+    ry, rx = te.reduce_axis(tuple(_i64(0, k)), "ry"), te.reduce_axis(tuple(_i64(0, k)), "rx")
+    chan = (lambda ff: ff + rc) if depthwise else (lambda ff: rc)
+    out = te.compute(_i64(n, f, oh, ow), lambda nn, ff, yy, xx: te.sum(
+        padded[nn, chan(ff), yy * stride + ry, xx * stride + rx] * weight[ff, rc, ry, rx], axis=[rc, ry, rx]),
+        name="group_conv2d_nchw" if depthwise else "conv2d_nchw")
+    args = [data, weight]
+    if bias:
+        b = te.placeholder(_i64(1, f, 1, 1), name="b")
+        args.append(b)
+        conv = out
+        out = te.compute(conv.shape, lambda a, ff, y, x: conv[a, ff, y, x] + b[a, ff, 0, 0], name="T_add")
+    if relu:
+        pre = out
+        out = te.compute(pre.shape, lambda *i: tirx.max(pre(*i), zero), name="compute")
+    return tvm.IRModule({"main": te.create_prim_func(args + [out])})
+
+
+def dense_te(m, k, n, bias=True) -> tvm.IRModule:
+    """A dense PrimFunc shaped like the Relax one: matmul A[M, K] x W[K, N], then T_add bias."""
+    a = te.placeholder(_i64(m, k), name="A")
+    w = te.placeholder(_i64(k, n), name="W")
+    r = te.reduce_axis(tuple(_i64(0, k)), "k")
+    out = te.compute(_i64(m, n), lambda i, j: te.sum(a[i, r] * w[r, j], axis=r), name="matmul")
+    args = [a, w]
+    if bias:
+        b = te.placeholder(_i64(n), name="bias")
+        args.append(b)
+        mm = out
+        out = te.compute(mm.shape, lambda i, j: mm[i, j] + b[j], name="T_add")
+    return tvm.IRModule({"main": te.create_prim_func(args + [out])})
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+def random_args(mod: tvm.IRModule, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal([int(s) for s in p.shape]).astype("float32") for p in mod["main"].params]
+
+
+def run_llvm(mod: tvm.IRModule, args: list[np.ndarray]) -> np.ndarray:
+    """Compile for llvm, run on copies of ``args`` (last = output), return the output."""
+    dev = tvm.cpu()
+    arrays = [tvm.runtime.tensor(a.copy(), dev) for a in args[:-1]]
+    arrays.append(tvm.runtime.tensor(np.zeros_like(args[-1]), dev))
+    tvm.compile(mod, target=LLVM)["main"](*arrays)
+    return arrays[-1].numpy()
+
+
+def serialize_gpu_schedule(mod: tvm.IRModule) -> tvm.IRModule:
+    """The scheduled function with every thread binding made a serial loop and every buffer
+    global, so that it runs on llvm (see the module docstring)."""
+    text = re.sub(r'T\.thread_binding\(([^,]+), thread="[^"]+"(, annotations=\{[^}]*\})?\)', r"range(\1)",
+                  mod.script())
+    text = text.replace('scope="shared"', 'scope="global"').replace('scope="local"', 'scope="global"')
+    assert "thread_binding" not in text
+    return tvm.script.from_source(text)
+
+
+def sample_configs(space: Space, n: int, seed: int):
+    return [space.get(i) for i in space.sample(np.random.default_rng(seed), n)]
+
+
+def assert_close(got, ref):
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+# ---- registry and analysis -----------------------------------------------------------------
+
+def test_get_template_resolves_every_kind():
+    assert len(TEMPLATE_KINDS) == 6
+    for (task_kind, target_kind), cls in TEMPLATE_KINDS.items():
+        tpl = get_template(task_kind, target_kind)
+        assert isinstance(tpl, cls) and (tpl.task_kind, tpl.target_kind) == (task_kind, target_kind)
+
+
+@pytest.mark.parametrize("args, bad", [(("conv3d", "llvm"), "conv3d"), (("dense", "rocm"), "rocm")])
+def test_get_template_unknown_kind(args, bad):
+    with pytest.raises(ValueError, match=bad) as err:
+        get_template(*args)
+    assert "depthwise_conv2d" in str(err.value) or "cuda" in str(err.value)
+
+
+def test_analyze_relax_tasks(relax_tasks):
+    res = analyze(relax_tasks["conv3x3_res"])
+    assert (res.kind, res.pad, res.padded) == ("conv2d", "pad_temp", True)
+    assert res.epilogues == ("T_add", "T_add1", "compute")
+    assert res.extents == {"n": 1, "f": 8, "y": 16, "x": 16, "rc": 8, "ry": 3, "rx": 3} and res.strides == (1, 1)
+    pw = analyze(relax_tasks["conv1x1_s2"])
+    assert (pw.padded, pw.epilogues, pw.strides) == (False, (), (2, 2))
+    assert analyze(relax_tasks["conv7x7_s2"]).strides == (2, 2)
+    dw = analyze(relax_tasks["dw3x3_s2"])
+    assert (dw.kind, dw.extents["rc"], dw.strides) == ("depthwise_conv2d", 1, (2, 2))
+    fc = analyze(relax_tasks["dense"])
+    assert (fc.kind, fc.extents, fc.epilogues) == ("dense", {"y": 1, "x": 10, "k": 16}, ("T_add",))
+    assert (fc.data_read, fc.weight_read) == (0, 1)
+
+
+def test_template_rejects_other_kind(relax_tasks):
+    with pytest.raises(ValueError, match="dense"):
+        get_template("conv2d", "llvm").make_space(relax_tasks["dense"])
+
+
+# ---- spaces --------------------------------------------------------------------------------
+
+def test_vgg16_conv1_1_cuda_direct_space_size():
+    mod = conv_te(1, 3, 224, 224, 64, 3, pad=1)
+    space = get_template("conv2d", "cuda").make_space(mod)
+    assert space.names == ("tile_f", "tile_y", "tile_x", "tile_rc", "tile_ry", "tile_rx",
+                           "auto_unroll_max_step", "unroll_explicit")
+    assert space.size == 202_309_632
+
+
+def test_cuda_space_knobs(relax_tasks):
+    dw = get_template("depthwise_conv2d", "cuda").make_space(relax_tasks["dw3x3_s2"])
+    assert dw.names == ("tile_f", "tile_y", "tile_x", "auto_unroll_max_step", "unroll_explicit")
+    assert dw.knobs[3].values == (0, 256, 1500)
+    fc = get_template("dense", "cuda").make_space(relax_tasks["dense"])
+    assert fc.names == ("tile_y", "tile_x", "tile_k", "auto_unroll_max_step", "unroll_explicit")
+    assert [len(k.entities) for k in fc.knobs] == [1, 16, 5, 3, 2]
+
+
+@pytest.mark.parametrize("kind, mod", [
+    ("conv2d", lambda: conv_te(1, 3, 224, 224, 64, 3, pad=1)),
+    ("conv2d", lambda: conv_te(1, 256, 56, 56, 256, 3, pad=1)),
+    ("conv2d", lambda: conv_te(1, 512, 14, 14, 512, 3, pad=1)),
+    ("depthwise_conv2d", lambda: conv_te(1, 512, 14, 14, 512, 3, pad=1, depthwise=True)),
+    ("dense", lambda: dense_te(1, 25088, 4096)),
+])
+def test_cpu_spaces_are_reasonable(kind, mod):
+    space = get_template(kind, "llvm").make_space(mod())
+    assert 1 < space.size <= 1_000_000
+    assert space.names[-2:] == ("order", "unroll_kw")
+
+
+# ---- llvm: scheduled output == unscheduled output --------------------------------------------
+
+@pytest.mark.parametrize("label", LABELS)
+def test_cpu_template_matches_reference(relax_tasks, label):
+    mod = relax_tasks[label]
+    tpl = get_template(analyze(mod).kind, "llvm")
+    space = tpl.make_space(mod)
+    args = random_args(mod, seed=0)
+    ref = run_llvm(mod, args)
+    for cfg in sample_configs(space, 4, seed=1):
+        assert tpl.check(mod, cfg, LIMITS) is None and tpl.verify(mod, LIMITS) is None
+        assert_close(run_llvm(tpl.apply(mod, cfg), args), ref)
+
+
+def test_cpu_dense_batch_without_bias():
+    mod = dense_te(4, 24, 20, bias=False)
+    tpl = get_template("dense", "llvm")
+    args = random_args(mod, seed=2)
+    ref = run_llvm(mod, args)
+    assert_close(ref, args[0] @ args[1])
+    for cfg in sample_configs(tpl.make_space(mod), 4, seed=3):
+        assert_close(run_llvm(tpl.apply(mod, cfg), args), ref)
+
+
+# ---- cuda: lowering, codegen, checks -------------------------------------------------------
+
+@pytest.mark.parametrize("label", LABELS)
+def test_cuda_template_codegen_and_serial_numerics(relax_tasks, label):
+    mod = relax_tasks[label]
+    tpl = get_template(analyze(mod).kind, "cuda")
+    space = tpl.make_space(mod)
+    args = random_args(mod, seed=0)
+    ref = run_llvm(mod, args)
+    for cfg in sample_configs(space, 3, seed=4):
+        sched = tpl.apply(mod, cfg)
+        assert (tpl.check(mod, cfg, LIMITS) is None) == (tpl.verify(sched, LIMITS) is None)
+        source = tvm.compile(sched, target=CUDA).mod.imports[0].inspect_source()
+        assert "__global__" in source and "__shared__" in source and "__syncthreads" in source
+        assert_close(run_llvm(serialize_gpu_schedule(sched), args), ref)
+
+
+def test_cuda_source_compiles_with_nvcc(relax_tasks):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not found")
+    from tvm.support import nvcc
+
+    mod = relax_tasks["conv3x3_res"]
+    tpl = get_template("conv2d", "cuda")
+    cfg = tpl.make_space(mod).from_dict({
+        "tile_f": [1, 2, 4, 1], "tile_y": [2, 1, 8, 1], "tile_x": [1, 2, 8, 1], "tile_rc": [4, 2],
+        "tile_ry": [1, 3], "tile_rx": [3, 1], "auto_unroll_max_step": 512, "unroll_explicit": 1})
+    source = tvm.compile(tpl.apply(mod, cfg), target=CUDA).mod.imports[0].inspect_source()
+    with CUDA:
+        ptx = nvcc.compile_cuda(source, target_format="ptx", arch="sm_80", compiler="nvcc")
+    assert b".entry" in bytes(ptx)
+
+
+def test_cuda_check_rejects_too_many_threads_and_too_much_shared_memory():
+    mod = conv_te(1, 64, 56, 56, 64, 3, pad=1)
+    tpl = get_template("conv2d", "cuda")
+    space = tpl.make_space(mod)
+    base = {"tile_rc": [8, 8], "tile_ry": [1, 3], "tile_rx": [3, 1], "auto_unroll_max_step": 512,
+            "unroll_explicit": 1}
+    sane = space.from_dict({**base, "tile_f": [4, 2, 8, 1], "tile_y": [7, 1, 8, 1], "tile_x": [7, 2, 4, 1]})
+    many_threads = space.from_dict({**base, "tile_f": [1, 1, 64, 1], "tile_y": [14, 1, 4, 1],
+                                    "tile_x": [7, 1, 8, 1]})  # 64 * 4 * 8 = 2048 threads
+    big_shared = space.from_dict({**base, "tile_rc": [1, 64], "tile_f": [1, 4, 4, 4],
+                                  "tile_y": [1, 8, 7, 1], "tile_x": [1, 8, 7, 1]})  # 64*58*56 floats
+
+    assert tpl.check(mod, sane, LIMITS) is None
+    assert tpl.verify(tpl.apply(mod, sane), LIMITS) is None
+    err = tpl.check(mod, many_threads, LIMITS)
+    assert err is not None and "2048 threads per block" in err
+    assert "threads per block" in tpl.verify(tpl.apply(mod, many_threads), LIMITS)
+    err = tpl.check(mod, big_shared, LIMITS)
+    assert err is not None and "shared memory" in err
+    assert "shared memory" in tpl.verify(tpl.apply(mod, big_shared), LIMITS)
+    vthreads = space.from_dict({**base, "tile_f": [1, 16, 4, 1], "tile_y": [56, 1, 1, 1],
+                                "tile_x": [14, 1, 4, 1]})
+    assert "vthread.z extent 16 > max_vthread=8" == tpl.check(mod, vthreads, LIMITS)
+    assert tpl.verify(tpl.apply(mod, vthreads), LIMITS) == tpl.check(mod, vthreads, LIMITS)
+
+
+@pytest.mark.parametrize("kind, make", [
+    ("conv2d", lambda: conv_te(2, 32, 28, 28, 64, 3, stride=2, pad=1)),
+    ("depthwise_conv2d", lambda: conv_te(1, 64, 56, 56, 64, 3, stride=2, pad=1, depthwise=True)),
+    ("dense", lambda: dense_te(8, 512, 1000)),
+])
+def test_cuda_verify_agrees_with_check(kind, make):
+    """On random configs, check (knobs only) and verify (lowered code) give the same verdict,
+    also under a tight shared-memory limit; the shared bytes are computed exactly."""
+    mod = make()
+    tpl = get_template(kind, "cuda")
+    tight = dict(LIMITS, max_shared_memory_per_block=4096)
+    n_invalid = 0
+    for cfg in sample_configs(tpl.make_space(mod), 8, seed=5):
+        sched = tpl.apply(mod, cfg)
+        for limits in (LIMITS, tight):
+            by_knobs, by_code = tpl.check(mod, cfg, limits), tpl.verify(sched, limits)
+            assert by_knobs == by_code, cfg.to_dict()
+            n_invalid += by_knobs is not None
+    assert n_invalid > 0
+
+
+# ---- real GPU ------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("label", LABELS)
+def test_cuda_template_runs_on_gpu(relax_tasks, label):
+    if not tvm.cuda(0).exist:
+        pytest.skip("no CUDA GPU")
+    mod = relax_tasks[label]
+    tpl = get_template(analyze(mod).kind, "cuda")
+    args = random_args(mod, seed=0)
+    ref = run_llvm(mod, args)
+    dev = tvm.cuda(0)
+    target = tvm.target.Target({"kind": "cuda"}, host=LLVM)
+    for cfg in sample_configs(tpl.make_space(mod), 4, seed=6):
+        if tpl.check(mod, cfg, LIMITS) is not None:
+            continue
+        arrays = [tvm.runtime.tensor(a, dev) for a in args[:-1]] + [tvm.runtime.tensor(np.zeros_like(ref), dev)]
+        tvm.compile(tpl.apply(mod, cfg), target=target)["main"](*arrays)
+        assert_close(arrays[-1].numpy(), ref)
+
+
+def test_space_sizes_are_products(relax_tasks):
+    for label, mod in relax_tasks.items():
+        for target_kind in ("llvm", "cuda"):
+            space = get_template(analyze(mod).kind, target_kind).make_space(mod)
+            assert space.size == math.prod(len(k.entities) for k in space.knobs)
