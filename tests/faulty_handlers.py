@@ -15,3 +15,16 @@ def handle(name, payload):
         if payload["index"] % 3 == 0:
             raise RuntimeError(f"injected build failure for config {payload['index']}")
     return real_handle(name, payload)
+
+
+_checked = []
+
+
+def handle_wrong_first_check(name, payload):
+    """The real handler, except that the first config checked in this worker reports a wrong output
+    (as a kernel that computes something else would): the harness must not report it as a result."""
+    res = real_handle(name, payload)
+    if name == "check" and not _checked:
+        _checked.append(payload["index"])
+        res = dict(res, max_abs_err=1.0, rel_err=0.5)
+    return res

@@ -81,6 +81,8 @@ def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random
             result.stop_reason = "early_stopping"
             break
         n = min(target.batch_size, budget.trials_per_task - done)
+        if budget.early_stopping is not None:  # never measure past the K-th trial without improvement
+            n = min(n, budget.early_stopping - _trials_since_best(result.measurements))
         configs = method.ask(n)[:n]
         if not configs:
             result.stop_reason = "exhausted"

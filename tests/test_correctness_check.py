@@ -1,0 +1,63 @@
+"""A wrong kernel is an error, never a result."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tvm
+
+from conftest import TINY_LAYER
+from tunebench.datasets import model_tasks
+from tunebench.harness.experiment import RECORD_TAG, run_experiment
+from tunebench.harness.records import read_records
+from tunebench.targets import tvm_worker
+from tunebench.targets.templates import get_template
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    right, _ = model_tasks({"name": "layers", "layers": [TINY_LAYER]}, "llvm")
+    wrong, _ = model_tasks({"name": "layers", "layers": [dict(TINY_LAYER, relu=False)]}, "llvm")
+    return right[0], wrong[0]
+
+
+def _payload(task, index):
+    return {"task_key": task.id, "mod_json": tvm.ir.save_json(task.mod), "task_kind": task.kind,
+            "target_kind": "llvm", "target": {"kind": "llvm", "num-cores": 2}, "index": index,
+            "device": ["cpu", 0], "ref_target": {"kind": "llvm", "num-cores": 2}}
+
+
+def test_check_passes_scheduled_configs_and_catches_a_wrong_kernel(tasks, monkeypatch):
+    right, wrong = tasks
+    tpl = get_template(right.kind, "llvm")
+    space = tpl.make_space(right.mod)
+    for i in np.random.default_rng(0).integers(space.size, size=4):
+        res = tvm_worker._check(_payload(right, int(i)))
+        assert res["ref_max_abs"] > 1.0 and res["rel_err"] <= 1e-4
+
+    class ComputesSomethingElse:  # the same signature, but no ReLU: a wrong kernel
+        def apply(self, mod, config):
+            return tpl.apply(wrong.mod, config)
+
+    monkeypatch.setitem(tvm_worker._TASKS, right.id, (right.mod, ComputesSomethingElse(), space))
+    res = tvm_worker._check(_payload(right, 5))
+    assert res["rel_err"] > 0.1
+
+
+def test_a_wrong_best_config_is_not_the_result(tiny_cfg):
+    tiny_cfg["target"]["handler"] = "faulty_handlers:handle_wrong_first_check"
+    run_id = run_experiment(tiny_cfg)
+    run_dir = os.path.join(tiny_cfg["workdir"], "records", run_id)
+    checks = [json.loads(line) for line in open(os.path.join(run_dir, "checks.jsonl"))]
+    assert [c["ok"] for c in checks] == [False, True]
+    recs = read_records(os.path.join(run_dir, "records.jsonl"))
+    ranked = sorted((r for r in recs if r["valid"]), key=lambda r: r["latency_s"])
+    assert checks[0]["index"] == ranked[0]["index"] and checks[1]["index"] == ranked[1]["index"]
+    summary = json.load(open(os.path.join(run_dir, "tasks.json")))[0]
+    assert summary["best_index"] == ranked[1]["index"]  # the fastest config gave a wrong output
+    from mlflow.tracking import MlflowClient
+
+    m = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db").get_run(run_id).data.metrics
+    tid = summary["id"]
+    assert m[f"{tid}.check_ok"] == 1.0
+    assert m[f"{tid}.best_latency_ms"] == pytest.approx(ranked[1]["latency_s"] * 1e3)

@@ -1,0 +1,96 @@
+"""The ask/tell loop's budget rules, with a pure-Python target (no TVM needed)."""
+import time
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tunebench.harness import experiment
+from tunebench.harness.loop import tune_task
+from tunebench.methods import Budget, make_method
+from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.task import Measurement, Task
+
+
+class FakeTarget:
+    """Latency = a fixed function of the config index; optional sleep per measurement."""
+
+    batch_size = 4
+
+    def __init__(self, latency=lambda i: 1.0 + i, sleep_s=0.0):
+        self.latency, self.sleep_s, self.measured = latency, sleep_s, []
+
+    def describe(self):
+        return {"name": "fake"}
+
+    def measure(self, task, configs):
+        time.sleep(self.sleep_s * len(configs))
+        self.measured += [c.index for c in configs]
+        return [Measurement(task.id, c, valid=True, latency_s=self.latency(c.index)) for c in configs]
+
+
+def _task(size_split=12):
+    t = Task(id="00000000abcd", name="t", kind="conv2d", mod=None, shape={}, flops=10)
+    t.space = Space([SplitKnob("a", size_split, 2), ChoiceKnob("b", (0, 1, 2))])
+    return t
+
+
+def test_trials_budget_and_no_repeats():
+    task, target = _task(), FakeTarget()
+    res = tune_task(task, make_method({"name": "random"}), target, Budget(10), np.random.default_rng(0))
+    assert len(res.measurements) == 10 and res.stop_reason == "trials"
+    assert len(set(target.measured)) == 10 and [m.trial for m in res.measurements] == list(range(10))
+    assert all(a.search_s <= b.search_s for a, b in zip(res.measurements, res.measurements[1:]))
+
+
+def test_space_exhausted_before_budget():
+    task, target = _task(), FakeTarget()  # 6 * 3 = 18 configs
+    res = tune_task(task, make_method({"name": "random"}), target, Budget(100), np.random.default_rng(0))
+    assert len(res.measurements) == 18 and res.stop_reason == "exhausted"
+    assert sorted(target.measured) == list(range(18))
+
+
+def test_seconds_budget():
+    task, target = _task(1024), FakeTarget(sleep_s=0.05)
+    res = tune_task(task, make_method({"name": "random"}), target, Budget(10_000, seconds_per_task=0.5),
+                    np.random.default_rng(0))
+    assert res.stop_reason == "seconds" and 0.5 <= res.search_s < 1.5
+    assert 4 <= len(res.measurements) <= 16
+
+
+def test_early_stopping_after_k_trials_without_improvement():
+    task = _task(1024)
+    target = FakeTarget(latency=lambda i: 1.0)  # nothing ever improves on the first trial
+    res = tune_task(task, make_method({"name": "random"}), target, Budget(1000, early_stopping=8),
+                    np.random.default_rng(0))
+    assert res.stop_reason == "early_stopping" and len(res.measurements) == 9  # trial 0, then 8 without gain
+
+
+def test_prior_measurements_count_and_are_not_measured_again():
+    task, target = _task(), FakeTarget()
+    first = tune_task(task, make_method({"name": "random"}), target, Budget(5), np.random.default_rng(0))
+    target.measured = []
+    res = tune_task(task, make_method({"name": "random"}), target, Budget(12), np.random.default_rng(1),
+                    prior=first.measurements)
+    assert len(res.measurements) == 12 and len(target.measured) == 7
+    assert not set(target.measured) & {m.config.index for m in first.measurements}
+    assert res.measurements[:5] == first.measurements
+
+
+def test_unknown_method_name():
+    from tunebench.errors import UserError
+
+    with pytest.raises(UserError, match="method='sa' is unknown; valid: random"):
+        make_method({"name": "sa"})
+
+
+def test_a_failure_after_the_run_began_marks_it_failed(tiny_cfg, monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("injected failure in the middle of a run")
+
+    monkeypatch.setattr(experiment, "tune_task", boom)
+    with pytest.raises(RuntimeError, match="injected"):
+        experiment.run_experiment(tiny_cfg)
+    client = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("test").experiment_id])
+    assert len(runs) == 1 and runs[0].info.status == "FAILED"
