@@ -1,7 +1,7 @@
 # tunebench: the two set-up commands are `make install` and `make test`.
 PY ?= python3
 
-.PHONY: install test test-all run bench lint
+.PHONY: install test test-all run bench lint leaderboard
 
 install:            ## install tunebench (editable) with its pinned dependencies and the test tools
 	$(PY) -m pip install -e '.[test]'
@@ -17,3 +17,6 @@ run:                ## the default experiment (small budget, small model, this C
 
 bench:              ## harness overhead and trials per minute on one ResNet-18 layer (llvm)
 	$(PY) benchmarks/harness_overhead.py
+
+leaderboard:        ## tables (leaderboard/leaderboard.md, .csv) and best-so-far plots from the FINISHED MLflow runs
+	$(PY) -m tunebench leaderboard

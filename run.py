@@ -18,6 +18,7 @@ CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
+    from tunebench.harness.e2e import E2EError
     from tunebench.harness.experiment import run_experiment
 
     setup_logging()
@@ -25,6 +26,8 @@ def main(cfg: DictConfig) -> None:
         run_id = run_experiment(OmegaConf.to_container(cfg, resolve=True))
     except UserError as exc:
         fail(str(exc))
+    except E2EError as exc:  # the run is marked FAILED; its records and task results are kept
+        fail(f"end-to-end check failed: {exc}", code=1)
     print(f"mlflow run {run_id}", flush=True)
 
 

@@ -108,6 +108,41 @@ class Config:
         return {n: list(v) if isinstance(v, tuple) else v for n, v in zip(self.names, self.values)}
 
 
+@dataclass(frozen=True)
+class TraceConfig:
+    """A candidate given as a TVM schedule trace (MetaSchedule) instead of knob values.
+
+    Attributes:
+        index: the candidate's number within its task (order of discovery), unique per task.
+        trace: the trace as JSON text (``Trace.as_json()`` converted to plain lists/numbers); replayed
+            on the task's unscheduled PrimFunc to rebuild the schedule.
+    """
+
+    index: int
+    trace: str
+
+    def to_dict(self) -> dict:
+        import json
+
+        return {"trace": json.loads(self.trace)}
+
+
+def trace_to_json(trace) -> str:
+    """A ``tvm.s_tir.schedule.Trace`` as plain JSON text (what :class:`TraceConfig` stores)."""
+    import json
+
+    def plain(o):
+        if isinstance(o, bool) or o is None or isinstance(o, (int, float)):
+            return o
+        if isinstance(o, str):
+            return str(o)
+        if hasattr(o, "value") and not hasattr(o, "__len__"):  # IntImm / FloatImm
+            return o.value
+        return [plain(x) for x in o]
+
+    return json.dumps(plain(trace.as_json()), separators=(",", ":"))
+
+
 class Space:
     """An ordered, finite, discrete space of knob configurations.
 

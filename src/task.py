@@ -6,7 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunebench.space import Config, Space
+import json
+
+from tunebench.space import Config, Space, TraceConfig
 
 
 @dataclass
@@ -48,7 +50,8 @@ class Measurement:
 
     Attributes:
         task_id: the task measured.
-        config: the config measured.
+        config: the config measured: knob values (:class:`Config`) or a schedule trace
+            (:class:`TraceConfig`, MetaSchedule-based methods).
         valid: False when the config failed validation, build or run (see ``error``).
         latency_s: median (or mean, as configured) run time in seconds; ``inf`` when invalid.
         latency_std_s: standard deviation of the repeats in seconds.
@@ -63,7 +66,7 @@ class Measurement:
     """
 
     task_id: str
-    config: Config
+    config: Config | TraceConfig
     valid: bool
     latency_s: float = float("inf")
     latency_std_s: float = 0.0
@@ -89,10 +92,13 @@ class Measurement:
 
     @classmethod
     def from_record(cls, rec: dict, space: Space) -> "Measurement":
-        cfg = space.get(int(rec["index"]))
-        if cfg.to_dict() != rec["config"]:
-            raise ValueError(f"record of task {rec['task_id']} trial {rec['trial']}: index {rec['index']} "
-                             "does not match its config in this space")
+        if "trace" in rec["config"]:
+            cfg = TraceConfig(int(rec["index"]), json.dumps(rec["config"]["trace"], separators=(",", ":")))
+        else:
+            cfg = space.get(int(rec["index"]))
+            if cfg.to_dict() != rec["config"]:
+                raise ValueError(f"record of task {rec['task_id']} trial {rec['trial']}: index {rec['index']} "
+                                 "does not match its config in this space")
         lat = rec.get("latency_s")
         return cls(task_id=rec["task_id"], config=cfg, valid=bool(rec["valid"]),
                    latency_s=float(lat) if lat is not None else float("inf"),

@@ -34,6 +34,9 @@ def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
     assert m[f"{tid}.trials"] == 6 and m[f"{tid}.check_ok"] == 1.0
     assert m[f"{tid}.best_latency_ms"] > 0 and m[f"{tid}.best_gflops"] > 0 and m[f"{tid}.search_s"] > 0
     assert m["n_measurements"] == 6 and 0 <= m["harness_overhead_share"] < 1
+    # end-to-end rows of the same run: tuned model (output checked against PyTorch), TVM default, PyTorch
+    assert m["e2e_latency_ms"] > 0 and m["e2e_rel_err"] <= 1e-4 and m["e2e_latency_std_ms"] >= 0
+    assert m["tvm_default_latency_ms"] > 0 and m["torch_latency_ms"] > 0
     curve = _client(tiny_cfg["workdir"]).get_metric_history(run_id, f"{tid}.best_latency_ms")
     values = [p.value for p in sorted(curve, key=lambda p: (p.step, p.timestamp))]
     assert len(values) >= 2 and all(a >= b for a, b in zip(values, values[1:]))  # best so far never rises

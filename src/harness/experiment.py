@@ -137,7 +137,7 @@ def run_experiment(cfg: dict) -> str:
         tracker.set_tags({RECORD_TAG: record_path, "device_info": json.dumps(target.describe())})
     status = "FAILED"
     try:
-        _tune_all(cfg, tasks, target, budget, seed, tracker, run_id, record_path)
+        _tune_all(cfg, tasks, _imported, target, budget, seed, tracker, run_id, record_path)
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
@@ -148,7 +148,37 @@ def run_experiment(cfg: dict) -> str:
     return run_id
 
 
-def _tune_all(cfg, tasks, target, budget, seed, tracker: Tracker, run_id: str, record_path: str) -> None:
+def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, tracker: Tracker) -> str | None:
+    """End-to-end latency of the model with each task's best schedule, TVM's default build and
+    PyTorch eager (DESIGN.md §Metrics); logged as run metrics. Returns the error text of a failed
+    build or a wrong output (then no tuned latency is logged), else None."""
+    from tunebench.harness.e2e import E2EError, model_latencies
+    from tunebench.targets.scheduling import schedule
+
+    e2e = cfg.get("e2e") or {}
+    schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config) for t in tasks if t.id in best}
+    log.info("end-to-end latency of %s: %d tuned tasks, %d runs", cfg["model"]["name"], len(schedules),
+             int(e2e.get("n_runs", 10)))
+    try:
+        lat = model_latencies(imported, tasks, schedules, target, n_runs=int(e2e.get("n_runs", 10)),
+                              warmup=int(e2e.get("warmup", 2)), tolerance=float(e2e.get("tolerance", 1e-4)),
+                              name=cfg["model"]["name"], default_n_runs=e2e.get("default_n_runs"))
+    except E2EError as exc:
+        log.error("%s", exc)
+        tracker.set_tags({"tunebench.e2e_error": str(exc)[:5000]})
+        return str(exc)
+    for row, prefix in (("tuned", "e2e"), ("tvm_default", "tvm_default"), ("torch", "torch")):
+        for key in ("latency_ms", "latency_std_ms", "latency_median_ms", "rel_err", "compile_s"):
+            if key in lat[row]:
+                tracker.metric(f"{prefix}_{key}", lat[row][key])
+    if lat["tuned"]["untuned_tasks"]:
+        tracker.set_tags({"tunebench.e2e_untuned_tasks": ",".join(lat["tuned"]["untuned_tasks"])})
+    log.info("end-to-end: tuned %.3f ms, TVM default %.3f ms, PyTorch %.3f ms (mean of runs)",
+             lat["tuned"]["latency_ms"], lat["tvm_default"]["latency_ms"], lat["torch"]["latency_ms"])
+    return None
+
+
+def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_id: str, record_path: str) -> None:
     run_dir = os.path.dirname(record_path)
     prior_by_task: dict[str, list[dict]] = {}
     for rec in read_records(record_path):
@@ -160,7 +190,7 @@ def _tune_all(cfg, tasks, target, budget, seed, tracker: Tracker, run_id: str, r
     target.start()  # worker processes start before the clock: a one-time cost, not a per-trial one
     t_start = time.perf_counter()
     phase0 = dict(target.stats)
-    summaries, checks_all = [], []
+    summaries, checks_all, best_by_task = [], [], {}
     total_search = total_latency = 0.0
     n_meas = n_invalid = 0
     with TuningProgress(len(tasks), enabled=bool(cfg.get("progress", True))) as progress:
@@ -189,6 +219,7 @@ def _tune_all(cfg, tasks, target, budget, seed, tracker: Tracker, run_id: str, r
             tracker.metric(f"{task.id}.invalid", result.n_invalid)
             tracker.metric(f"{task.id}.search_s", result.search_s)
             if best is not None:
+                best_by_task[task.id] = best
                 tracker.metric(f"{task.id}.best_latency_ms", best.latency_s * 1e3, n)
                 tracker.metric(f"{task.id}.best_gflops", best.gflops, n)
                 total_latency += task.weight * best.latency_s
@@ -220,6 +251,10 @@ def _tune_all(cfg, tasks, target, budget, seed, tracker: Tracker, run_id: str, r
     for k, v in run_metrics.items():
         tracker.metric(k, v)
     tracker.flush()
+    e2e_error = None
+    if (cfg.get("e2e") or {}).get("enabled", True):
+        e2e_error = _model_latency(cfg, imported, tasks, best_by_task, target, tracker)
+        tracker.flush()
     with open(os.path.join(run_dir, "tasks.json"), "w") as fh:
         json.dump(summaries, fh, indent=1)
     with open(os.path.join(run_dir, "checks.jsonl"), "a") as fh:
@@ -231,3 +266,7 @@ def _tune_all(cfg, tasks, target, budget, seed, tracker: Tracker, run_id: str, r
         bad = [s["name"] for s in summaries if s["best_latency_ms"] is None]
         tracker.set_tags({"tunebench.tasks_without_result": ",".join(bad)})
         log.warning("no valid, output-checked config for task(s) %s", ", ".join(bad))
+    if e2e_error:
+        from tunebench.harness.e2e import E2EError
+
+        raise E2EError(e2e_error)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from tunebench.errors import UserError
+from tunebench.methods.autotvm import AutoTVM
 from tunebench.methods.base import Budget, Method
 from tunebench.methods.random_search import RandomSearch
 
-METHODS: dict[str, type[Method]] = {"random": RandomSearch}
+METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM}
 
 
 def make_method(cfg: dict) -> Method:

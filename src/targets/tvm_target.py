@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from tunebench.errors import UserError
-from tunebench.space import Config
+from tunebench.space import Config, TraceConfig
 from tunebench.targets.devicelock import device_lock
 from tunebench.targets.workers import WorkerPool
 from tunebench.task import Measurement, Task
@@ -109,8 +109,8 @@ class TVMTarget:
             raise UserError(f"target kind={self.kind!r} is not a TVM target; valid: llvm, cuda")
 
     def describe(self) -> dict:
-        """Device description recorded with every run."""
-        return dict(self.device)
+        """Device description recorded with every run (plus the TVM target, for methods that compile)."""
+        return {**self.device, "tvm_target": dict(self.tvm_target)}
 
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -149,7 +149,7 @@ class TVMTarget:
         return {"task_key": f"{task.id}", "mod_json": cache["json"], "task_kind": task.kind,
                 "target_kind": self.kind, "target": self.tvm_target, "limits": self.limits}
 
-    def measure(self, task: Task, configs: list[Config]) -> list[Measurement]:
+    def measure(self, task: Task, configs: list[Config | TraceConfig]) -> list[Measurement]:
         """Build and time ``configs`` of ``task``; one :class:`Measurement` per config, in order."""
         from tunebench.targets.templates import get_template
         from tunebench.targets.tvm_worker import arg_specs
@@ -160,12 +160,13 @@ class TVMTarget:
         results: list[Measurement | None] = [None] * len(configs)
         to_build, payloads = [], []
         for i, cfg in enumerate(configs):
-            err = tpl.check(task.mod, cfg, self.limits) if self.kind == "cuda" else None
+            is_trace = isinstance(cfg, TraceConfig)
+            err = tpl.check(task.mod, cfg, self.limits) if self.kind == "cuda" and not is_trace else None
             if err:
                 results[i] = Measurement(task.id, cfg, valid=False, error=f"invalid config: {err}")
                 continue
             path = os.path.join(self._tmpdir, f"{task.id}-{cfg.index}-{time.monotonic_ns()}.so")
-            payloads.append({**base, "index": cfg.index, "path": path})
+            payloads.append({**base, "index": cfg.index, "trace": cfg.trace if is_trace else None, "path": path})
             to_build.append(i)
 
         t0 = time.perf_counter()
@@ -210,7 +211,7 @@ class TVMTarget:
             m.cost_s = m.build_s + m.run_s
         return results  # type: ignore[return-value]
 
-    def check(self, task: Task, config: Config) -> tuple[bool, str]:
+    def check(self, task: Task, config: Config | TraceConfig) -> tuple[bool, str]:
         """Run ``config`` once and compare its output with the unscheduled task on the host CPU.
 
         Returns ``(ok, detail)``; ``detail`` gives the error (relative to the reference's largest
@@ -221,6 +222,7 @@ class TVMTarget:
         self.start()
         tol = float(self.check_cfg.get("tolerance", 1e-4))
         payload = {**self._payload(task), "index": config.index, "device": self.device_spec,
+                   "trace": config.trace if isinstance(config, TraceConfig) else None,
                    "ref_target": {"kind": "llvm", "num-cores": os.cpu_count() or 1,
                                   "mcpu": tvm.target.codegen.llvm_get_system_cpu()}}
         with device_lock(self.device_key, self.lock_dir):

@@ -2,11 +2,12 @@
 
 Requests (``name``, ``payload`` dict):
 
-- ``"build"``: apply the task's template with config ``index``, compile for ``target`` and export
-  the library to ``path``. Returns ``{"build_s": float}``.
+- ``"build"``: schedule the task with config ``index`` of its template's space (or replay
+  ``trace``, a schedule trace as JSON text), compile for ``target`` and export the library to
+  ``path``. Returns ``{"build_s": float}``.
 - ``"run"``: load the library at ``path`` and time it with TVM's time evaluator on random inputs.
   Returns ``{"results_s": [per-repeat seconds], "run_s": float}``.
-- ``"check"``: build config ``index`` for ``target``, run it once on fixed random inputs and compare
+- ``"check"``: build config ``index`` (or ``trace``) for ``target``, run it once on fixed random inputs and compare
   the output with the unscheduled PrimFunc compiled for the host CPU (the reference semantics of
   the fused task). Returns ``{"max_abs_err", "ref_max_abs", "rel_err"}``.
 """
@@ -55,12 +56,21 @@ def _random_args(specs, dev, seed: int) -> list:
     return [tvm.runtime.tensor(a, dev) for a in arrays]
 
 
+def _scheduled(payload: dict):
+    """The scheduled module for the payload's candidate: a trace when given, else knob config ``index``."""
+    from tunebench.targets.scheduling import apply_trace
+
+    mod, tpl, space = _task(payload)
+    if payload.get("trace") is not None:
+        return apply_trace(mod, payload["trace"]), tpl
+    return tpl.apply(mod, space.get(payload["index"])), tpl
+
+
 def _build(payload: dict) -> dict:
     import tvm
 
-    mod, tpl, space = _task(payload)
     t0 = time.perf_counter()
-    sched = tpl.apply(mod, space.get(payload["index"]))
+    sched, tpl = _scheduled(payload)
     err = tpl.verify(sched, payload.get("limits") or {})
     if err:
         raise ValueError(err)
@@ -90,10 +100,10 @@ def _run(payload: dict) -> dict:
 def _check(payload: dict) -> dict:
     import tvm
 
-    mod, tpl, space = _task(payload)
+    mod, _, _ = _task(payload)
     specs = arg_specs(mod)
     dev = _device(payload["device"])
-    sched = tpl.apply(mod, space.get(payload["index"]))
+    sched, _ = _scheduled(payload)
     lib = tvm.compile(sched, target=tvm.target.Target(payload["target"]))
     args = _random_args(specs, dev, seed=1234)
     lib["main"](*args)

@@ -1,0 +1,65 @@
+"""``python -m tunebench <command> [options]``: tools that work on recorded runs.
+
+Commands live in :data:`COMMANDS` (name -> help, option builder, runner); add one there to get a new
+subcommand. Bad input ends with one line ``error: ...`` on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tunebench.errors import UserError
+from tunebench.harness.cli import fail
+
+
+def _leaderboard_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.harness.leaderboard import add_arguments
+
+    add_arguments(parser)
+
+
+def _leaderboard(args: argparse.Namespace) -> None:
+    from tunebench.harness.leaderboard import run_leaderboard
+
+    print(run_leaderboard(args), flush=True)
+
+
+COMMANDS = {
+    "leaderboard": ("tables (Markdown, CSV) and best-so-far plots from the FINISHED MLflow runs",
+                    _leaderboard_options, _leaderboard),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (``error: ...``, exit 2) instead of usage + message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        fail(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m tunebench", description="tunebench tools that work on recorded runs")
+    sub = parser.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
+    for name, (help_text, add_options, _run) in COMMANDS.items():
+        add_options(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    valid = ", ".join(COMMANDS)
+    if not argv:
+        fail(f"no command given; valid: {valid} (python -m tunebench <command> -h for its options)")
+    if not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        fail(f"unknown command {argv[0]!r}; valid: {valid}")
+    args = build_parser().parse_args(argv)
+    try:
+        COMMANDS[args.command][2](args)
+    except UserError as exc:
+        fail(str(exc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""``method=metaschedule``: TVM's own tuner (successor of Ansor), driven through tunebench's loop.
+
+MetaSchedule's pieces are used as they are -- the post-order-apply space generator with the
+target's default schedule rules, postprocessors and mutators, the evolutionary search strategy and
+the XGBoost cost model on per-store features -- but the candidates it proposes are measured by the
+tunebench target (same builder, runner, timing, clock and records as every other method), and the
+results are fed back exactly as MetaSchedule's task scheduler does: ``notify_runner_results`` to
+the strategy, ``update`` to the cost model, tuning records committed to the database that the
+evolutionary search draws its measured population from.
+
+Candidates are :class:`~tunebench.space.TraceConfig` s (schedule traces), not knob configs.
+MetaSchedule proposes ``num_trials_per_iter`` candidates per round; ``ask(n)`` hands them out ``n``
+at a time and the next round is generated once all of a round's results are in (``tell``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from tunebench.methods.base import Budget, Method
+from tunebench.space import TraceConfig, trace_to_json
+from tunebench.task import Measurement, Task
+
+logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+
+
+class MetaSchedule(Method):
+    """TVM MetaSchedule evolutionary search with its XGBoost cost model (see module docstring).
+
+    Args mirror ``tvm.s_tir.meta_schedule`` (defaults = TVM 0.27's; sources in
+    ``conf/method/metaschedule.yaml``).
+    """
+
+    name = "metaschedule"
+
+    def __init__(self, num_trials_per_iter: int = 64, population_size: int = 512,
+                 init_measured_ratio: float = 0.2, init_min_unmeasured: int = 50, max_fail_count: int = 5,
+                 genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10,
+                 eps_greedy: float = 0.05, cost_model: str = "xgb", num_threads: int | None = None):
+        if cost_model not in ("xgb", "random"):
+            raise ValueError(f"method.cost_model={cost_model!r}; valid: xgb, random")
+        self.num_trials_per_iter = int(num_trials_per_iter)
+        self.strategy_args = dict(population_size=population_size, init_measured_ratio=init_measured_ratio,
+                                  init_min_unmeasured=init_min_unmeasured, max_fail_count=max_fail_count,
+                                  genetic_num_iters=genetic_num_iters, genetic_mutate_prob=genetic_mutate_prob,
+                                  genetic_max_fail_count=genetic_max_fail_count, eps_greedy=eps_greedy)
+        self.cost_model_name = cost_model
+        self.num_threads = num_threads or os.cpu_count() or 1
+
+    def setup(self, task: Task, target_info: dict, history, budget: Budget, rng) -> None:
+        import tvm
+        import tvm.s_tir.meta_schedule as ms
+
+        super().setup(task, target_info, history, budget, rng)
+        self.tvm_target = tvm.target.Target(target_info["tvm_target"])
+        self.ctx = ms.TuneContext(mod=task.mod, target=self.tvm_target, space_generator="post-order-apply",
+                                  search_strategy=ms.search_strategy.EvolutionarySearch(**self.strategy_args),
+                                  task_name=task.name, rand_state=int(rng.integers(1, 2**31 - 1)),
+                                  num_threads=self.num_threads)
+        self.database = ms.database.MemoryDatabase()
+        self.cost_model = ms.cost_model.CostModel.create(self.cost_model_name, num_tuning_cores=self.num_threads)
+        self.ctx.pre_tuning(max_trials=budget.trials_per_task, num_trials_per_iter=self.num_trials_per_iter,
+                            design_spaces=self.ctx.generate_design_space(), database=self.database,
+                            cost_model=self.cost_model)
+        self.workload = self.database.commit_workload(task.mod)
+        self.args_info = ms.arg_info.ArgInfo.from_prim_func(task.mod["main"])
+        self._round: list = []            # MeasureCandidates of the current round
+        self._handed: dict[int, int] = {}  # candidate number -> position in the round
+        self._results: dict[int, object] = {}  # position in the round -> RunnerResult
+        self._next_pos = 0
+        self._next_index = 0
+        self._exhausted = False
+
+    # ---- ask / tell ------------------------------------------------------------------------
+    def ask(self, n: int) -> list[TraceConfig]:
+        if self._next_pos >= len(self._round):
+            if self._round:
+                self._finish_round()
+            if self._exhausted:
+                return []
+            cands = self.ctx.generate_measure_candidates()
+            if not cands:
+                self._exhausted = True
+                return []
+            self._round, self._next_pos, self._results = list(cands), 0, {}
+        out = []
+        while len(out) < n and self._next_pos < len(self._round):
+            cfg = TraceConfig(self._next_index, trace_to_json(self._round[self._next_pos].sch.trace))
+            self._handed[cfg.index] = self._next_pos
+            self._next_index += 1
+            self._next_pos += 1
+            out.append(cfg)
+        return out
+
+    def tell(self, measurements: list[Measurement]) -> None:
+        super().tell(measurements)
+        prior = [m for m in measurements if m.config.index not in self._handed]
+        if prior:  # a resumed run: earlier attempts' records
+            self._learn_from_prior(prior)
+        for m in measurements:
+            pos = self._handed.pop(m.config.index, None)
+            if pos is not None:
+                self._results[pos] = self._runner_result(m)
+
+    # ---- MetaSchedule bookkeeping, as its task scheduler does it ----------------------------
+    @staticmethod
+    def _runner_result(m: Measurement):
+        import tvm.s_tir.meta_schedule as ms
+
+        if m.valid:
+            return ms.runner.RunnerResult(run_secs=[float(m.latency_s)], error_msg=None)
+        return ms.runner.RunnerResult(run_secs=None, error_msg=m.error or "invalid")
+
+    def _commit(self, cands: list, results: list) -> None:
+        import tvm.s_tir.meta_schedule as ms
+
+        self.cost_model.update(self.ctx, cands, results)
+        for c, r in zip(cands, results):
+            if r.run_secs is not None:
+                self.database.commit_tuning_record(ms.database.TuningRecord(
+                    trace=c.sch.trace, workload=self.workload, run_secs=r.run_secs, target=self.tvm_target,
+                    args_info=c.args_info))
+
+    def _finish_round(self) -> None:
+        """Feed a round's results back (only its measured candidates: the budget may end a round early)."""
+        done = sorted(self._results)
+        cands = [self._round[i] for i in done]
+        results = [self._results[i] for i in done]
+        if cands:
+            self.ctx.notify_runner_results(cands, results)
+            self._commit(cands, results)
+        self._round, self._results = [], {}
+
+    def _learn_from_prior(self, prior: list[Measurement]) -> None:
+        """Commit a resumed run's earlier measurements to the database and the cost model."""
+        import json
+
+        import tvm
+        import tvm.s_tir.meta_schedule as ms
+
+        cands, results = [], []
+        for m in prior:
+            if not isinstance(m.config, TraceConfig):
+                continue
+            sch = tvm.s_tir.Schedule(self.task.mod)  # replaying on a fresh schedule keeps the trace
+            tvm.s_tir.schedule.Trace.apply_json_to_schedule(json.loads(m.config.trace), sch)
+            cands.append(ms.MeasureCandidate(sch, self.args_info))
+            results.append(self._runner_result(m))
+            self._next_index = max(self._next_index, m.config.index + 1)
+        if cands:
+            self._commit(cands, results)
