@@ -3,10 +3,12 @@ import time
 
 import numpy as np
 import pytest
+from mlflow.tracking import MlflowClient
 
 from conftest import load_conf
 from tunebench.harness import experiment
 from tunebench.harness.loop import tune_task
+from tunebench.harness.records import read_records
 from tunebench.methods import Budget, make_method
 from tunebench.methods.annealing import SimulatedAnnealing, index_digits, random_walk
 from tunebench.methods.autotvm import AutoTVM
@@ -227,6 +229,11 @@ def test_autotvm_resume_trains_on_prior_measurements_and_skips_them():
     assert sum(method.source[i] == "model" for i in target.measured) >= 50
 
 
+def test_autotvm_same_seed_same_configs():
+    runs = [run_fake(autotvm_cfg(), 3, 96)[2].measured for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
 def test_autotvm_space_smaller_than_the_plan_and_exhaustion():
     sp = Space([SplitKnob("a", 12, 2), ChoiceKnob("b", (0, 1, 2))])  # 18 configs < plan_size
     res, method, target = run_fake(autotvm_cfg(), 0, 100, space=sp)
@@ -253,7 +260,8 @@ def test_autotvm_does_not_train_until_a_measurement_is_valid():
 def test_bad_hyperparameters_are_user_errors():
     from tunebench.errors import UserError
 
-    for bad in ({"plan_size": 0}, {"loss_type": "hinge"}, {"feature": "itervar"}, {"sa_parallel_size": 0}):
+    for bad in ({"plan_size": 0}, {"loss_type": "hinge"}, {"feature": "itervar"}, {"sa_parallel_size": 0},
+                {"early_stopping_rounds": 0}):
         with pytest.raises(UserError):
             make_method(autotvm_cfg(**bad))
     assert isinstance(make_method(autotvm_cfg()), AutoTVM)
@@ -261,8 +269,6 @@ def test_bad_hyperparameters_are_user_errors():
 
 # ---- one real run through the harness -----------------------------------------------------------
 def test_real_tiny_run_reaches_the_model_driven_phase(tiny_cfg, monkeypatch):
-    from tunebench.harness.records import read_records
-
     made = []
 
     def spy(cfg):
@@ -273,8 +279,6 @@ def test_real_tiny_run_reaches_the_model_driven_phase(tiny_cfg, monkeypatch):
     tiny_cfg["method"] = autotvm_cfg(plan_size=8)
     tiny_cfg["budget"]["trials_per_task"] = 24
     run_id = experiment.run_experiment(tiny_cfg)
-    from mlflow.tracking import MlflowClient
-
     run = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db").get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["method"] == "autotvm"
     recs = read_records(run.data.tags[experiment.RECORD_TAG])
@@ -284,7 +288,9 @@ def test_real_tiny_run_reaches_the_model_driven_phase(tiny_cfg, monkeypatch):
     phases = [method.source[r["index"]] for r in recs]
     best = {p: min((r["latency_s"] for r, q in zip(recs, phases) if q == p and r["valid"]), default=None)
             for p in ("random", "model")}
-    print(f"space {method.space.size} configs; phases {phases}; best latency by phase {best}; trainings "
-          + str([(e["n_measured"], e["fit"]["rounds"], e["sa"]["steps"], round(e["seconds"], 2)) for e in method.train_log]))
+    trainings = [(e["n_measured"], e["fit"]["rounds"], e["sa"]["steps"], round(e["seconds"], 2))
+                 for e in method.train_log]
+    print(f"space {method.space.size} configs; phases {phases}; best latency by phase {best}; "
+          f"trainings (measured, rounds, SA steps, s) {trainings}")
     assert phases[:9] == ["random"] * 9 and phases[9:].count("model") >= 12
     assert sum(r["valid"] for r in recs) >= 12

@@ -43,33 +43,34 @@ def fixture_records(lat_ms: dict) -> tuple[list[dict], list[dict]]:
     return records, tasks
 
 
-# (experiment, model, method, seed, status, start ms, run metrics, records, record file local?)
+def spec(exp, model, method, seed, start, lat=FLAT_LAT, status="FINISHED", local=True, **metrics):
+    """One fixture run: where it goes, its tags, start time (ms), invented metrics and record latencies;
+    ``local=False`` tags a record path that is not on this machine (the artifact must be used)."""
+    return dict(exp=exp, model=model, method=method, seed=seed, start=start, lat=lat, status=status,
+                local=local, metrics=metrics)
+
+
 R18 = "resnet18"
 RUNS = [
-    ("bench", R18, "autotvm", 0, "FINISHED", JUNE_2025 - DAY, {"search_time_s": 99999, "e2e_latency_ms": 9.0}, FLAT_LAT, True),
-    ("bench", R18, "autotvm", 0, "FINISHED", JUNE_2025, dict(search_time_s=3600, n_measurements=100, e2e_latency_ms=2.0,
-                                                             e2e_latency_std_ms=0.01, torch_latency_ms=4.0,
-                                                             tvm_default_latency_ms=3.0), FLAT_LAT, True),
-    ("bench", R18, "autotvm", 1, "FINISHED", JUNE_2025 + 1, dict(search_time_s=5400, n_measurements=120, e2e_latency_ms=2.2,
-                                                                 torch_latency_ms=4.4, tvm_default_latency_ms=3.2),
-     FLAT_LAT, True),
-    ("bench", R18, "dgp", 0, "FINISHED", JUNE_2025 + 2, dict(search_time_s=1800, n_measurements=60, e2e_latency_ms=1.8,
-                                                             torch_latency_ms=4.0, tvm_default_latency_ms=3.0),
-     CURVE_LAT, True),
-    ("bench", R18, "dgp", 1, "FINISHED", JUNE_2025 + 3, dict(search_time_s=2700, n_measurements=60, e2e_latency_ms=1.9,
-                                                             torch_latency_ms=3.8, tvm_default_latency_ms=3.0),
-     CURVE_LAT, False),
-    ("bench", R18, "dgp", 2, "FINISHED", JUNE_2025 + 4, dict(search_time_s=900, n_measurements=63, e2e_latency_ms=1.7,
-                                                             torch_latency_ms=3.4, tvm_default_latency_ms=3.0),
-     FLAT_LAT, True),
-    ("bench", R18, "dgp", 3, "FAILED", JUNE_2025 + 5, dict(search_time_s=1, e2e_latency_ms=0.1), FLAT_LAT, True),
-    ("bench", R18, "random", 0, "FINISHED", JUNE_2025 + 6, dict(search_time_s=4500, n_measurements=100,
-                                                                tasks_latency_ms=11.0), FLAT_LAT, True),
-    ("bench", R18, "random", 1, "FINISHED", MARCH_2024, dict(search_time_s=100, n_measurements=100,
-                                                             e2e_latency_ms=1.0), FLAT_LAT, True),
-    ("zoo2", "alexnet", "dgp", 0, "FINISHED", JUNE_2025 + 7, dict(search_time_s=600, e2e_latency_ms=1.2), FLAT_LAT, True),
-    ("zoo2", "alexnet", "dgp", 1, "FINISHED", JUNE_2025 + 8, dict(search_time_s=800, e2e_latency_ms=1.4), FLAT_LAT, True),
-    ("zoo2", "alexnet", "random", 0, "FINISHED", JUNE_2025 + 9, dict(search_time_s=700, e2e_latency_ms=1.5), FLAT_LAT, True),
+    # an older duplicate of autotvm seed 0: set aside in favour of the later run
+    spec("bench", R18, "autotvm", 0, JUNE_2025 - DAY, search_time_s=99999, e2e_latency_ms=9.0),
+    spec("bench", R18, "autotvm", 0, JUNE_2025, search_time_s=3600, n_measurements=100, e2e_latency_ms=2.0,
+         e2e_latency_std_ms=0.01, torch_latency_ms=4.0, tvm_default_latency_ms=3.0),
+    spec("bench", R18, "autotvm", 1, JUNE_2025 + 1, search_time_s=5400, n_measurements=120, e2e_latency_ms=2.2,
+         torch_latency_ms=4.4, tvm_default_latency_ms=3.2),
+    spec("bench", R18, "dgp", 0, JUNE_2025 + 2, lat=CURVE_LAT, search_time_s=1800, n_measurements=60,
+         e2e_latency_ms=1.8, torch_latency_ms=4.0, tvm_default_latency_ms=3.0),
+    spec("bench", R18, "dgp", 1, JUNE_2025 + 3, lat=CURVE_LAT, local=False, search_time_s=2700, n_measurements=60,
+         e2e_latency_ms=1.9, torch_latency_ms=3.8, tvm_default_latency_ms=3.0),
+    spec("bench", R18, "dgp", 2, JUNE_2025 + 4, search_time_s=900, n_measurements=63, e2e_latency_ms=1.7,
+         torch_latency_ms=3.4, tvm_default_latency_ms=3.0),
+    spec("bench", R18, "dgp", 3, JUNE_2025 + 5, status="FAILED", search_time_s=1, e2e_latency_ms=0.1),
+    spec("bench", R18, "random", 0, JUNE_2025 + 6, search_time_s=4500, n_measurements=100, tasks_latency_ms=11.0),
+    spec("bench", R18, "random", 1, MARCH_2024, search_time_s=100, n_measurements=100, e2e_latency_ms=1.0),
+    # a second model in a second experiment, without a baseline run
+    spec("zoo2", "alexnet", "dgp", 0, JUNE_2025 + 7, search_time_s=600, e2e_latency_ms=1.2),
+    spec("zoo2", "alexnet", "dgp", 1, JUNE_2025 + 8, search_time_s=800, e2e_latency_ms=1.4),
+    spec("zoo2", "alexnet", "random", 0, JUNE_2025 + 9, search_time_s=700, e2e_latency_ms=1.5),
 ]
 
 
@@ -84,21 +85,22 @@ def store(tmp_path_factory):
     client = MlflowClient(uri)
     exps = {name: client.create_experiment(name, artifact_location=str(root / "mlartifacts" / name))
             for name in ("bench", "zoo2")}
-    for i, (exp, model, method, seed, status, start, metrics, lat, local) in enumerate(RUNS):
-        run = client.create_run(exps[exp], start_time=start, run_name=f"fixture-{i}",
-                                tags={"method": method, "model": model, "target": "llvm", "seed": str(seed),
-                                      "device": "fixture", "git_commit": "fixture"})
-        run_dir = root / "records" / run.info.run_id
+    for i, r in enumerate(RUNS):
+        run = client.create_run(exps[r["exp"]], start_time=r["start"], run_name=f"fixture-{i}",
+                                tags={"method": r["method"], "model": r["model"], "target": "llvm",
+                                      "seed": str(r["seed"]), "device": "fixture", "git_commit": "fixture"})
+        run_id = run.info.run_id
+        run_dir = root / "records" / run_id
         run_dir.mkdir(parents=True)
-        records, tasks = fixture_records(lat)
-        (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        records, tasks = fixture_records(r["lat"])
+        (run_dir / "records.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in records))
         (run_dir / "tasks.json").write_text(json.dumps(tasks))
         for name in ("records.jsonl", "tasks.json"):
-            client.log_artifact(run.info.run_id, str(run_dir / name))
-        record_tag = str(run_dir / "records.jsonl") if local else f"/not/on/this/machine/{run.info.run_id}/records.jsonl"
-        client.log_batch(run.info.run_id, tags=[RunTag(lb.RECORD_TAG, record_tag)],
-                         metrics=[Metric(k, v, start, 0) for k, v in metrics.items()])
-        client.set_terminated(run.info.run_id, status=status)
+            client.log_artifact(run_id, str(run_dir / name))
+        record_tag = str(run_dir / "records.jsonl") if r["local"] else f"/not/on/this/machine/{run_id}/records.jsonl"
+        client.log_batch(run_id, tags=[RunTag(lb.RECORD_TAG, record_tag)],
+                         metrics=[Metric(k, v, r["start"], 0) for k, v in r["metrics"].items()])
+        client.set_terminated(run_id, status=r["status"])
     return uri
 
 
@@ -205,13 +207,13 @@ def test_model_curve_definition():
     curve = lb.model_curve(records, tasks)
     # aaaa (weight 2) tuned first, then bbbb (weight 1); untouched/invalid-so-far tasks at their first valid
     # latency (aaaa 3 ms, bbbb 5 ms); seconds continue after aaaa's final clock of 3.5 s
-    assert curve["trials"].tolist() == [1, 2, 3, 4, 5, 6]
-    assert curve["seconds"].tolist() == pytest.approx([1, 2, 3, 4.5, 5.5, 6.5])
-    assert curve["latency_ms"].tolist() == pytest.approx([11, 11, 9, 9, 8, 8])
+    assert curve["trials"].tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert curve["seconds"].tolist() == pytest.approx([0, 1, 2, 3, 4.5, 5.5, 6.5])
+    assert curve["latency_ms"].tolist() == pytest.approx([11, 11, 11, 9, 9, 8, 8])
     # without tasks.json: weights 1, order of first appearance, clocks from the last record
     curve = lb.model_curve(records, [])
-    assert curve["latency_ms"].tolist() == pytest.approx([8, 8, 7, 7, 6, 6])
-    assert curve["seconds"].tolist() == pytest.approx([1, 2, 3, 4, 5, 6])
+    assert curve["latency_ms"].tolist() == pytest.approx([8, 8, 8, 7, 7, 6, 6])
+    assert curve["seconds"].tolist() == pytest.approx([0, 1, 2, 3, 4, 5, 6])
     # a task with no valid measurement at all: no curve
     records, tasks = fixture_records({"aaaa": [None, None], "bbbb": [5.0]})
     assert lb.model_curve(records, tasks) is None
@@ -245,6 +247,17 @@ def test_cli_entry(store, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("# tunebench leaderboard") and "## resnet18 on llvm" in done.stdout
     assert (out / "leaderboard.md").exists() and (out / "leaderboard.csv").exists()
+
+
+def test_store_that_is_not_mlflow_is_refused_untouched(tmp_path):
+    empty, garbage = tmp_path / "empty.db", tmp_path / "garbage.db"
+    empty.write_bytes(b"")
+    garbage.write_bytes(b"not a database" * 100)
+    with pytest.raises(UserError, match="is not an MLflow tracking database"):
+        lb.open_store(f"sqlite:///{empty}")
+    assert empty.stat().st_size == 0  # MLflow did not turn it into a store
+    with pytest.raises(UserError, match="is not a readable SQLite database"):
+        lb.open_store(f"sqlite:///{garbage}")
 
 
 @pytest.mark.parametrize("argv, message", [

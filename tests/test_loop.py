@@ -80,7 +80,7 @@ def test_prior_measurements_count_and_are_not_measured_again():
 def test_unknown_method_name():
     from tunebench.errors import UserError
 
-    with pytest.raises(UserError, match="method='sa' is unknown; valid: random"):
+    with pytest.raises(UserError, match="method='sa' is unknown; valid: .*random"):
         make_method({"name": "sa"})
 
 
@@ -94,3 +94,10 @@ def test_a_failure_after_the_run_began_marks_it_failed(tiny_cfg, monkeypatch):
     client = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db")
     runs = client.search_runs([client.get_experiment_by_name("test").experiment_id])
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
+
+
+def test_unknown_hyperparameter_is_a_one_line_error():
+    from tunebench.errors import UserError
+
+    with pytest.raises(UserError, match="method.plan_sz: not a hyperparameter of method=autotvm; valid: .*plan_size"):
+        make_method({"name": "autotvm", "plan_sz": 3})

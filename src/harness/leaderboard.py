@@ -22,27 +22,30 @@ Reductions (DESIGN.md §Metrics)
 
 Model-level best-so-far curve (plots)
     Tasks are tuned one after another, so a run's measurements form one sequence: task 1's trials,
-    then task 2's, ... (order of ``tasks.json``, else of first appearance in the record file; trials in
-    trial order). At each point k of that sequence the curve is ``L(k) = sum_i w_i * b_i(k)`` where
-    w_i is the task's weight (occurrences in the model, from ``tasks.json``; 1 when unknown) and
-    b_i(k) is the best valid latency of task i among the measurements up to k -- and, for a task not
-    reached yet (or with only invalid trials so far), its *first valid latency in the run*, i.e. the
-    value it takes as soon as its search begins to count. The curve is thus defined from the first
-    trial on, never increases, and ends at sum_i w_i * best_i (the run's ``tasks_latency_ms`` when
-    every best passed the output check). A run with a task that never got a valid measurement has no
-    curve (noted). x axes: cumulative trials (k) and cumulative search seconds (the finished tasks'
-    final clocks from ``tasks.json`` -- else their last record's ``search_s`` -- plus the current
-    task's ``search_s``). Each seed is a thin line; the thick line is the median over seeds, each
-    seed's curve held at its last value after it ends. Records come from the path in the run's
-    ``tunebench.record_file`` tag, or from its ``records.jsonl`` artifact when that path is not on
-    this machine.
+    then task 2's, ... (order of ``tasks.json``, else of first appearance in the record file; trials
+    in trial order). At each point k of that sequence the curve is ``L(k) = sum_i w_i * b_i(k)``,
+    w_i the task's weight (occurrences in the model, from ``tasks.json``; 1 when unknown) and b_i(k)
+    the best valid latency of task i among the measurements up to k -- or, for a task not reached
+    yet (or with only invalid trials so far), its *first valid latency in the run*: the value it
+    takes as soon as its search begins to count. The curve thus starts at k = 0 (every task at its
+    first valid latency), never increases, and ends at sum_i w_i * best_i (the run's
+    ``tasks_latency_ms`` when every best passed the output check). A run with a task that never got
+    a valid measurement has no curve (noted under the table).
+    x axes: cumulative trials k, and cumulative search seconds (the finished tasks' final clocks from
+    ``tasks.json`` -- else their last record's ``search_s`` -- plus the current task's ``search_s``);
+    both start at 0. Each seed is a thin line; the thick line is the pointwise median over seeds,
+    each seed's curve held at its last value after it ends (so the median never increases either).
+    Records come from the path in the run's ``tunebench.record_file`` tag, or from its
+    ``records.jsonl`` artifact (and ``tasks.json``) when that path is not on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
+import logging
 import math
 import os
 import re
@@ -66,20 +69,20 @@ CSV_COLUMNS = ("model", "target", "method", "is_baseline", "n_seeds", "seeds", "
                "speedup_vs_torch_mean", "torch_latency_ms_mean", "tvm_default_latency_ms_mean", "e2e_rel_err_max",
                "search_red_pct", "latency_red_pct", "hv_vs_baseline", "baseline", "run_ids")
 
-# (key, Markdown header, formatter of a table row) -- the Markdown view of the CSV rows.
+# (Markdown header, formatter of a table row): the Markdown view of the CSV rows.
 MD_COLUMNS = (
-    ("method", "method", lambda r: r["method"] + (" (baseline)" if r["is_baseline"] else "")),
-    ("seeds", "seeds", lambda r: f"{r['n_seeds']} ({r['seeds']})"),
-    ("search_time_h", "search [h]", lambda r: _pm(r["search_time_h_mean"], r["search_time_h_std"], 2)),
-    ("search_time_s", "search [s]", lambda r: _pm(r["search_time_s_mean"], r["search_time_s_std"], 1)),
-    ("n_measurements", "measurements", lambda r: _num(r["n_measurements_mean"], 1, strip=True)),
-    ("tasks_latency", "Σ task latency [ms]", lambda r: _num(r["tasks_latency_ms_mean"], 4)),
-    ("e2e_latency", "e2e latency [ms]", lambda r: _pm(r["e2e_latency_ms_mean"], r["e2e_latency_ms_std"], 4)),
-    ("speedup", "speedup vs PyTorch [×]", lambda r: _num(r["speedup_vs_torch_mean"], 2)),
-    ("tvm_default", "TVM default [ms]", lambda r: _num(r["tvm_default_latency_ms_mean"], 4)),
-    ("search_red", "search red. [%]", lambda r: _num(r["search_red_pct"], 2)),
-    ("latency_red", "latency red. [%]", lambda r: _num(r["latency_red_pct"], 2)),
-    ("hv", "HV vs baseline", lambda r: _num(r["hv_vs_baseline"], 4)),
+    ("method", lambda r: r["method"] + (" (baseline)" if r["is_baseline"] else "")),
+    ("seeds", lambda r: f"{r['n_seeds']} ({r['seeds']})"),
+    ("search [h]", lambda r: _pm(r["search_time_h_mean"], r["search_time_h_std"], 2)),
+    ("search [s]", lambda r: _pm(r["search_time_s_mean"], r["search_time_s_std"], 1)),
+    ("measurements", lambda r: _num(r["n_measurements_mean"], 1, strip=True)),
+    ("Σ task latency [ms]", lambda r: _num(r["tasks_latency_ms_mean"], 4)),
+    ("e2e latency [ms]", lambda r: _pm(r["e2e_latency_ms_mean"], r["e2e_latency_ms_std"], 4)),
+    ("speedup vs PyTorch [×]", lambda r: _num(r["speedup_vs_torch_mean"], 2)),
+    ("TVM default [ms]", lambda r: _num(r["tvm_default_latency_ms_mean"], 4)),
+    ("search red. [%]", lambda r: _num(r["search_red_pct"], 2)),
+    ("latency red. [%]", lambda r: _num(r["latency_red_pct"], 2)),
+    ("HV vs {baseline}", lambda r: _num(r["hv_vs_baseline"], 4)),
 )
 
 
@@ -94,6 +97,7 @@ def open_store(uri: str | None):
         if not os.path.isfile(path):
             raise UserError(f"--tracking-uri={uri}: no tracking database at {path}; run an experiment first "
                             "or pass the store's URI (sqlite:///path/mlflow.db, http(s)://host:port, file:/path)")
+        _check_sqlite_store(uri, path)
     elif uri.startswith(("file:", "/")):
         folder = re.sub(r"^file:(//)?", "", uri)
         if not os.path.isdir(folder):
@@ -102,10 +106,34 @@ def open_store(uri: str | None):
         try:  # http(s): the server's /health answers; any other scheme: one line naming the valid ones
             check_reachable(uri)
         except UserError as exc:
-            raise UserError(str(exc).replace("tracking.uri=", "--tracking-uri=", 1)) from None
+            text = str(exc).replace("tracking.uri=null", "no --tracking-uri")
+            raise UserError(text.replace("tracking.uri=", "--tracking-uri=")) from None
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(uri)
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # importing mlflow resets its logger's level
+    try:
+        client = MlflowClient(uri)
+        client.search_experiments(max_results=1)
+    except Exception as exc:  # noqa: BLE001 - whatever the store raises, the user gets one line
+        raise UserError(f"--tracking-uri={uri}: cannot read the tracking store ({_first_line(exc)})") from None
+    return client
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _check_sqlite_store(uri: str, path: str) -> None:
+    """Refuse a file that is not an MLflow database, read-only (MLflow would turn it into one)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as exc:
+        raise UserError(f"--tracking-uri={uri}: {path} is not a readable SQLite database ({exc})") from None
+    if not {"experiments", "runs"} <= tables:
+        raise UserError(f"--tracking-uri={uri}: {path} is not an MLflow tracking database (no runs table)")
 
 
 def _experiment_ids(client, names: list[str] | None) -> dict[str, str]:
@@ -144,25 +172,25 @@ def load_runs(client, experiments: list[str] | None = None, since: str | None = 
     """One row per FINISHED run: ids, tags (method, model, target, seed, record file), run metrics."""
     from mlflow.exceptions import MlflowException
 
-    exps = _experiment_ids(client, experiments)
     query = "attributes.status = 'FINISHED'"
     since_ms = parse_since(since)
     if since_ms is not None:
         query += f" and attributes.start_time >= {since_ms}"
+    try:
+        exps = _experiment_ids(client, experiments)
+        ids, runs = list(exps), []
+        for i in range(0, len(ids), 100):  # search_runs takes a bounded list of experiments
+            runs += _all_pages(lambda tok, chunk=ids[i:i + 100]: client.search_runs(chunk, query, page_token=tok))
+    except MlflowException as exc:
+        raise UserError(f"tracking store {client.tracking_uri}: {_first_line(exc)}") from None
     rows = []
-    ids = list(exps)
-    for i in range(0, len(ids), 100):  # search_runs takes a bounded list of experiments
-        try:
-            runs = _all_pages(lambda tok, chunk=ids[i:i + 100]: client.search_runs(chunk, query, page_token=tok))
-        except MlflowException as exc:
-            raise UserError(f"tracking store {client.tracking_uri}: {str(exc).splitlines()[0]}") from None
-        for run in runs:
-            tags, metrics = run.data.tags, run.data.metrics
-            rows.append({"run_id": run.info.run_id, "experiment": exps[run.info.experiment_id],
-                         "method": tags.get("method", "?"), "model": tags.get("model", "?"),
-                         "target": tags.get("target", "?"), "seed": tags.get("seed", "?"),
-                         "start_time": run.info.start_time, "record_file": tags.get(RECORD_TAG),
-                         **{m: metrics.get(m, math.nan) for m in RUN_METRICS}})
+    for run in runs:
+        tags, metrics = run.data.tags, run.data.metrics
+        rows.append({"run_id": run.info.run_id, "experiment": exps[run.info.experiment_id],
+                     "method": tags.get("method", "?"), "model": tags.get("model", "?"),
+                     "target": tags.get("target", "?"), "seed": tags.get("seed", "?"),
+                     "start_time": run.info.start_time, "record_file": tags.get(RECORD_TAG),
+                     **{m: metrics.get(m, math.nan) for m in RUN_METRICS}})
     columns = ["run_id", "experiment", "method", "model", "target", "seed", "start_time", "record_file",
                *RUN_METRICS]
     return pd.DataFrame(rows, columns=columns)
@@ -268,8 +296,8 @@ def to_markdown(table: pd.DataFrame, notes: dict, header: list[str], plots: dict
     for (model, target), rows in table.groupby(["model", "target"], sort=False):
         baseline = rows["baseline"].iloc[0]
         parts += [f"## {model} on {target}", ""]
-        cells = [[fmt(r) for _, _, fmt in MD_COLUMNS] for r in rows.to_dict("records")]
-        headers = [h if key != "hv" else f"HV vs {baseline}" for key, h, _ in MD_COLUMNS]
+        cells = [[fmt(r) for _, fmt in MD_COLUMNS] for r in rows.to_dict("records")]
+        headers = [h.format(baseline=baseline) for h, _ in MD_COLUMNS]
         parts += [md_table(headers, cells), ""]
         parts += [f"- {n}" for n in notes.get((model, target), [])]
         if plots.get((model, target)):
@@ -292,12 +320,14 @@ def model_curve(records: list[dict], tasks: list[dict]) -> pd.DataFrame | None:
         tasks: the run's ``tasks.json`` (``id``, ``weight``, ``search_s``; may be empty).
 
     Returns:
-        columns ``trials`` (1-based cumulative), ``seconds`` (cumulative search clock) and
-        ``latency_ms``; None when some task has no valid measurement.
+        columns ``trials`` (cumulative; row 0 is the start, before any trial), ``seconds`` (cumulative
+        search clock) and ``latency_ms``; None without records or when a task has no valid measurement.
     """
     by_task: dict[str, list[dict]] = {}
     for rec in records:
         by_task.setdefault(rec["task_id"], []).append(rec)
+    if not by_task:
+        return None
     info = {t["id"]: t for t in tasks}
     order = [tid for tid in info if tid in by_task] + [tid for tid in by_task if tid not in info]
     best, weight = {}, {}
@@ -308,14 +338,14 @@ def model_curve(records: list[dict], tasks: list[dict]) -> pd.DataFrame | None:
             return None
         best[tid], weight[tid] = first, float(info.get(tid, {}).get("weight") or 1)
     total = sum(weight[t] * best[t] for t in order)
-    rows, offset = [], 0.0
+    rows, offset = [(0, 0.0, total * 1e3)], 0.0
     for tid in order:
         for rec in by_task[tid]:
             lat = rec.get("latency_s")
             if rec.get("valid") and lat is not None and lat < best[tid]:
                 total += weight[tid] * (lat - best[tid])
                 best[tid] = lat
-            rows.append((len(rows) + 1, offset + float(rec.get("search_s") or 0.0), total * 1e3))
+            rows.append((len(rows), offset + float(rec.get("search_s") or 0.0), total * 1e3))
         final = info.get(tid, {}).get("search_s")
         offset += float(final) if final is not None else max(float(r.get("search_s") or 0.0) for r in by_task[tid])
     curve = pd.DataFrame(rows, columns=["trials", "seconds", "latency_ms"])
@@ -382,7 +412,7 @@ def plot_group(model: str, target: str, curves: dict[str, list[pd.DataFrame]], p
             scale = 3600.0 if col == "seconds" and hours else 1.0
             series = [(c[col].to_numpy() / scale, c["latency_ms"].to_numpy()) for c in runs]
             for x, y in series:
-                ax.plot(x, y, color=color, lw=0.7, alpha=0.35, drawstyle="steps-post")
+                ax.plot(x, y, color=color, lw=0.9, alpha=0.45, drawstyle="steps-post")
             x, y = median_curve(series)
             ax.plot(x, y, color=color, lw=2.0, drawstyle="steps-post", label=f"{method} (median of {len(runs)})")
     axes[0].set_xlabel("cumulative trials")
@@ -407,7 +437,7 @@ def make_plots(client, runs: pd.DataFrame, methods, out: str, notes: dict) -> di
             for run in group.to_dict("records"):
                 loaded = files.load(run)
                 curve = model_curve(*loaded) if loaded else None
-                if curve is None or curve.empty:
+                if curve is None:
                     why = "records not available" if loaded is None else "a task without a valid measurement"
                     notes.setdefault((model, target), []).append(
                         f"no curve for `{run['method']}` seed {run['seed']} (run {run['run_id'][:8]}): {why}")
@@ -451,9 +481,12 @@ def run_leaderboard(args: argparse.Namespace) -> str:
     models, targets, methods = _names(args.model), _names(args.target), _names(args.method)
     runs, n_dupes = select_runs(load_runs(client, _names(args.experiment), since), models, targets)
     table, notes = aggregate(runs, args.baseline, methods)
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--out={args.out}: cannot create the output folder ({exc.strerror})") from None
     plots = {} if args.no_plots or table.empty else make_plots(client, runs, methods, args.out, notes)
-    filters = {"experiment": args.experiment, "model": models, "target": targets, "method": methods,
+    filters = {"experiment": _names(args.experiment), "model": models, "target": targets, "method": methods,
                "since": since}
     shown = ", ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in filters.items() if v)
     header = [f"Tracking store: `{client.tracking_uri}`; filters: {shown or 'none'}; baseline: `{args.baseline}`; "

@@ -7,10 +7,12 @@ work starts.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import time
+from contextlib import contextmanager
 import urllib.error
 import urllib.request
 
@@ -64,6 +66,21 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         raise UserError(f"tracking.uri={uri}: unsupported scheme; valid: sqlite:///path, file:/path, http(s)://host")
 
 
+@contextmanager
+def _store_lock(uri: str):
+    """Serialize creating/migrating an embedded SQLite store (and its experiments) across the
+    processes of a parallel sweep; a no-op for servers, which serialize themselves."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    with open(uri[len("sqlite:///"):] + ".lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 class Tracker:
     """Writes one MLflow run.
 
@@ -80,7 +97,9 @@ class Tracker:
 
         self.uri = resolve_uri(uri, workdir)
         check_reachable(self.uri)
-        self.client = MlflowClient(self.uri)
+        with _store_lock(self.uri):
+            self.client = MlflowClient(self.uri)
+            self.client.search_experiments(max_results=1)  # creates / migrates the store now
         self.experiment = experiment
         if artifact_root is None and self.uri.startswith("sqlite:///"):
             artifact_root = os.path.join(os.path.abspath(workdir), "mlartifacts")
@@ -89,10 +108,11 @@ class Tracker:
         self._pending: list = []
 
     def _experiment_id(self) -> str:
-        exp = self.client.get_experiment_by_name(self.experiment)
-        if exp is not None:
-            return exp.experiment_id
-        return self.client.create_experiment(self.experiment, artifact_location=self.artifact_root)
+        with _store_lock(self.uri):
+            exp = self.client.get_experiment_by_name(self.experiment)
+            if exp is not None:
+                return exp.experiment_id
+            return self.client.create_experiment(self.experiment, artifact_location=self.artifact_root)
 
     def start(self, run_name: str, params: dict, tags: dict) -> str:
         run = self.client.create_run(self._experiment_id(), run_name=run_name,

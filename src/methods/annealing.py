@@ -121,7 +121,9 @@ class SimulatedAnnealing:
             raise ValueError(f"bad SA settings: n_iter={n_iter}, parallel_size={parallel_size}, "
                              f"early_stop={early_stop}")
         self.n_iter, self.parallel_size = int(n_iter), int(parallel_size)
-        self.temp = tuple(float(t) for t in temp) if isinstance(temp, (tuple, list)) else float(temp)
+        self.temp = float(temp) if isinstance(temp, (int, float)) else tuple(float(t) for t in temp)
+        if isinstance(self.temp, tuple) and len(self.temp) != 2:
+            raise ValueError(f"temp={temp!r}: one float or (start, end)")
         self.persistent, self.early_stop, self.log_interval = bool(persistent), int(early_stop), int(log_interval)
         self._points: np.ndarray | None = None
         self._space: Space | None = None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -74,6 +75,11 @@ class AutoTVM(Method):
             raise UserError(f"method.loss_type={loss_type!r}: valid: rank, reg")
         if feature != "knob":
             raise UserError(f"method.feature={feature!r}: valid: knob (AutoTVM's itervar/curve need its TE extractor)")
+        for key, v in (("num_boost_round", num_boost_round), ("early_stopping_rounds", early_stopping_rounds)):
+            if not isinstance(v, int) or v < 1:
+                raise UserError(f"method.{key}={v!r}: must be a positive integer")
+        if xgb_params is not None and not isinstance(xgb_params, Mapping):
+            raise UserError(f"method.xgb_params={xgb_params!r}: must be a mapping of XGBoost parameters")
         self.plan_size, self.eps_greedy = int(plan_size), float(eps_greedy)
         self.model_kw = dict(loss_type=loss_type, feature=feature, num_boost_round=num_boost_round,
                              early_stopping_rounds=early_stopping_rounds, recall_n=self.plan_size,

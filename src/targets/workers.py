@@ -59,6 +59,10 @@ class Worker:
         self._conn = None
 
     def start(self) -> None:
+        if mp.get_start_method(allow_none=True) not in (None, "fork", "spawn", "forkserver"):
+            # inside a joblib/loky job process the default method is "loky", which a spawned child
+            # cannot restore; our children only need the standard "spawn"
+            mp.set_start_method("spawn", force=True)
         parent, child = _CTX.Pipe()
         proc = _CTX.Process(target=_serve, args=(child, self.handler_path), daemon=True)
         proc.start()
