@@ -100,6 +100,12 @@ def run_experiment(cfg: dict) -> str:
     """Run one experiment from a resolved config dict; returns the MLflow run id."""
     workdir = os.path.abspath(cfg.get("workdir") or os.getcwd())
     tracking = cfg.get("tracking") or {}
+    if not cfg.get("resume"):
+        # validate the budget and build the method first: a bad value fails before anything else,
+        # and a method's one-time imports (MetaSchedule's TVMScript intrinsics) run before MLflow's
+        # thousands of modules make TVMScript parsing 2-3x slower (inspect.getmodule scans sys.modules)
+        make_budget(cfg.get("budget") or {})
+        make_method(cfg["method"])
     tracker = Tracker(tracking.get("uri"), cfg.get("experiment", "tunebench"), workdir,
                       tracking.get("artifact_root"))
     resume_id = cfg.get("resume")

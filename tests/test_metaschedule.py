@@ -1,0 +1,45 @@
+"""method=metaschedule: MetaSchedule's search and cost model, measured by the tunebench target."""
+import json
+import os
+import subprocess
+import sys
+
+from mlflow.tracking import MlflowClient
+
+from conftest import ROOT, TINY_LAYER
+from tunebench.harness.experiment import RECORD_TAG
+from tunebench.harness.records import read_records
+from tunebench.space import Space, TraceConfig
+from tunebench.task import Measurement
+
+LAYER_ARG = "model.layers=[" + "{" + ",".join(f"{k}:{v}" for k, v in TINY_LAYER.items()) + "}]"
+
+
+def test_trace_records_round_trip():
+    rec = {"task_id": "t", "trial": 3, "index": 7, "config": {"trace": [[["GetSBlock", [], ["C", "main"], ["b0"]]], []]},
+           "valid": True, "latency_s": 1e-3}
+    m = Measurement.from_record(rec, Space([]))
+    assert isinstance(m.config, TraceConfig) and m.config.index == 7
+    assert m.config.to_dict() == rec["config"]
+
+
+def test_metaschedule_run_measures_traces_checks_and_builds_the_model(tmp_path):
+    # a fresh process, as a user runs it (MetaSchedule's one-time imports are slow inside a process
+    # that has imported MLflow first, as this test process has)
+    args = ["method=metaschedule", "method.num_trials_per_iter=6", "method.population_size=32",
+            "method.init_min_unmeasured=8", "budget.trials_per_task=8",  # ends in the middle of round 2
+            LAYER_ARG, "target.runner.repeat=3", "target.runner.min_repeat_ms=5", "progress=false"]
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "FINISHED" and run.data.tags["method"] == "metaschedule"
+    recs = read_records(run.data.tags[RECORD_TAG])
+    assert len(recs) == 8 and all("trace" in r["config"] for r in recs)
+    assert [r["index"] for r in recs] == list(range(8))
+    assert len({json.dumps(r["config"]) for r in recs}) == 8  # MetaSchedule proposes distinct programs
+    assert sum(r["valid"] for r in recs) >= 6
+    m = run.data.metrics
+    assert [v for k, v in m.items() if k.endswith(".check_ok")] == [1.0]
+    assert m["e2e_latency_ms"] > 0 and m["e2e_rel_err"] <= 1e-4  # replayed traces in the whole model
