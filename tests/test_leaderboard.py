@@ -269,3 +269,10 @@ def test_cli_errors_are_one_line(argv, message, tmp_path):
     done = cli(*argv, "--out", str(tmp_path)) if argv[0] == "leaderboard" else cli(*argv)
     assert done.returncode == 2
     assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_hv_cell_marks_a_positive_hv_from_two_negative_reductions():
+    from tunebench.harness.leaderboard import _hv_cell
+
+    assert _hv_cell({"hv_vs_baseline": 26.25, "search_red_pct": -95.2, "latency_red_pct": -27.6}).endswith("(both worse)")
+    assert "worse" not in _hv_cell({"hv_vs_baseline": 3.6423, "search_red_pct": 70.43, "latency_red_pct": 5.17})

@@ -114,6 +114,22 @@ def annotate_unroll(sch: st.Schedule, loop, config: Config) -> None:
     sch.annotate(loop, "pragma_unroll_explicit", int(config["unroll_explicit"]))
 
 
+CONV_TILE_TAGS = ("blockIdx.z", "blockIdx.y", "blockIdx.x", "vthread.z", "vthread.y", "vthread.x",
+                  "threadIdx.z", "threadIdx.y", "threadIdx.x")
+
+
+def bind_conv_tiles(sch: st.Schedule, loops) -> None:
+    """Bind the (f, y, x) block / vthread / thread tile loops of a conv, in :data:`CONV_TILE_TAGS` order."""
+    for loop, tag in zip(loops, CONV_TILE_TAGS):
+        sch.bind(loop, tag)
+
+
+def conv_threads(config: Config) -> list[tuple[str, int]]:
+    """The thread extents of a conv config (the third factor of tile_f / tile_y / tile_x)."""
+    return [("threadIdx.z", config["tile_f"][2]), ("threadIdx.y", config["tile_y"][2]),
+            ("threadIdx.x", config["tile_x"][2])]
+
+
 class CudaTemplate(Template):
     """Common GPU checks of the CUDA templates."""
 
@@ -205,15 +221,11 @@ class CudaConv2dDirect(CudaTemplate):
         rxo, rxi = sch.split(rx, list(config["tile_rx"]))
         sch.reorder(bf, by, bx, vf, vy, vx, tf, ty, tx, rco, ryo, rxo, rci, ryi, rxi, fi, yi, xi)
         bz = sch.fuse(n, bf)
-        for loop, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"),
-                          (vf, "vthread.z"), (vy, "vthread.y"), (vx, "vthread.x"),
-                          (tf, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-            sch.bind(loop, tag)
+        bind_conv_tiles(sch, (bz, by, bx, vf, vy, vx, tf, ty, tx))
         sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
         sch.decompose_reduction(acc, rco)
 
-        threads = [("threadIdx.z", config["tile_f"][2]), ("threadIdx.y", config["tile_y"][2]),
-                   ("threadIdx.x", config["tile_x"][2])]
+        threads = conv_threads(config)
         for block in (data_s, weight_s):
             cooperative_fetch(sch, block, rxo, threads)
         annotate_unroll(sch, bz, config)
@@ -263,15 +275,11 @@ class CudaDepthwiseConv2d(CudaTemplate):
         bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
         sch.reorder(bf, by, bx, vf, vy, vx, tf, ty, tx, fi, yi, xi, rc, ry, rx)
         bz = sch.fuse(n, bf)
-        for loop, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"),
-                          (vf, "vthread.z"), (vy, "vthread.y"), (vx, "vthread.x"),
-                          (tf, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-            sch.bind(loop, tag)
+        bind_conv_tiles(sch, (bz, by, bx, vf, vy, vx, tf, ty, tx))
         sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
         sch.decompose_reduction(acc, fi)
 
-        threads = [("threadIdx.z", config["tile_f"][2]), ("threadIdx.y", config["tile_y"][2]),
-                   ("threadIdx.x", config["tile_x"][2])]
+        threads = conv_threads(config)
         for block in (data_s, weight_s):
             cooperative_fetch(sch, block, bx, threads)
         annotate_unroll(sch, bz, config)
