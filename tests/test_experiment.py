@@ -1,5 +1,4 @@
 """End-to-end: real tuning runs on this CPU through the harness, MLflow and the record file."""
-import json
 import os
 import signal
 import subprocess
