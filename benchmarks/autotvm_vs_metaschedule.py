@@ -51,13 +51,15 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "autotvm_vs_metaschedule.json"))
     args = ap.parse_args()
 
-    from omegaconf import OmegaConf
-
+    from tunebench.harness.cli import compose_config, layers_override
     from tunebench.methods import make_method
 
-    conf = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf")
-    load = lambda p: OmegaConf.to_container(OmegaConf.load(os.path.join(conf, p)))  # noqa: E731
-    make_method(load("method/metaschedule.yaml"))  # MetaSchedule's one-time imports before MLflow's
+    def config(method: str, work: str) -> dict:
+        return compose_config([f"workdir={work}", "experiment=bench", "progress=false", "e2e.enabled=false",
+                               f"seed={args.seed}", f"method={method}", f"budget.trials_per_task={args.trials}",
+                               layers_override(LAYERS)])
+
+    make_method(config("metaschedule", ".")["method"])  # MetaSchedule's one-time imports before MLflow's
 
     from mlflow.tracking import MlflowClient
 
@@ -69,11 +71,7 @@ def main() -> int:
     rows: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as work:
         for method in ("autotvm", "metaschedule"):
-            cfg = {"seed": args.seed, "experiment": "bench", "tracking": {"uri": None, "artifact_root": None},
-                   "workdir": work, "records_dir": "records", "check_correctness": True, "progress": False,
-                   "e2e": {"enabled": False}, "method": load(f"method/{method}.yaml"),
-                   "target": load("target/llvm.yaml"), "model": {"name": "layers", "seed": 0, "layers": LAYERS},
-                   "budget": {"trials_per_task": args.trials, "seconds_per_task": None, "early_stopping": None}}
+            cfg = config(method, work)
             run_id = run_experiment(cfg)
             run_dir = os.path.join(work, "records", run_id)
             rows[method] = {i: t for i, t in

@@ -32,21 +32,16 @@ def main() -> int:
     args = ap.parse_args()
 
     from mlflow.tracking import MlflowClient
-    from omegaconf import OmegaConf
 
-    from tunebench.harness.cli import setup_logging
+    from tunebench.harness.cli import compose_config, layers_override, setup_logging
     from tunebench.harness.experiment import run_experiment
     from tunebench.targets.tvm_target import cpu_model_name
 
     setup_logging()
-    conf = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf")
-    load = lambda p: OmegaConf.to_container(OmegaConf.load(os.path.join(conf, p)))  # noqa: E731
     with tempfile.TemporaryDirectory() as work:
-        cfg = {"seed": args.seed, "experiment": "bench", "tracking": {"uri": None, "artifact_root": None},
-               "workdir": work, "records_dir": "records", "check_correctness": True, "progress": False,
-               "method": load("method/random.yaml"), "target": load("target/llvm.yaml"),
-               "model": {"name": "layers", "seed": 0, "layers": [LAYER]},
-               "budget": {"trials_per_task": args.trials, "seconds_per_task": None, "early_stopping": None}}
+        cfg = compose_config([f"workdir={work}", "experiment=bench", "progress=false", f"seed={args.seed}",
+                              "method=random", f"budget.trials_per_task={args.trials}",
+                              layers_override([LAYER])])
         t0 = time.perf_counter()
         run_id = run_experiment(cfg)
         total = time.perf_counter() - t0

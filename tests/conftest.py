@@ -3,6 +3,8 @@ import sys
 
 import pytest
 
+from tunebench.harness.cli import layers_override
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TESTS = os.path.dirname(os.path.abspath(__file__))
 if TESTS not in sys.path:
@@ -10,6 +12,9 @@ if TESTS not in sys.path:
 
 # A tiny conv layer: fast to build and time, so the end-to-end tests stay quick on 2 cores.
 TINY_LAYER = {"in_channels": 8, "height": 14, "width": 14, "out_channels": 16, "kernel": 3, "stride": 1, "padding": 1}
+
+
+TINY_LAYER_ARG = layers_override([TINY_LAYER])  # the same layer as a command-line override
 
 
 def load_conf(path):
@@ -21,14 +26,11 @@ def load_conf(path):
 @pytest.fixture
 def tiny_cfg(tmp_path):
     """A complete experiment config: random search on one tiny layer on llvm, in a temp workdir."""
-    target = load_conf("target/llvm.yaml")
-    target["batch_size"] = 3
-    target["runner"].update(repeat=3, min_repeat_ms=5)
-    return {"seed": 0, "resume": None, "experiment": "test", "tracking": {"uri": None, "artifact_root": None},
-            "workdir": str(tmp_path), "records_dir": "records", "check_correctness": True, "progress": False,
-            "method": load_conf("method/random.yaml"), "target": target,
-            "model": {"name": "layers", "seed": 0, "layers": [TINY_LAYER]},
-            "budget": {"trials_per_task": 6, "seconds_per_task": None, "early_stopping": None}}
+    from tunebench.harness.cli import compose_config  # noqa: PLC0415  (Hydra only where used)
+
+    return compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG,
+                           "target.batch_size=3", "target.runner.repeat=3", "target.runner.min_repeat_ms=5",
+                           "budget.trials_per_task=6"])
 
 
 def cuda_available() -> bool:

@@ -8,7 +8,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, TINY_LAYER
+from conftest import ROOT, TINY_LAYER_ARG
 from tunebench.harness.experiment import RECORD_TAG, run_experiment
 from tunebench.harness.records import read_records
 
@@ -81,8 +81,7 @@ def _run_py(args, cwd, **kw):
                           text=True, timeout=600, **kw)
 
 
-LAYER_ARG = "model.layers=[" + "{" + ",".join(f"{k}:{v}" for k, v in TINY_LAYER.items()) + "}]"
-FAST = [LAYER_ARG, "target.runner.repeat=2", "target.runner.min_repeat_ms=5", "progress=false"]
+FAST = [TINY_LAYER_ARG, "target.runner.repeat=2", "target.runner.min_repeat_ms=5", "progress=false"]
 
 
 def test_sigkill_then_resume_keeps_every_measurement(tmp_path):

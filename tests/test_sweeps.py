@@ -7,11 +7,10 @@ import time
 
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, TINY_LAYER
+from conftest import ROOT, TINY_LAYER_ARG
 from tunebench.harness.records import read_records
 from tunebench.targets.devicelock import device_lock
 
-LAYER_ARG = "model.layers=[" + "{" + ",".join(f"{k}:{v}" for k, v in TINY_LAYER.items()) + "}]"
 
 
 def _hold(lock_dir, q):
@@ -40,7 +39,7 @@ def _intervals(records):
 
 def test_joblib_sweep_runs_jobs_in_parallel_without_overlapping_measurements(tmp_path):
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "method=random", "seed=0,1",
-            "budget.trials_per_task=6", "target.batch_size=2", "e2e.enabled=false", "progress=false", LAYER_ARG,
+            "budget.trials_per_task=6", "target.batch_size=2", "e2e.enabled=false", "progress=false", TINY_LAYER_ARG,
             "target.runner.repeat=3", "target.runner.min_repeat_ms=20"]
     res = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path,
                          capture_output=True, text=True, timeout=900)

@@ -9,6 +9,27 @@ import sys
 from tunebench.errors import UserError
 
 GROUPS = ("method", "model", "target", "budget")
+CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+
+
+def layers_override(layers: list[dict]) -> str:
+    """The ``model.layers=[...]`` override for a list of layer dicts (``model=layers``)."""
+    return "model.layers=[" + ",".join("{" + ",".join(f"{k}:{v}" for k, v in L.items()) + "}" for L in layers) + "]"
+
+
+def compose_config(overrides: list[str], conf_dir: str = CONF_DIR) -> dict:
+    """The resolved experiment config that ``python run.py <overrides>`` would run, as a dict, for
+    scripts and tests that call :func:`tunebench.harness.experiment.run_experiment` directly.
+
+    Pass ``workdir=<path>``: outside a Hydra job the default ``${hydra:runtime.cwd}`` cannot resolve.
+    """
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    check_overrides(overrides, conf_dir)
+    with initialize_config_dir(config_dir=os.path.abspath(conf_dir), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return OmegaConf.to_container(cfg, resolve=True)
 
 
 def group_options(conf_dir: str, group: str) -> list[str]:

@@ -100,22 +100,23 @@ def run_experiment(cfg: dict) -> str:
     """Run one experiment from a resolved config dict; returns the MLflow run id."""
     workdir = os.path.abspath(cfg.get("workdir") or os.getcwd())
     tracking = cfg.get("tracking") or {}
-    if not cfg.get("resume"):
+    resume_id = cfg.get("resume")
+    budget = None
+    if not resume_id:
         # validate the budget and build the method first: a bad value fails before anything else,
         # and a method's one-time imports (MetaSchedule's TVMScript intrinsics) run before MLflow's
         # thousands of modules make TVMScript parsing 2-3x slower (inspect.getmodule scans sys.modules)
-        make_budget(cfg.get("budget") or {})
+        budget = make_budget(cfg.get("budget") or {})
         make_method(cfg["method"])
     tracker = Tracker(tracking.get("uri"), cfg.get("experiment", "tunebench"), workdir,
                       tracking.get("artifact_root"))
-    resume_id = cfg.get("resume")
     record_path = None
-    if resume_id:
+    if resume_id:  # the run's own saved config, validated the same way
         saved, record_path = _load_resume(tracker, resume_id)
         saved["resume"], saved["tracking"] = resume_id, tracking
         cfg = saved
-    budget = make_budget(cfg.get("budget") or {})
-    make_method(cfg["method"])  # validates the method name and its hyperparameters now
+        budget = make_budget(cfg.get("budget") or {})
+        make_method(cfg["method"])
     seed = int(cfg.get("seed", 0))
 
     from tunebench.datasets import model_tasks

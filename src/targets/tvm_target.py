@@ -70,6 +70,7 @@ class TVMTarget:
         self._builders: WorkerPool | None = None
         self._runner: WorkerPool | None = None
         self._tmpdir: str | None = None
+        self._mod_json: dict[str, str] = {}  # task id -> tvm.ir.save_json(task.mod)
 
     # ---- device ---------------------------------------------------------------------
     def _probe_device(self) -> None:
@@ -143,10 +144,9 @@ class TVMTarget:
     def _payload(self, task: Task) -> dict:
         import tvm
 
-        cache = task.__dict__.setdefault("_payload_cache", {})
-        if "json" not in cache:
-            cache["json"] = tvm.ir.save_json(task.mod)
-        return {"task_key": f"{task.id}", "mod_json": cache["json"], "task_kind": task.kind,
+        if task.id not in self._mod_json:  # serialized once per task, sent with every request
+            self._mod_json[task.id] = tvm.ir.save_json(task.mod)
+        return {"task_key": task.id, "mod_json": self._mod_json[task.id], "task_kind": task.kind,
                 "target_kind": self.kind, "target": self.tvm_target, "limits": self.limits}
 
     def measure(self, task: Task, configs: list[Config | TraceConfig]) -> list[Measurement]:
