@@ -20,6 +20,7 @@ import yaml
 
 from tunebench.errors import UserError
 from tunebench.harness.loop import TaskResult, tune_task
+from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
 from tunebench.harness.records import RecordFile, read_records
 from tunebench.harness.tracking import Tracker
@@ -118,6 +119,11 @@ def run_experiment(cfg: dict) -> str:
         budget = make_budget(cfg.get("budget") or {})
         make_method(cfg["method"])
     seed = int(cfg.get("seed", 0))
+    # records of earlier runs for transfer methods (method.history=...): read before the run starts
+    history = History.load(cfg["method"].get("history"), tracker.client, workdir)
+    if len(history):
+        log.info("history: %d records of %d tasks from %s", len(history), len(history.tasks),
+                 ", ".join(history.sources))
 
     from tunebench.datasets import model_tasks
     from tunebench.targets import make_target
@@ -144,7 +150,7 @@ def run_experiment(cfg: dict) -> str:
         tracker.set_tags({RECORD_TAG: record_path, "device_info": json.dumps(target.describe())})
     status = "FAILED"
     try:
-        _tune_all(cfg, tasks, _imported, target, budget, seed, tracker, run_id, record_path)
+        _tune_all(cfg, tasks, _imported, target, budget, seed, tracker, run_id, record_path, history)
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
@@ -185,7 +191,8 @@ def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, t
     return None
 
 
-def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_id: str, record_path: str) -> None:
+def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_id: str, record_path: str,
+              history: History) -> None:
     run_dir = os.path.dirname(record_path)
     prior_by_task: dict[str, list[dict]] = {}
     for rec in read_records(record_path):
@@ -198,7 +205,7 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
     t_start = time.perf_counter()
     phase0 = dict(target.stats)
     summaries, checks_all, best_by_task = [], [], {}
-    total_search = total_latency = 0.0
+    total_search = total_latency = excluded_search = 0.0
     n_meas = n_invalid = 0
     with TuningProgress(len(tasks), enabled=bool(cfg.get("progress", True))) as progress:
         for ti, task in enumerate(tasks):
@@ -218,7 +225,14 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
                 progress.update(row, result)
 
             method = make_method(cfg["method"])
-            result = tune_task(task, method, target, budget, task_rng(seed, task), prior=prior, on_batch=on_batch)
+            result = tune_task(task, method, target, budget, task_rng(seed, task), prior=prior, history=history,
+                               on_batch=on_batch)
+            report = method.report()
+            history.add_task(task, result.measurements, role=str(report.get("role", "")))
+            excluded_search += result.search_s if report.get("role") == "source" else float(report.get("pretrain_s", 0))
+            for key, value in report.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    tracker.metric(f"{task.id}.{key}", value)
             best, checks = _best_checked(result, target, check)
             checks_all += checks
             n = len(result.measurements)
@@ -242,7 +256,7 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
                               "best_gflops": best.gflops if best else None,
                               "best_config": best.config.to_dict() if best else None,
                               "best_index": best.config.index if best else None,
-                              "check": checks[-1] if checks else None})
+                              "check": checks[-1] if checks else None, "method_report": report or None})
     records.close()
     wall = time.perf_counter() - t_start
     build_phase = target.stats["build_phase_s"] - phase0["build_phase_s"]
@@ -253,6 +267,8 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
                    "n_tasks": len(tasks), "wall_s": wall, "build_phase_s": build_phase, "run_phase_s": run_phase,
                    "check_s": check_s,
                    "harness_overhead_share": max(0.0, wall - build_phase - run_phase - check_s) / max(wall, 1e-9)}
+    if any(s["method_report"] for s in summaries):  # search time without source tuning / pre-training
+        run_metrics["search_time_excl_source_s"] = total_search - excluded_search
     if all_ok:
         run_metrics["tasks_latency_ms"] = total_latency * 1e3  # sum over tasks of weight x best latency
     for k, v in run_metrics.items():

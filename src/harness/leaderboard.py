@@ -59,7 +59,8 @@ from tunebench.harness.records import read_records
 from tunebench.harness.tracking import check_reachable, resolve_uri
 
 RECORD_TAG = "tunebench.record_file"  # same tag as tunebench.harness.experiment.RECORD_TAG
-RUN_METRICS = ("search_time_s", "n_measurements", "n_invalid", "n_tasks", "tasks_latency_ms", "wall_s",
+RUN_METRICS = ("search_time_s", "search_time_excl_source_s", "n_measurements", "n_invalid", "n_tasks",
+               "tasks_latency_ms", "wall_s",
                "e2e_latency_ms", "e2e_latency_std_ms", "torch_latency_ms", "torch_latency_std_ms",
                "tvm_default_latency_ms", "tvm_default_latency_std_ms", "e2e_rel_err")
 
@@ -67,7 +68,8 @@ CSV_COLUMNS = ("model", "target", "method", "is_baseline", "n_seeds", "seeds", "
                "search_time_s_std", "search_time_h_mean", "search_time_h_std", "n_measurements_mean",
                "tasks_latency_ms_mean", "e2e_latency_ms_mean", "e2e_latency_ms_std", "n_e2e",
                "speedup_vs_torch_mean", "torch_latency_ms_mean", "tvm_default_latency_ms_mean", "e2e_rel_err_max",
-               "search_red_pct", "latency_red_pct", "hv_vs_baseline", "baseline", "run_ids")
+               "search_red_pct", "latency_red_pct", "hv_vs_baseline", "search_excl_source_s_mean",
+               "search_red_excl_source_pct", "hv_excl_source", "baseline", "run_ids")
 
 # (Markdown header, formatter of a table row): the Markdown view of the CSV rows.
 MD_COLUMNS = (
@@ -83,7 +85,13 @@ MD_COLUMNS = (
     ("search red. [%]", lambda r: _num(r["search_red_pct"], 2)),
     ("latency red. [%]", lambda r: _num(r["latency_red_pct"], 2)),
     ("HV vs {baseline}", lambda r: _hv_cell(r)),
+    ("search excl. source [s]", lambda r: _num(r["search_excl_source_s_mean"], 1)),
+    ("search red. excl. source [%]", lambda r: _num(r["search_red_excl_source_pct"], 2)),
+    ("HV excl. source", lambda r: _num(r["hv_excl_source"], 4)),
 )
+#: columns left out of a group's Markdown table when all its cells are blank (methods without
+#: source tuning or pre-training, i.e. everything but transfer methods such as dgp, have no such time)
+OPTIONAL_MD = {"search excl. source [s]", "search red. excl. source [%]", "HV excl. source"}
 
 
 def _hv_cell(r) -> str:
@@ -251,6 +259,8 @@ def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] 
             seeds = sorted(m["seed"], key=_seed_key)
             t, lat = m["search_time_s"].mean(), m["e2e_latency_ms"].mean()
             search_red, latency_red, hv = reductions(t, lat, t_base, lat_base)
+            t_excl = m["search_time_excl_source_s"].mean()  # NaN unless a transfer method logged it
+            search_red_x, _, hv_x = reductions(t_excl, lat, t_base, lat_base)
             n_e2e = int(m["e2e_latency_ms"].notna().sum())
             if 0 < n_e2e < len(m):
                 group_notes.append(f"`{method}`: e2e latency from {n_e2e} of {len(m)} seeds")
@@ -267,7 +277,8 @@ def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] 
                 "tvm_default_latency_ms_mean": m["tvm_default_latency_ms"].mean(),
                 "e2e_rel_err_max": m["e2e_rel_err"].max(),
                 "search_red_pct": search_red * 100, "latency_red_pct": latency_red * 100,
-                "hv_vs_baseline": hv, "baseline": baseline, "run_ids": ",".join(m["run_id"]),
+                "hv_vs_baseline": hv, "search_excl_source_s_mean": t_excl,
+                "search_red_excl_source_pct": search_red_x * 100, "hv_excl_source": hv_x, "baseline": baseline, "run_ids": ",".join(m["run_id"]),
             })
     table = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
     if not table.empty:
@@ -306,8 +317,11 @@ def to_markdown(table: pd.DataFrame, notes: dict, header: list[str], plots: dict
     for (model, target), rows in table.groupby(["model", "target"], sort=False):
         baseline = rows["baseline"].iloc[0]
         parts += [f"## {model} on {target}", ""]
-        cells = [[fmt(r) for _, fmt in MD_COLUMNS] for r in rows.to_dict("records")]
-        headers = [h.format(baseline=baseline) for h, _ in MD_COLUMNS]
+        records = rows.to_dict("records")
+        cols = [(h, fmt) for h, fmt in MD_COLUMNS
+                if h not in OPTIONAL_MD or any(fmt(r) for r in records)]
+        cells = [[fmt(r) for _, fmt in cols] for r in records]
+        headers = [h.format(baseline=baseline) for h, _ in cols]
         parts += [md_table(headers, cells), ""]
         parts += [f"- {n}" for n in notes.get((model, target), [])]
         if plots.get((model, target)):
@@ -317,7 +331,9 @@ def to_markdown(table: pd.DataFrame, notes: dict, header: list[str], plots: dict
               "the means over seeds of search_time_s and e2e_latency_ms; HV = search red. × latency red. × 100 "
               "(seed 001 Eq. 7; \"both worse\" marks a positive HV from two negative reductions). "
               "Σ task latency = Σ weight × best task latency; speedup vs PyTorch = mean over seeds of "
-              "torch_latency_ms / e2e_latency_ms.", ""]
+              "torch_latency_ms / e2e_latency_ms. \"excl. source\" columns (transfer methods only): the same with "
+              "search_time_excl_source_s, the search time without source-layer tuning and model pre-training "
+              "(seed 001 reports search time this way when a history is given).", ""]
     return "\n".join(parts)
 
 

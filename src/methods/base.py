@@ -61,3 +61,13 @@ class Method(ABC):
     def tell(self, measurements: list[Measurement]) -> None:
         """Learn from measured configs (also called with the prior records of a resumed run)."""
         self.visited.update(m.config.index for m in measurements)
+
+    def report(self) -> dict:
+        """What the method wants logged about the task it just tuned (called once, after the loop).
+
+        Numbers become MLflow metrics ``<task_id>.<key>``; everything goes into ``tasks.json``. Keys
+        the harness reads: ``role`` (``"source"``: the task was tuned only to give later tasks a
+        history; its search time is left out of ``search_time_excl_source_s``) and ``pretrain_s``
+        (seconds of this task's clock spent training a model shared by later tasks; also left out).
+        """
+        return {}

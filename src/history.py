@@ -1,0 +1,139 @@
+"""History: measurements of earlier tuning (any method, any task) that transfer methods learn from.
+
+A :class:`History` holds raw record dicts (the record file's JSON lines: ``task_id``, ``task_kind``,
+``shape``, ``flops``, ``config``, ``valid``, ``gflops``, ...) grouped by task. It is filled from
+
+- an earlier run: :meth:`History.load` takes a record file path (``.../records.jsonl``) or an MLflow
+  run id (its record file on this machine, else its ``records.jsonl`` artifact);
+- the running experiment: after each task the harness adds that task's measurements with
+  :meth:`History.add_task`, labelled with the role the method reported (e.g. dgp's ``"source"``).
+
+Methods receive the run's History in ``setup(..., history, ...)`` and must not modify records; they
+may keep derived models in :attr:`History.models` (e.g. dgp's pre-trained DGP per layer group) so
+that one run trains them once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from tunebench.errors import UserError
+
+
+@dataclass
+class HistoryTask:
+    """One task's records in a :class:`History`.
+
+    Attributes:
+        task_id, kind, shape, flops: as in :class:`tunebench.task.Task` (from the records).
+        records: the record dicts, in file order.
+        origin: ``"loaded"`` (from an earlier run) or ``"run"`` (tuned earlier in this run).
+        role: the role the tuning method reported for the task in this run (``""`` when none).
+    """
+
+    task_id: str
+    kind: str
+    shape: dict
+    flops: int
+    records: list[dict] = field(default_factory=list)
+    origin: str = "loaded"
+    role: str = ""
+
+
+class History:
+    """Records of earlier tuning, by task. See the module docstring."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, HistoryTask] = {}
+        self.models: dict = {}
+        self.sources: list[str] = []
+
+    def __len__(self) -> int:
+        return sum(len(t.records) for t in self.tasks.values())
+
+    def add_records(self, records: Iterable[dict], origin: str = "loaded", role: str = "") -> None:
+        """Add record dicts (each needs ``task_id``, ``task_kind``, ``shape``, ``config``, ``valid``)."""
+        for rec in records:
+            tid = rec["task_id"]
+            entry = self.tasks.get(tid)
+            if entry is None:
+                entry = self.tasks[tid] = HistoryTask(tid, rec.get("task_kind", ""), dict(rec.get("shape") or {}),
+                                                      int(rec.get("flops") or 0), origin=origin, role=role)
+            entry.records.append(rec)
+
+    def add_task(self, task, measurements, role: str = "") -> None:
+        """Add a task tuned in this run: ``task`` a :class:`~tunebench.task.Task`, ``measurements`` its
+        :class:`~tunebench.task.Measurement` list."""
+        recs = [{**m.to_record(), "task_kind": task.kind, "shape": task.shape, "flops": task.flops}
+                for m in measurements]
+        entry = self.tasks.get(task.id)
+        if entry is None:
+            self.tasks[task.id] = HistoryTask(task.id, task.kind, dict(task.shape), int(task.flops), recs, "run", role)
+        else:
+            entry.records.extend(recs)
+            entry.role = role or entry.role
+
+    def select(self, keep: Callable[[HistoryTask], bool]) -> list[HistoryTask]:
+        """The tasks for which ``keep(task)`` is true, in insertion order."""
+        return [t for t in self.tasks.values() if keep(t)]
+
+    @classmethod
+    def load(cls, source: str | list | None, client=None, workdir: str | None = None) -> "History":
+        """A History from record files and/or MLflow run ids (one, or a list; None = empty).
+
+        Args:
+            source: a path to a record file (``records.jsonl``), a run folder holding one, or an
+                MLflow run id; a list of these; or a comma-separated string of these.
+            client: an ``MlflowClient`` used for run ids (None: run ids are an error).
+            workdir: where artifacts of runs not on this machine are downloaded.
+
+        Raises:
+            UserError: naming the source when it is neither an existing file nor a known run.
+        """
+        from tunebench.harness.records import read_records
+
+        hist = cls()
+        if source is None:
+            return hist
+        items = source.split(",") if isinstance(source, str) else list(source)
+        for item in (str(s).strip() for s in items):
+            if not item:
+                continue
+            path = os.path.join(item, "records.jsonl") if os.path.isdir(item) else item
+            if not os.path.isfile(path):
+                path = _run_record_file(item, client, workdir)
+            recs = read_records(path)
+            if not recs:
+                raise UserError(f"method.history={item}: {path} holds no records")
+            missing = [k for k in ("task_id", "task_kind", "shape", "config", "valid") if k not in recs[0]]
+            if missing:
+                raise UserError(f"method.history={item}: {path} is not a tunebench record file "
+                                f"(no {', '.join(missing)})")
+            hist.add_records(recs, origin="loaded")
+            hist.sources.append(path)
+        return hist
+
+
+def _run_record_file(run_id: str, client, workdir: str | None) -> str:
+    """The record file of MLflow run ``run_id``: the local file named by its tag, else the artifact."""
+    hint = "a record file (records.jsonl), a run folder, or an MLflow run id"
+    if client is None:
+        raise UserError(f"method.history={run_id}: no such file; valid: {hint}")
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise UserError(f"method.history={run_id}: neither a file nor a run in the tracking store; "
+                        f"valid: {hint}") from None
+    local = run.data.tags.get("tunebench.record_file")
+    if local and os.path.isfile(local):
+        return local
+    dst = os.path.join(workdir or os.getcwd(), "history", run_id)
+    os.makedirs(dst, exist_ok=True)
+    try:
+        return client.download_artifacts(run_id, "records.jsonl", dst)
+    except Exception as exc:  # noqa: BLE001 - any store/IO failure: the run has no readable records
+        raise UserError(f"method.history={run_id}: the run's records.jsonl is not available ({exc})") from None

@@ -1,0 +1,241 @@
+"""The deep Gaussian process of dgp (seed 001 §3.2–3.4; METHODS.md §dgp steps 3 and 5), on GPyTorch.
+
+Model: two GP layers (``gpytorch.models.deep_gps.DeepGPLayer``). The hidden layer maps the
+d-dimensional config features to ``hidden_dims`` outputs (linear mean, as in GPyTorch's deep GP
+example, so the composition starts near a linear warping); the output layer maps those to one value
+(constant mean). Both use a scaled RBF kernel with ARD (the seeds' "radial basis function") and
+``num_inducing`` variational inducing points (seed 001 §4.1: 128); the hidden layer's inducing points
+start at distinct training configs (``z¹ ⊂ X``, seed 001 §3.3), the output layer's at N(0, 1) draws.
+Gaussian likelihood.
+
+Training (:meth:`DeepGP.fit`): doubly-stochastic variational inference (Salimbeni & Deisenroth 2017)
+= Adam on minibatches of the ELBO (``DeepApproximateMLL(VariationalELBO)``) with Monte-Carlo
+samples propagated through the layers. Transfer (:meth:`DeepGP.fit_map`): maximize
+``ELBO(tuning set)/N − λ‖θ − θ̃‖²`` from the pre-trained parameters θ̃ (seed 001 Eq. 6), θ = every
+trainable tensor (kernel, mean and likelihood hyperparameters in GPyTorch's raw, unconstrained
+parametrization; inducing locations; variational parameters). We divide the ELBO by N (GPyTorch's
+convention) so that λ means the same for any tuning-set size.
+
+Targets are standardized with the pre-training data's mean and standard deviation and keep that
+scaling during the transfer, so a new layer's larger throughputs show as larger standardized values.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import time
+
+import gpytorch
+import numpy as np
+import torch
+from gpytorch.mlls import DeepApproximateMLL, VariationalELBO
+from gpytorch.models.deep_gps import DeepGPLayer
+
+log = logging.getLogger(__name__)
+
+#: torch threads for DGP training and prediction. The matrices are small (128 inducing points, <= a few
+#: hundred rows per step): on the 2-core project machine one thread was 6x faster per Adam step and 9x
+#: faster per 128-config prediction than two while other jobs shared the cores (70 vs 434 ms, 27 vs 229 ms).
+TORCH_THREADS = 1
+
+
+def one_thread(fn):
+    """Run ``fn`` with ``torch.set_num_threads(TORCH_THREADS)``, restoring the previous setting."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kw):
+        before = torch.get_num_threads()
+        torch.set_num_threads(TORCH_THREADS)
+        try:
+            return fn(*args, **kw)
+        finally:
+            torch.set_num_threads(before)
+
+    return wrapper
+
+
+class GPLayer(DeepGPLayer):
+    """One GP layer: ``input_dims`` -> ``output_dims`` (None: a single output); ``inducing`` of shape
+    (output_dims, m, input_dims), or (m, input_dims) for a single output."""
+
+    def __init__(self, input_dims: int, output_dims: int | None, inducing: torch.Tensor, linear_mean: bool):
+        batch = torch.Size([]) if output_dims is None else torch.Size([output_dims])
+        dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.shape[-2], batch_shape=batch)
+        strategy = gpytorch.variational.VariationalStrategy(self, inducing, dist, learn_inducing_locations=True)
+        super().__init__(strategy, input_dims, output_dims)
+        self.mean_module = (gpytorch.means.LinearMean(input_dims, batch_shape=batch) if linear_mean
+                            else gpytorch.means.ConstantMean(batch_shape=batch))
+        self.covar_module = gpytorch.kernels.ScaleKernel(
+            gpytorch.kernels.RBFKernel(batch_shape=batch, ard_num_dims=input_dims), batch_shape=batch)
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+class DeepGP(gpytorch.models.deep_gps.DeepGP):
+    """A two-layer deep GP regressor over config features.
+
+    Args:
+        x_init: float array (n, d) of training features; the hidden layer's inducing points are
+            ``min(num_inducing, n)`` distinct rows of it (random, by ``seed``).
+        hidden_dims: width of the hidden GP layer.
+        num_inducing: inducing points per GP (per output of the hidden layer).
+        seed: seeds the inducing-point choice, the initial draws and the training's sampling.
+    """
+
+    def __init__(self, x_init: np.ndarray, hidden_dims: int = 4, num_inducing: int = 128, seed: int = 0):
+        super().__init__()
+        x = torch.as_tensor(np.asarray(x_init), dtype=torch.float32)
+        n, d = x.shape
+        gen = torch.Generator().manual_seed(int(seed))
+        uniq = torch.unique(x, dim=0)
+        m = min(num_inducing, len(uniq))
+        z = uniq[torch.randperm(len(uniq), generator=gen)[:m]]
+        self.hidden = GPLayer(d, hidden_dims, z.unsqueeze(0).repeat(hidden_dims, 1, 1).clone(), linear_mean=True)
+        self.output = GPLayer(hidden_dims, None, torch.randn(m, hidden_dims, generator=gen), linear_mean=False)
+        self.likelihood = gpytorch.likelihoods.GaussianLikelihood()
+        self.seed = int(seed)
+        self.y_mean, self.y_std = 0.0, 1.0
+        self.n_features = d
+        self.last_fit: dict = {}
+
+    def forward(self, x: torch.Tensor):
+        return self.output(self.hidden(x))
+
+    # ---- objectives ------------------------------------------------------------------------
+    def _mll(self, num_data: int):
+        return DeepApproximateMLL(VariationalELBO(self.likelihood, self, num_data))
+
+    def standardize(self, y: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor((np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_std, dtype=torch.float32)
+
+    @one_thread
+    def elbo(self, x: np.ndarray, y: np.ndarray, samples: int = 32, seed: int = 0) -> float:
+        """ELBO per data point of (x, y) (y in the original units), averaged over ``samples`` draws."""
+        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        yt = self.standardize(y)
+        mll = self._mll(len(yt))
+        state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        try:
+            with torch.no_grad(), gpytorch.settings.num_likelihood_samples(samples):
+                return float(mll(self(xt), yt))
+        finally:
+            torch.random.set_rng_state(state)
+
+    # ---- training --------------------------------------------------------------------------
+    @one_thread
+    def fit(self, x: np.ndarray, y: np.ndarray, epochs: int = 100, lr: float = 0.01, batch_size: int = 256,
+            train_samples: int = 8, prior: dict | None = None, l2: float = 0.0) -> "DeepGP":
+        """Maximize the ELBO of (x, y) (minus ``l2 × ‖θ − prior‖²`` when ``prior`` is given).
+
+        With a ``prior`` (MAP transfer) the objective is also evaluated on all of (x, y) with fixed
+        Monte-Carlo draws after every epoch, starting at θ̃, and the best parameters are kept: Adam's
+        steps of about ``lr`` per parameter would otherwise leave θ jittering around the optimum,
+        which for a large λ is farther from θ̃ than the MAP solution.
+
+        Args:
+            x: float (n, d) features; y: float (n,) targets in the original units (GFLOPS).
+            epochs: passes over the data; lr: Adam's step size; batch_size: minibatch rows.
+            train_samples: Monte-Carlo samples through the layers per step (doubly stochastic).
+            prior: a ``state_dict`` θ̃ to pull towards (MAP transfer); l2: λ.
+
+        Without ``prior`` the targets' mean/std become the model's standardization.
+        """
+        tic = time.perf_counter()
+        y = np.asarray(y, dtype=np.float64)
+        if prior is None:
+            self.y_mean = float(y.mean())
+            self.y_std = float(y.std()) or 1.0
+        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        yt = self.standardize(y)
+        n = len(yt)
+        params = [p for p in self.parameters() if p.requires_grad]
+        names = [k for k, p in self.named_parameters() if p.requires_grad]
+        anchor = [prior[k].detach().clone() for k in names] if prior is not None else None
+        opt = torch.optim.Adam(params, lr=lr)
+        mll = self._mll(n)
+        gen = torch.Generator().manual_seed(self.seed + 1)
+        torch.manual_seed(self.seed + 2)
+        bs = max(1, min(int(batch_size), n))
+
+        def objective() -> float:
+            """ELBO/N − λ‖θ − θ̃‖² on all of (x, y) with fixed draws (MAP only: keeps the best iterate)."""
+            state = torch.random.get_rng_state()
+            torch.manual_seed(self.seed + 3)
+            self.eval()
+            try:
+                with torch.no_grad():
+                    val = float(mll(self(xt), yt))
+                    return val - l2 * sum(float(((p - a) ** 2).sum()) for p, a in zip(params, anchor))
+            finally:
+                torch.random.set_rng_state(state)
+                self.train()
+
+        losses = []
+        best = None
+        with gpytorch.settings.num_likelihood_samples(int(train_samples)):
+            if anchor is not None:  # MAP: θ̃ itself is the first candidate, so the result is never worse
+                best = (objective(), copy.deepcopy(self.state_dict()))
+            self.train()
+            for _ in range(int(epochs)):
+                perm = torch.randperm(n, generator=gen)
+                total = 0.0
+                for i in range(0, n, bs):
+                    idx = perm[i:i + bs]
+                    opt.zero_grad()
+                    loss = -mll(self(xt[idx]), yt[idx])
+                    if anchor is not None and l2 > 0:
+                        loss = loss + l2 * sum(((p - a) ** 2).sum() for p, a in zip(params, anchor))
+                    loss.backward()
+                    opt.step()
+                    total += float(loss.detach()) * len(idx)
+                losses.append(total / n)
+                if best is not None:
+                    obj = objective()
+                    if obj > best[0]:
+                        best = (obj, copy.deepcopy(self.state_dict()))
+        if best is not None:
+            self.load_state_dict(best[1])
+        self.eval()
+        self.last_fit = {"n": n, "epochs": int(epochs), "loss_first": losses[0] if losses else None,
+                         "loss_last": losses[-1] if losses else None, "seconds": time.perf_counter() - tic}
+        return self
+
+    def fit_map(self, x: np.ndarray, y: np.ndarray, l2: float, **kw) -> "DeepGP":
+        """MAP transfer (seed 001 Eq. 6) from the current parameters θ̃; ``kw`` as in :meth:`fit`."""
+        prior = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        return self.fit(x, y, prior=prior, l2=l2, **kw)
+
+    def distance_to(self, state: dict) -> float:
+        """‖θ − state‖₂ over the trainable parameters (same parametrization as the L2 pull)."""
+        sq = 0.0
+        for k, p in self.named_parameters():
+            if p.requires_grad:
+                sq += float(((p.detach() - state[k]) ** 2).sum())
+        return sq ** 0.5
+
+    # ---- prediction ------------------------------------------------------------------------
+    @one_thread
+    @torch.no_grad()
+    def predict_mean(self, x: np.ndarray, samples: int = 16, seed: int = 0, chunk: int = 4096) -> np.ndarray:
+        """Predictive mean in the original units (n,), float64: the mean over ``samples`` draws
+        propagated through the layers, drawn with a fixed ``seed`` (same x -> same value)."""
+        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        out = []
+        state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        try:
+            with gpytorch.settings.num_likelihood_samples(int(samples)):
+                for i in range(0, len(xt), chunk):
+                    dist = self(xt[i:i + chunk])
+                    out.append(dist.mean.mean(0))
+        finally:
+            torch.random.set_rng_state(state)
+        mean = torch.cat(out).double().numpy() if out else np.zeros(0)
+        return mean * self.y_std + self.y_mean
+
+    def copy(self) -> "DeepGP":
+        return copy.deepcopy(self)

@@ -1,0 +1,56 @@
+"""Layer groups for transfer learning (seed 001 §4.2; METHODS.md §dgp step 1).
+
+Layers are grouped by (operator type, kernel size, padding, stride); knowledge is learned and
+transferred only within a group. The seed lists type, kernel size and padding; the reported group
+counts (VGG-16 1, ResNet-18 4, AlexNet 3, MobileNet-v1 4) come out only with the stride included.
+Dense layers (which the seed leaves to TVM's defaults) form one group of their own, so that every
+task of a model is tuned; :func:`count_conv_groups` counts only the convolution groups the seed counts.
+"""
+
+from __future__ import annotations
+
+CONV_KINDS = ("conv2d", "depthwise_conv2d")
+
+
+def group_key(kind: str, shape: dict) -> tuple:
+    """The group of a layer: ``(kind, kernel, padding, stride)`` for convolutions, ``(kind,)`` otherwise.
+
+    Args:
+        kind: the task kind (``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``).
+        shape: the task's shape parameters (conv: ``kernel``, ``padding``, ``stride`` as ints or pairs).
+    """
+    if kind in CONV_KINDS:
+        return (kind, _pair(shape["kernel"]), _pair(shape["padding"]), _pair(shape["stride"]))
+    return (kind,)
+
+
+def _pair(v) -> tuple:
+    if isinstance(v, (list, tuple)):
+        return tuple(int(x) for x in v)
+    return (int(v), int(v))
+
+
+def task_group(task) -> tuple:
+    """:func:`group_key` of a :class:`~tunebench.task.Task` (or anything with ``kind`` and ``shape``)."""
+    return group_key(task.kind, task.shape)
+
+
+def layer_groups(tasks) -> dict[tuple, list]:
+    """Tasks by group, groups and their tasks in model order (the first task of a group is its source)."""
+    out: dict[tuple, list] = {}
+    for t in tasks:
+        out.setdefault(task_group(t), []).append(t)
+    return out
+
+
+def count_conv_groups(tasks) -> int:
+    """Number of convolution groups, the count seed 001 §4.2 reports per model."""
+    return sum(1 for key in layer_groups(tasks) if key[0] in CONV_KINDS)
+
+
+def group_name(key: tuple) -> str:
+    """A readable name, e.g. ``conv2d_k3x3_p1x1_s1x1`` or ``dense``."""
+    if len(key) == 1:
+        return key[0]
+    kind, k, p, s = key
+    return f"{kind}_k{k[0]}x{k[1]}_p{p[0]}x{p[1]}_s{s[0]}x{s[1]}"
