@@ -59,6 +59,29 @@ def make_budget(b: dict) -> Budget:
                   early_stopping=stop)
 
 
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def apply_method_overrides(cfg: dict) -> dict:
+    """``budget.method_overrides.<method name>`` merged into ``cfg["method"]`` (a budget preset can scale
+    each method's sample sizes, e.g. AutoTVM's plan size or dgp's tuning set, together with the trial
+    budget, so that one sweep over methods stays fair). Returns a new config; the input is unchanged."""
+    budget = cfg.get("budget") or {}
+    overrides = budget.get("method_overrides") or {}
+    if not isinstance(overrides, dict):
+        raise UserError(f"budget.method_overrides={overrides!r}: must map method names to settings")
+    extra = overrides.get((cfg.get("method") or {}).get("name"))
+    if not extra:
+        return cfg
+    if not isinstance(extra, dict):
+        raise UserError(f"budget.method_overrides.{cfg['method']['name']}={extra!r}: must be a mapping of settings")
+    return {**cfg, "method": _deep_merge(cfg["method"], extra)}
+
+
 def task_rng(seed: int, task: Task) -> np.random.Generator:
     """Each task gets its own generator from (seed, task id): repeatable, independent of task order."""
     return np.random.default_rng([int(seed), int(task.id[:8], 16)])
@@ -103,6 +126,7 @@ def run_experiment(cfg: dict) -> str:
     tracking = cfg.get("tracking") or {}
     resume_id = cfg.get("resume")
     budget = None
+    cfg = apply_method_overrides(cfg)
     if not resume_id:
         # validate the budget and build the method first: a bad value fails before anything else,
         # and a method's one-time imports (MetaSchedule's TVMScript intrinsics) run before MLflow's
