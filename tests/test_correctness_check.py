@@ -61,3 +61,20 @@ def test_a_wrong_best_config_is_not_the_result(tiny_cfg):
     tid = summary["id"]
     assert m[f"{tid}.check_ok"] == 1.0
     assert m[f"{tid}.best_latency_ms"] == pytest.approx(ranked[1]["latency_s"] * 1e3)
+
+
+def test_reference_outputs_are_cached_and_read_back(tasks, tmp_path):
+    right, _ = tasks
+    payload = {**_payload(right, 3), "ref_cache_dir": str(tmp_path)}
+    first = tvm_worker._check(payload)
+    files = list(tmp_path.glob("*.npy"))
+    assert len(files) == 1 and first["rel_err"] <= 1e-4
+    ref = np.load(files[0])
+    assert np.max(np.abs(ref)) == pytest.approx(first["ref_max_abs"])
+    # the next check reads the file: a tampered reference now makes the same kernel "wrong"
+    np.save(files[0], ref + 10.0)
+    assert tvm_worker._check(payload)["rel_err"] > 0.1
+    # another workload (other layer) gets its own file
+    other, _ = model_tasks({"name": "layers", "layers": [dict(TINY_LAYER, out_channels=8)]}, "llvm")
+    tvm_worker._check({**_payload(other[0], 0), "ref_cache_dir": str(tmp_path)})
+    assert len(list(tmp_path.glob("*.npy"))) == 2

@@ -64,6 +64,9 @@ class TVMTarget:
         self.runner_cfg = dict(cfg.get("runner", {}))
         self.check_cfg = dict(cfg.get("check", {}))
         self.lock_dir = cfg.get("lock_dir")
+        cache = self.check_cfg.get("reference_cache", "default")
+        self.ref_cache_dir = (os.path.join(tempfile.gettempdir(), "tunebench-references") if cache == "default"
+                              else (os.path.expanduser(str(cache)) if cache else None))
         self.limits: dict = {}
         self.stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0}  # cumulative wall seconds
         self._probe_device()
@@ -223,6 +226,7 @@ class TVMTarget:
         tol = float(self.check_cfg.get("tolerance", 1e-4))
         payload = {**self._payload(task), "index": config.index, "device": self.device_spec,
                    "trace": config.trace if isinstance(config, TraceConfig) else None,
+                   "ref_cache_dir": self.ref_cache_dir,
                    "ref_target": {"kind": "llvm", "num-cores": os.cpu_count() or 1,
                                   "mcpu": tvm.target.codegen.llvm_get_system_cpu()}}
         with device_lock(self.device_key, self.lock_dir):

@@ -109,13 +109,49 @@ def _check(payload: dict) -> dict:
     lib["main"](*args)
     out = args[-1].numpy()
 
+    ref = _reference(mod, payload, specs)
+    err = float(np.max(np.abs(out - ref))) if out.size else 0.0
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return {"max_abs_err": err, "ref_max_abs": scale, "rel_err": err / max(scale, 1e-12)}
+
+
+def _reference(mod, payload: dict, specs) -> np.ndarray:
+    """The unscheduled task's output on the fixed inputs (seed 1234), computed on the host CPU.
+
+    The naive loop nest is slow (minutes for a VGG-16 layer), and the result depends only on the
+    workload, the inputs and the reference target: with ``ref_cache_dir`` it is kept as
+    ``<dir>/<sha256 of those>.npy`` and read back by later checks of the same task, in any run.
+    """
+    import hashlib
+    import json
+    import os
+
+    import tvm
+
+    cache_dir = payload.get("ref_cache_dir")
+    path = None
+    if cache_dir:
+        key = hashlib.sha256((payload["mod_json"] + json.dumps(payload["ref_target"], sort_keys=True)
+                              + "|seed=1234").encode()).hexdigest()[:32]
+        path = os.path.join(cache_dir, key + ".npy")
+        if os.path.exists(path):
+            try:
+                ref = np.load(path)
+                if ref.shape == tuple(specs[-1][0]):
+                    return ref
+            except (OSError, ValueError):
+                pass  # unreadable: compute it again
     ref_lib = tvm.compile(mod, target=tvm.target.Target(payload["ref_target"]))
     ref_args = _random_args(specs, tvm.cpu(0), seed=1234)
     ref_lib["main"](*ref_args)
     ref = ref_args[-1].numpy()
-    err = float(np.max(np.abs(out - ref))) if out.size else 0.0
-    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    return {"max_abs_err": err, "ref_max_abs": scale, "rel_err": err / max(scale, 1e-12)}
+    if path:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            np.save(fh, ref)
+        os.replace(tmp, path)  # atomic: a concurrent check never reads a half-written file
+    return ref
 
 
 _HANDLERS = {"build": _build, "run": _run, "check": _check}
