@@ -76,6 +76,8 @@ class TinyTableTarget:
     at fidelity f charges the tool seconds of f's own stage (the cheaper stages are cached per design)."""
 
     batch_size = 1
+    objectives = OBJECTIVES
+    fidelities = FIDELITIES
 
     def __init__(self, path: str = TABLE):
         self.rows = {int(r["index"]): r for r in read_table(path)}
@@ -109,23 +111,11 @@ def tiny_task() -> Task:
 
 
 def run_method(method, target, task, trials: int, seed: int = 0) -> list[Measurement]:
-    """A minimal ask/tell loop (one item per ask, as the harness with batch_size 1)."""
+    """The harness loop (``tune_task``) with a trial budget only; returns the measurements."""
+    from tunebench.harness.loop import tune_task
     from tunebench.methods.base import Budget
 
-    method.setup(task, target.describe(), None, Budget(trials), np.random.default_rng(seed))
-    ms: list[Measurement] = []
-    while len(ms) < trials:
-        items = method.ask(1)
-        if not items:
-            break
-        for item in items:
-            cfg, fid = item if isinstance(item, tuple) else (item, None)
-            batch = target.measure(task, [cfg], fid)
-            for m in batch:
-                m.trial = len(ms)
-                ms.append(m)
-            method.tell(batch)
-    return ms
+    return tune_task(task, method, target, Budget(trials), np.random.default_rng(seed)).measurements
 
 
 if __name__ == "__main__":

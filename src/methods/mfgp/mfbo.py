@@ -69,7 +69,7 @@ class MultiFidelityBO(Method):
                  chaining: str = "nargp", deep_kernel=None, task_rank=None, acquisition: str = "eipv",
                  eipv_samples: int = 128, mes_samples: int = 10, mes_pool: int = 500,
                  fidelity_weighting: str = "cost", stage_seconds=None, min_stage_s: float = 1e-3,
-                 rho_max=24.0, patience_scope: str = "all",
+                 rho_max=24.0, patience_scope: str = "top",
                  measure_lower: bool = True, ref_point=1.0, delay_factor: float = 2.0,
                  invalid_factor: float = 10.0, capacity_overrides=None, optimizer: str = "lbfgs",
                  fit_steps: int = 50, refit_steps: int = 20, lr: float = 0.01, weight_decay: float = 0.0,
