@@ -10,13 +10,15 @@ from tunebench.methods.base import Budget, Method
 from tunebench.methods.cgp import CGP
 from tunebench.methods.dac19 import DAC19
 from tunebench.methods.dcgp import DCGP
+from tunebench.methods.exhaustive import Exhaustive
 from tunebench.methods.fpl18 import FPL18
 from tunebench.methods.mes import MES
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.random_search import RandomSearch
 
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
-                                    "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18, "dac19": DAC19, "mes": MES}
+                                    "exhaustive": Exhaustive, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
+                                    "dac19": DAC19, "mes": MES}
 
 
 def make_method(cfg: dict) -> Method:
