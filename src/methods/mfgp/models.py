@@ -116,7 +116,7 @@ def maximize_mll(model, likelihood, X, Y, settings: FitSettings, steps: int) -> 
                     return loss
                 opt.step(closure)
             elif settings.optimizer == "adam":
-                opt = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
+                opt = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay, foreach=True)
                 for _ in range(steps):
                     opt.zero_grad()
                     loss = loss_fn()
