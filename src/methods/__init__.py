@@ -7,12 +7,17 @@ import inspect
 from tunebench.errors import UserError
 from tunebench.methods.autotvm import AutoTVM
 from tunebench.methods.base import Budget, Method
+from tunebench.methods.ann import ANN
+from tunebench.methods.bt import BoostedTrees
 from tunebench.methods.exhaustive import Exhaustive
+from tunebench.methods.motpe import MOTPE
+from tunebench.methods.nsga2 import NSGA2
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.random_search import RandomSearch
 
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
-                                  "exhaustive": Exhaustive}
+                                  "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees, "nsga2": NSGA2,
+                                  "motpe": MOTPE}
 
 
 def make_method(cfg: dict) -> Method:
