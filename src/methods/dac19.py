@@ -29,6 +29,7 @@ class DAC19(Method):
 
     Args:
         n_init: RTED designs (each measured at the cheapest and the top fidelity).
+        max_init_fraction: at most this fraction of the space as RTED designs (None: no cap).
         rted_pool: random candidate pool RTED selects from; rted_mu: TED regularizer.
         max_pareto: at most this many predicted-Pareto designs evaluated (None: all of them).
         xgb_params, num_boost_round: the boosted-tree regressors (XGBoost native API).
@@ -37,11 +38,12 @@ class DAC19(Method):
 
     name = "dac19"
 
-    def __init__(self, n_init: int = 48, rted_pool: int = 500, rted_mu: float = 0.1, max_pareto=None,
-                 xgb_params=None, num_boost_round: int = 200, delay_factor: float = 2.0):
+    def __init__(self, n_init: int = 48, max_init_fraction=None, rted_pool: int = 500, rted_mu: float = 0.1,
+                 max_pareto=None, xgb_params=None, num_boost_round: int = 200, delay_factor: float = 2.0):
         if int(n_init) < 2:
             raise UserError(f"method.n_init={n_init!r} must be an integer >= 2")
         self.n_init, self.rted_pool, self.rted_mu = int(n_init), int(rted_pool), float(rted_mu)
+        self.max_init_fraction = None if max_init_fraction is None else float(max_init_fraction)
         self.max_pareto = None if max_pareto is None else int(max_pareto)
         self.xgb_params = dict(xgb_params or {"max_depth": 3, "eta": 0.1, "nthread": 1})
         self.num_boost_round = int(num_boost_round)
@@ -57,7 +59,10 @@ class DAC19(Method):
         self.low, self.top = self.fidelities[0], self.fidelities[-1]
         self.capacity = dict(target_info.get("capacity") or {})
         self.X = np.asarray(self.space.features(range(self.space.size)), dtype=np.float64)
-        self.initial = rted(self.X, self.n_init, self.rng, self.rted_pool, self.rted_mu)
+        n = self.n_init
+        if self.max_init_fraction is not None:
+            n = min(n, max(2, int(self.max_init_fraction * self.space.size)))
+        self.initial = rted(self.X, n, self.rng, self.rted_pool, self.rted_mu)
         fids = [self.low, self.top] if self.low != self.top else [self.top]
         self.queue = [(i, f) for i in self.initial for f in fids]
         self.reports: dict[str, dict[int, dict | None]] = {f: {} for f in self.fidelities}

@@ -10,4 +10,4 @@ from tunebench.methods.mfgp.mfbo import MultiFidelityBO, with_defaults
 
 DCGP = with_defaults(MultiFidelityBO, "DCGP", __doc__, model="icm", chaining="nargp",
                      deep_kernel=(1000, 500, 50, 6), acquisition="eipv", optimizer="adam",
-                     fit_steps=100, refit_steps=30, lr=0.01)
+                     fit_steps=50, refit_steps=10, lr=0.01)

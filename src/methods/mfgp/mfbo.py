@@ -72,7 +72,7 @@ class MultiFidelityBO(Method):
                  rho_max=24.0, patience_scope: str = "top",
                  measure_lower: bool = True, ref_point=1.0, delay_factor: float = 2.0,
                  invalid_factor: float = 10.0, capacity_overrides=None, optimizer: str = "lbfgs",
-                 fit_steps: int = 50, refit_steps: int = 20, lr: float = 0.01, weight_decay: float = 0.0,
+                 fit_steps: int = 30, refit_steps: int = 10, lr: float = 0.01, weight_decay: float = 0.0,
                  max_candidates: int = 2000, num_threads: int = 1):
         checks = {"model": (model, ("icm", "independent")), "chaining": (chaining, ("nargp", "ar1")),
                   "acquisition": (acquisition, ("eipv", "mes")), "optimizer": (optimizer, ("lbfgs", "adam")),

@@ -353,6 +353,7 @@ class FidelityChain:
         self.n_levels, self.d_x, self.M, self.chaining = n_levels, d_x, M, chaining
         self.models = [make(k, d_x, 0 if k == 0 else M) for k in range(n_levels)]
         self.fitted = [False] * n_levels
+        self._memo: dict = {}  # (level, X bytes) -> (mean, cov): lower levels are predicted once per fit
 
     def _input(self, level: int, X) -> torch.Tensor:
         X = torch.as_tensor(X, dtype=DTYPE)
@@ -370,7 +371,9 @@ class FidelityChain:
                 refitted keeps its hyperparameters but gets the new (chained) inputs and targets.
         """
         values = []
+        self._memo.clear()
         for k, (X, Y) in enumerate(data):
+            self._memo.clear()  # level k changes below: predictions of it made before are stale
             if len(X) < 2 or (k and not self.fitted[k - 1]):
                 self.fitted[k] = False
                 values.append(math.nan)
@@ -389,6 +392,10 @@ class FidelityChain:
         """Mean [N, M] and covariance [N, M, M] of fidelity ``level`` at X [N, d_x]."""
         if not self.fitted[level]:
             raise RuntimeError(f"fidelity level {level} is not fitted")
+        X = torch.as_tensor(X, dtype=DTYPE)
+        key = (level, tuple(X.shape), X.numpy().tobytes())
+        if key in self._memo:
+            return self._memo[key]
         with warnings.catch_warnings():  # predicting at the training inputs is intended here
             warnings.simplefilter("ignore", GPInputWarning)
             mean, cov = self.models[level].predict(self._input(level, X))
@@ -396,6 +403,7 @@ class FidelityChain:
             _, lower_cov = self.predict(level - 1, X)
             rho = self.models[level].rho()
             cov = cov + torch.diag_embed(rho ** 2 * lower_cov.diagonal(dim1=-2, dim2=-1))
+        self._memo[key] = (mean, cov)
         return mean, cov
 
     @torch.no_grad()
