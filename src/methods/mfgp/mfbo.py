@@ -20,6 +20,7 @@ Flow (one *iteration* = one Alg. 2 step):
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 
@@ -33,6 +34,8 @@ from tunebench.methods.mfgp.designs import nested_random
 from tunebench.methods.mfgp.models import FidelityChain, FitSettings, ICMGP, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
 from tunebench.space import Config
+
+log = logging.getLogger(__name__)
 
 
 class MultiFidelityBO(Method):
@@ -231,9 +234,10 @@ class MultiFidelityBO(Method):
                 self.stale += 1
         if self.iteration >= self.max_iterations:
             self.finished = "max_iterations"
-            return
-        if self.stale >= self.patience:
+        elif self.stale >= self.patience:
             self.finished = "no_hypervolume_gain"
+        if self.finished:
+            log.info("%s stops after %d iterations: %s", self.name, self.iteration, self.finished)
             return
         t0 = time.perf_counter()
         L = len(self.fidelities)
@@ -274,6 +278,10 @@ class MultiFidelityBO(Method):
         self.log.append({"iteration": self.iteration, "index": idx, "fidelity": self.fidelities[h],
                          "peipv": best[0], "scores": scores, "hv": self.best_hv,
                          "seconds": time.perf_counter() - t0})
+        log.info("%s iteration %d: design %d at %s (rho x %s: %s); top-fidelity HV %.4f, %d stale",
+                 self.name, self.iteration, idx, self.fidelities[h], self.acquisition,
+                 ", ".join(f"{f} {v['rho']:.1f} x {v['acq']:.3g}" for f, v in scores.items()),
+                 self.best_hv, self.stale)
 
     def _acquisition(self, k: int, free: np.ndarray) -> torch.Tensor:
         """Acquisition values [len(free)] of fidelity level k at the designs ``free``."""
