@@ -124,3 +124,25 @@ def test_fpga_experiment_logs_adrs_and_hypervolume(tmp_path, table_path):
         k for k in m if k.endswith(".adrs")))
     assert len(hist) == m["n_measurements"] and hist[-1].value == pytest.approx(m["adrs"])
     assert [h.value for h in hist][-1] <= [h.value for h in hist][0]  # ADRS never grows as designs arrive
+
+
+def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
+    import argparse
+
+    from tunebench.harness.cli import compose_config
+    from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.leaderboard import run_leaderboard
+
+    vals = []
+    for seed in (0, 1):
+        cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", "target=table",
+                              f"target.table={table_path}", "model=hls_gemm", "method=random",
+                              "budget.trials_per_task=8", f"seed={seed}"])
+        rid = run_experiment(cfg)
+        vals.append(MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(rid).data.metrics["adrs"])
+    args = argparse.Namespace(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", experiment=["test"], model=None,
+                              target=None, method=None, since=None, baseline="autotvm",
+                              out=str(tmp_path / "lb"), no_plots=True)
+    md = run_leaderboard(args)
+    assert "| method | seeds | ADRS | hypervolume |" in md
+    assert f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1):.4f}" in md
