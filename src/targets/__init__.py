@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunebench.errors import UserError
 
-TARGET_KINDS = ("llvm", "cuda", "fpga_open", "table")
+TARGET_KINDS = ("llvm", "cuda", "fpga_open", "table", "vivado")
 
 
 def make_target(cfg: dict):
@@ -18,6 +18,10 @@ def make_target(cfg: dict):
         from tunebench.targets.fpga_open import FPGAOpenTarget
 
         return FPGAOpenTarget(cfg)
+    if kind == "vivado":
+        from tunebench.targets.vivado import VivadoTarget
+
+        return VivadoTarget(cfg)
     if kind == "table":
         from tunebench.targets.table import TableTarget
 
