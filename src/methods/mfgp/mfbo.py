@@ -43,6 +43,7 @@ class MultiFidelityBO(Method):
 
     Args (all in conf/method/<name>.yaml with their sources):
         n_init: initial designs per fidelity, cheapest first (an int: the same at every fidelity).
+        max_init_fraction: at most this fraction of the space (at least 2 designs) per fidelity (None: no cap).
         max_iterations: BO iterations after the initial designs.
         patience: stop after this many consecutive iterations without top-fidelity hypervolume gain.
         patience_scope: ``all`` (every iteration counts, Alg. 2 line 17) or ``top`` (only iterations
@@ -68,7 +69,7 @@ class MultiFidelityBO(Method):
 
     name = "mfbo"
 
-    def __init__(self, n_init=8, max_iterations: int = 40, patience: int = 5, model: str = "icm",
+    def __init__(self, n_init=8, max_init_fraction=None, max_iterations: int = 40, patience: int = 5, model: str = "icm",
                  chaining: str = "nargp", deep_kernel=None, task_rank=None, acquisition: str = "eipv",
                  eipv_samples: int = 128, mes_samples: int = 10, mes_pool: int = 500,
                  fidelity_weighting: str = "cost", stage_seconds=None, min_stage_s: float = 1e-3,
@@ -95,6 +96,7 @@ class MultiFidelityBO(Method):
             if int(v) < 1:
                 raise UserError(f"method.{key}={v!r} must be a positive integer")
         self.n_init = n_init
+        self.max_init_fraction = None if max_init_fraction is None else float(max_init_fraction)
         self.max_iterations, self.patience = int(max_iterations), int(patience)
         self.model_kind, self.chaining = model, chaining
         self.deep_kernel = tuple(int(w) for w in deep_kernel) if deep_kernel else None
@@ -133,6 +135,9 @@ class MultiFidelityBO(Method):
         if len(ref) != M:
             raise UserError(f"method.ref_point={self.ref_point!r} needs one entry per objective {self.objectives}")
         self.ref = np.asarray(ref, dtype=float)
+        if self.max_init_fraction is not None:
+            cap = max(2, int(self.max_init_fraction * self.space.size))
+            n_init = [min(v, cap) for v in n_init]
         if self.stage_seconds is not None and len(self.stage_seconds) != L:
             raise UserError(f"method.stage_seconds={self.stage_seconds!r} needs one entry per fidelity {self.fidelities}")
         self.capacity = dict(target_info.get("capacity") or {})
