@@ -15,7 +15,12 @@ Knob kinds:
 Feature encoding (``Space.features``), one float in [0, 1] per feature:
 
 - split knob: one feature per part, ``log2(factor) / log2(length)`` (0 when length == 1);
-- choice knob: one feature, ``entity_index / (n_entities - 1)`` (0 when there is one value).
+- choice knob: one feature, ``entity_index / (n_entities - 1)`` (0 when there is one value);
+- numeric knob (FPGA directive factors): one feature, min-max of the value,
+  ``(v - min) / (max - min)`` (seed 000 §3.3.2: factors {2, 5, 10} -> {0, 0.375, 1}); booleans 0/1.
+
+:class:`ExplicitSpace` is a space whose configs are an explicit subset of a product space (the
+FPGA directive spaces after seed 000 Algorithm 1 pruning): index = position in that list.
 """
 
 from __future__ import annotations
@@ -89,7 +94,31 @@ class ChoiceKnob:
         return {"type": "choice", "name": self.name, "values": list(self.values)}
 
 
-Knob = SplitKnob | ChoiceKnob
+@dataclass(frozen=True)
+class NumericKnob:
+    """A knob over numbers (unroll/partition factors, pipeline on/off as 0/1), min-max encoded."""
+
+    name: str
+    values: tuple = field(default_factory=tuple)
+
+    @property
+    def entities(self) -> list:
+        return list(self.values)
+
+    @property
+    def n_features(self) -> int:
+        return 1
+
+    def encode(self, entity_index: int) -> list[float]:
+        lo, hi = float(min(self.values)), float(max(self.values))
+        v = float(self.values[entity_index])
+        return [(v - lo) / (hi - lo) if hi > lo else 0.0]
+
+    def describe(self) -> dict:
+        return {"type": "numeric", "name": self.name, "values": list(self.values)}
+
+
+Knob = SplitKnob | ChoiceKnob | NumericKnob
 
 
 @dataclass(frozen=True)
@@ -261,3 +290,65 @@ class Space:
 
     def __repr__(self) -> str:
         return f"Space({', '.join(f'{k.name}:{len(k.entities)}' for k in self.knobs)}; size={self.size})"
+
+
+class ExplicitSpace(Space):
+    """The configs of a product space of ``knobs`` listed explicitly (e.g. those surviving pruning).
+
+    Args:
+        knobs: the knobs (as for :class:`Space`).
+        digit_rows: one entity-index tuple per config (one digit per knob); their order defines
+            the config indices ``0 .. len(digit_rows) - 1``. Duplicates are removed (first kept).
+    """
+
+    def __init__(self, knobs: Sequence[Knob], digit_rows: Iterable[Sequence[int]]):
+        super().__init__(knobs)
+        self.full_size = self.size
+        rows, seen = [], set()
+        for r in digit_rows:
+            r = tuple(int(d) for d in r)
+            if len(r) != len(self.knobs) or any(not 0 <= d < n for d, n in zip(r, self.dims)):
+                raise ValueError(f"digit row {r} does not fit knobs {self.names}")
+            if r not in seen:
+                seen.add(r)
+                rows.append(r)
+        self._rows = rows
+        self._pos = {r: i for i, r in enumerate(rows)}
+        self.size = len(rows)
+
+    def digits(self, index: int) -> list[int]:
+        if not 0 <= index < self.size:
+            raise IndexError(f"config index {index} outside space of size {self.size}")
+        return list(self._rows[index])
+
+    def index_of_digits(self, digits: Sequence[int]) -> int:
+        key = tuple(int(d) for d in digits)
+        if key not in self._pos:
+            raise ValueError(f"config {dict(zip(self.names, key))} is not in this (pruned) space")
+        return self._pos[key]
+
+    def contains_digits(self, digits: Sequence[int]) -> bool:
+        return tuple(int(d) for d in digits) in self._pos
+
+    def neighbors(self, index: int) -> list[int]:
+        """Listed configs that differ from ``index`` by +-1 entity position in exactly one knob."""
+        digits = self.digits(index)
+        out = []
+        for k in range(len(digits)):
+            for step in (-1, 1):
+                d = list(digits)
+                d[k] += step
+                if 0 <= d[k] < self.dims[k] and tuple(d) in self._pos:
+                    out.append(self._pos[tuple(d)])
+        return out
+
+    def random_walk(self, index: int, rng: np.random.Generator) -> int:
+        """A random listed config that differs from ``index`` in exactly one knob (itself if none)."""
+        digits = self._rows[index]
+        cands = [j for j, r in enumerate(self._rows)
+                 if sum(a != b for a, b in zip(r, digits)) == 1]
+        return cands[int(rng.integers(len(cands)))] if cands else index
+
+    def __repr__(self) -> str:
+        return (f"ExplicitSpace({', '.join(f'{k.name}:{len(k.entities)}' for k in self.knobs)}; "
+                f"size={self.size} of {self.full_size})")

@@ -61,8 +61,14 @@ class Measurement:
         cost_s: seconds charged to the search clock for this measurement.
         search_s: the task's search clock (seconds since the task started) when it arrived.
         trial: 0-based trial number within the task.
-        fidelity: the fidelity measured at (TVM targets have one: "hw").
+        fidelity: the fidelity measured at (TVM targets have one: "hw"; FPGA targets
+            "estimate", "synth" or "impl").
         timestamp: wall-clock time (Unix seconds) when it arrived.
+        objectives: objective name -> value in raw units (all minimized) at ``fidelity``; empty when
+            invalid. TVM targets: ``{"latency_s": latency_s}`` (filled in automatically); FPGA
+            targets: the names in the target's ``objectives`` list (e.g. delay_s, luts, ffs).
+        stage_s: tool seconds per stage run for this measurement, e.g. ``{"synth": 4.1, "impl": 2.0}``
+            (FPGA targets; empty for TVM).
     """
 
     task_id: str
@@ -79,6 +85,14 @@ class Measurement:
     trial: int = -1
     fidelity: str = "hw"
     timestamp: float = field(default_factory=time.time)
+    objectives: dict = field(default_factory=dict)
+    stage_s: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.valid and not self.objectives and self.latency_s != float("inf"):
+            self.objectives = {"latency_s": self.latency_s}
+        if not self.valid:
+            self.objectives = {}
 
     def to_record(self) -> dict:
         """One JSON-serializable record line."""
@@ -88,7 +102,9 @@ class Measurement:
                 "latency_std_s": self.latency_std_s, "gflops": self.gflops, "error": self.error,
                 "build_s": round(self.build_s, 6), "run_s": round(self.run_s, 6),
                 "cost_s": round(self.cost_s, 6), "search_s": round(self.search_s, 6),
-                "fidelity": self.fidelity, "timestamp": self.timestamp}
+                "fidelity": self.fidelity, "timestamp": self.timestamp,
+                "objectives": dict(self.objectives) if self.valid else {},
+                "stage_s": {k: round(v, 6) for k, v in self.stage_s.items()}}
 
     @classmethod
     def from_record(cls, rec: dict, space: Space) -> "Measurement":
@@ -106,4 +122,6 @@ class Measurement:
                    error=rec.get("error", ""), build_s=rec.get("build_s", 0.0), run_s=rec.get("run_s", 0.0),
                    cost_s=rec.get("cost_s", 0.0), search_s=rec.get("search_s", 0.0),
                    trial=int(rec["trial"]), fidelity=rec.get("fidelity", "hw"),
-                   timestamp=rec.get("timestamp", 0.0))
+                   timestamp=rec.get("timestamp", 0.0),
+                   objectives={k: float(v) for k, v in (rec.get("objectives") or {}).items()},
+                   stage_s={k: float(v) for k, v in (rec.get("stage_s") or {}).items()})

@@ -101,3 +101,44 @@ def test_unknown_hyperparameter_is_a_one_line_error():
 
     with pytest.raises(UserError, match="method.plan_sz: not a hyperparameter of method=autotvm; valid: .*plan_size"):
         make_method({"name": "autotvm", "plan_sz": 3})
+
+
+class TwoFidelityTarget:
+    """Two objectives; fidelities lo < hi; records which fidelity each config was measured at."""
+
+    batch_size = 4
+    objectives = ["a", "b"]
+    fidelities = ["lo", "hi"]
+
+    def __init__(self):
+        self.calls = []
+
+    def describe(self):
+        return {"name": "fake2", "objectives": self.objectives, "fidelities": self.fidelities}
+
+    def measure(self, task, configs, fidelity=None):
+        fidelity = fidelity or "hi"
+        self.calls.append((fidelity, [c.index for c in configs]))
+        return [Measurement(task.id, c, valid=True, fidelity=fidelity,
+                            objectives={"a": float(c.index), "b": float(-c.index)}) for c in configs]
+
+
+def test_fidelity_aware_ask_groups_batches():
+    from tunebench.methods.base import Method
+
+    class Mixed(Method):
+        def ask(self, n):
+            idx = self.space.sample(self.rng, n, exclude=self.visited)
+            self.visited.update(idx)
+            return [(self.space.get(i), "lo") if k % 2 else self.space.get(i) for k, i in enumerate(idx)]
+
+    task, target = _task(), TwoFidelityTarget()
+    res = tune_task(task, Mixed(), target, Budget(8), np.random.default_rng(0))
+    assert len(res.measurements) == 8 and [m.trial for m in res.measurements] == list(range(8))
+    fids = [m.fidelity for m in res.measurements]
+    assert fids == ["hi", "lo"] * 4  # results come back in the order asked
+    assert {f for f, _ in target.calls} == {"hi", "lo"} and len(target.calls) == 4  # one call per group
+    rec = res.measurements[1].to_record()
+    back = Measurement.from_record(rec, task.space)
+    assert back.objectives == {"a": float(back.config.index), "b": -float(back.config.index)}
+    assert back.fidelity == "lo"

@@ -152,9 +152,18 @@ def run_experiment(cfg: dict) -> str:
     from tunebench.datasets import model_tasks
     from tunebench.targets import make_target
 
+    from tunebench.fpga.tasks import FPGA_TARGETS, fpga_tasks, is_fpga_model
+
+    if is_fpga_model(cfg["model"]) != (cfg["target"].get("kind") in FPGA_TARGETS):
+        raise UserError(f"model={cfg['model'].get('name')} and target={cfg['target'].get('name')} do not go "
+                        f"together: FPGA kernels (hls_gemm, hls_conv) need target fpga_open/table/vivado, "
+                        f"DNN models need llvm/cuda")
     target = make_target(cfg["target"])
-    tasks, _imported = model_tasks(cfg["model"], target.kind)
-    _attach_spaces(tasks, target.kind)
+    if is_fpga_model(cfg["model"]):
+        tasks, _imported = fpga_tasks(cfg["model"], target.kind), None
+    else:
+        tasks, _imported = model_tasks(cfg["model"], target.kind)
+        _attach_spaces(tasks, target.kind)
     if not tasks:
         raise UserError(f"model={cfg['model'].get('name')}: no conv2d/depthwise/dense tasks found")
 
@@ -229,6 +238,12 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
     t_start = time.perf_counter()
     phase0 = dict(target.stats)
     summaries, checks_all, best_by_task = [], [], {}
+    multi = len(getattr(target, "objectives", ["latency_s"])) > 1  # FPGA: ADRS / hypervolume metrics
+    fpga_curves = fpga_summary = None
+    if multi:
+        from tunebench.harness.fpga_metrics import FPGAMetrics
+
+        fpga_curves = FPGAMetrics(target)
     total_search = total_latency = excluded_search = 0.0
     n_meas = n_invalid = 0
     with TuningProgress(len(tasks), enabled=bool(cfg.get("progress", True))) as progress:
@@ -249,6 +264,8 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
                 progress.update(row, result)
 
             method = make_method(cfg["method"])
+            if multi:
+                on_batch = fpga_curves.on_batch_for(task, records, tracker, progress, row, prior)
             result = tune_task(task, method, target, budget, task_rng(seed, task), prior=prior, history=history,
                                on_batch=on_batch)
             report = method.report()
@@ -257,6 +274,8 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
             for key, value in report.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     tracker.metric(f"{task.id}.{key}", value)
+            if multi:
+                fpga_summary = fpga_curves.finish_task(task, result, run_dir)
             best, checks = _best_checked(result, target, check)
             checks_all += checks
             n = len(result.measurements)
@@ -280,7 +299,8 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
                               "best_gflops": best.gflops if best else None,
                               "best_config": best.config.to_dict() if best else None,
                               "best_index": best.config.index if best else None,
-                              "check": checks[-1] if checks else None, "method_report": report or None})
+                              "check": checks[-1] if checks else None, "method_report": report or None,
+                              **({"fpga": fpga_summary} if multi else {})})
     records.close()
     wall = time.perf_counter() - t_start
     build_phase = target.stats["build_phase_s"] - phase0["build_phase_s"]
@@ -299,7 +319,10 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
         tracker.metric(k, v)
     tracker.flush()
     e2e_error = None
-    if (cfg.get("e2e") or {}).get("enabled", True):
+    if multi:
+        fpga_curves.log_run(tracker)
+        tracker.flush()
+    if (cfg.get("e2e") or {}).get("enabled", True) and not multi:
         e2e_error = _model_latency(cfg, imported, tasks, best_by_task, target, tracker)
         tracker.flush()
     with open(os.path.join(run_dir, "tasks.json"), "w") as fh:
@@ -307,7 +330,8 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
     with open(os.path.join(run_dir, "checks.jsonl"), "a") as fh:
         for c in checks_all:
             fh.write(json.dumps(c) + "\n")
-    for name in ("records.jsonl", "config.yaml", "tasks.json", "checks.jsonl"):
+    for name in ("records.jsonl", "config.yaml", "tasks.json", "checks.jsonl") + \
+            (tuple(fpga_curves.artifacts) if multi else ()):
         tracker.artifact(os.path.join(run_dir, name))
     if not all_ok:
         bad = [s["name"] for s in summaries if s["best_latency_ms"] is None]

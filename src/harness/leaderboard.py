@@ -62,14 +62,28 @@ RECORD_TAG = "tunebench.record_file"  # same tag as tunebench.harness.experiment
 RUN_METRICS = ("search_time_s", "search_time_excl_source_s", "n_measurements", "n_invalid", "n_tasks",
                "tasks_latency_ms", "wall_s",
                "e2e_latency_ms", "e2e_latency_std_ms", "torch_latency_ms", "torch_latency_std_ms",
-               "tvm_default_latency_ms", "tvm_default_latency_std_ms", "e2e_rel_err")
+               "tvm_default_latency_ms", "tvm_default_latency_std_ms", "e2e_rel_err",
+               "adrs", "hypervolume", "tool_s", "algorithm_s")
 
 CSV_COLUMNS = ("model", "target", "method", "is_baseline", "n_seeds", "seeds", "search_time_s_mean",
                "search_time_s_std", "search_time_h_mean", "search_time_h_std", "n_measurements_mean",
                "tasks_latency_ms_mean", "e2e_latency_ms_mean", "e2e_latency_ms_std", "n_e2e",
                "speedup_vs_torch_mean", "torch_latency_ms_mean", "tvm_default_latency_ms_mean", "e2e_rel_err_max",
                "search_red_pct", "latency_red_pct", "hv_vs_baseline", "search_excl_source_s_mean",
-               "search_red_excl_source_pct", "hv_excl_source", "baseline", "run_ids")
+               "search_red_excl_source_pct", "hv_excl_source", "baseline", "run_ids",
+               "adrs_mean", "adrs_std", "hypervolume_mean", "hypervolume_std", "tool_s_mean", "algorithm_s_mean")
+
+# FPGA (multi-objective) groups: ADRS and normalized hypervolume instead of latencies (issue 6).
+FPGA_MD_COLUMNS = (
+    ("method", lambda r: r["method"]),
+    ("seeds", lambda r: f"{r['n_seeds']} ({r['seeds']})"),
+    ("ADRS", lambda r: _pm(r["adrs_mean"], r["adrs_std"], 4)),
+    ("hypervolume", lambda r: _pm(r["hypervolume_mean"], r["hypervolume_std"], 4)),
+    ("measurements", lambda r: _num(r["n_measurements_mean"], 1, strip=True)),
+    ("search [s]", lambda r: _pm(r["search_time_s_mean"], r["search_time_s_std"], 1)),
+    ("tool [s]", lambda r: _num(r["tool_s_mean"], 1)),
+    ("algorithm [s]", lambda r: _num(r["algorithm_s_mean"], 2)),
+)
 
 # (Markdown header, formatter of a table row): the Markdown view of the CSV rows.
 MD_COLUMNS = (
@@ -248,7 +262,9 @@ def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] 
         base = group[group["method"] == baseline]
         t_base, lat_base = base["search_time_s"].mean(), base["e2e_latency_ms"].mean()
         group_notes = notes.setdefault((model, target), [])
-        if base.empty:
+        if group["hypervolume"].notna().any():
+            pass  # FPGA group: no latency baseline; ADRS and hypervolume are absolute
+        elif base.empty:
             group_notes.append(f"no FINISHED `{baseline}` run for this model and target: "
                                "search red., latency red. and HV are blank")
         elif math.isnan(lat_base):
@@ -278,12 +294,16 @@ def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] 
                 "e2e_rel_err_max": m["e2e_rel_err"].max(),
                 "search_red_pct": search_red * 100, "latency_red_pct": latency_red * 100,
                 "hv_vs_baseline": hv, "search_excl_source_s_mean": t_excl,
-                "search_red_excl_source_pct": search_red_x * 100, "hv_excl_source": hv_x, "baseline": baseline, "run_ids": ",".join(m["run_id"]),
+                "search_red_excl_source_pct": search_red_x * 100, "hv_excl_source": hv_x, "baseline": baseline,
+                "run_ids": ",".join(m["run_id"]),
+                "adrs_mean": m["adrs"].mean(), "adrs_std": m["adrs"].std(),
+                "hypervolume_mean": m["hypervolume"].mean(), "hypervolume_std": m["hypervolume"].std(),
+                "tool_s_mean": m["tool_s"].mean(), "algorithm_s_mean": m["algorithm_s"].mean(),
             })
     table = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
     if not table.empty:
         table["_order"] = ~table["is_baseline"]
-        table["_lat"] = table["e2e_latency_ms_mean"].fillna(math.inf)
+        table["_lat"] = table["e2e_latency_ms_mean"].fillna(table["adrs_mean"]).fillna(math.inf)
         table = (table.sort_values(["model", "target", "_order", "_lat", "method"])
                  .drop(columns=["_order", "_lat"]).reset_index(drop=True))
     return table, notes
@@ -318,8 +338,8 @@ def to_markdown(table: pd.DataFrame, notes: dict, header: list[str], plots: dict
         baseline = rows["baseline"].iloc[0]
         parts += [f"## {model} on {target}", ""]
         records = rows.to_dict("records")
-        cols = [(h, fmt) for h, fmt in MD_COLUMNS
-                if h not in OPTIONAL_MD or any(fmt(r) for r in records)]
+        cols = FPGA_MD_COLUMNS if rows["hypervolume_mean"].notna().any() else MD_COLUMNS
+        cols = [(h, fmt) for h, fmt in cols if h not in OPTIONAL_MD or any(fmt(r) for r in records)]
         cells = [[fmt(r) for _, fmt in cols] for r in records]
         headers = [h.format(baseline=baseline) for h, _ in cols]
         parts += [md_table(headers, cells), ""]
@@ -333,7 +353,10 @@ def to_markdown(table: pd.DataFrame, notes: dict, header: list[str], plots: dict
               "Σ task latency = Σ weight × best task latency; speedup vs PyTorch = mean over seeds of "
               "torch_latency_ms / e2e_latency_ms. \"excl. source\" columns (transfer methods only): the same with "
               "search_time_excl_source_s, the search time without source-layer tuning and model pre-training "
-              "(seed 001 reports search time this way when a history is given).", ""]
+              "(seed 001 reports search time this way when a history is given). FPGA groups: ADRS against the "
+              "exhaustive table's true Pareto front and normalized hypervolume (reference point from the target "
+              "config), both of the designs measured at the highest fidelity; tool = tool seconds charged, "
+              "algorithm = search − tool.", ""]
     return "\n".join(parts)
 
 
@@ -460,6 +483,8 @@ def make_plots(client, runs: pd.DataFrame, methods, out: str, notes: dict) -> di
     with tempfile.TemporaryDirectory(prefix="tunebench-lb-") as tmp:
         files = RunFiles(client, tmp)
         for (model, target), group in runs.groupby(["model", "target"], sort=True):
+            if group["hypervolume"].notna().any():
+                continue  # FPGA groups: their curves are the MLflow ADRS / hypervolume histories
             curves: dict[str, list[pd.DataFrame]] = {}
             for run in group.to_dict("records"):
                 loaded = files.load(run)

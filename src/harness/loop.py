@@ -40,12 +40,49 @@ class TaskResult:
         return sum(not m.valid for m in self.measurements)
 
 
-def _trials_since_best(measurements: list[Measurement]) -> int:
+def _dominates(a: dict, b: dict, names) -> bool:
+    return all(a[k] <= b[k] for k in names) and any(a[k] < b[k] for k in names)
+
+
+def _trials_since_best(measurements: list[Measurement], top_fidelity: str | None = None) -> int:
+    """Trials since the last improvement. One objective: a lower latency. Several objectives
+    (``top_fidelity`` given): a valid design at ``top_fidelity`` that no earlier one dominates."""
     best, best_trial = math.inf, -1
+    front: list[dict] = []
     for i, m in enumerate(measurements):
-        if m.valid and m.latency_s < best:
-            best, best_trial = m.latency_s, i
+        if not m.valid:
+            continue
+        if top_fidelity is None:
+            if m.latency_s < best:
+                best, best_trial = m.latency_s, i
+        elif m.fidelity == top_fidelity:
+            names = list(m.objectives)
+            if not any(_dominates(f, m.objectives, names) or f == m.objectives for f in front):
+                best_trial = i
+                front = [f for f in front if not _dominates(m.objectives, f, names)] + [m.objectives]
     return len(measurements) - 1 - best_trial
+
+
+def split_asked(items: list) -> list[tuple[object, str | None]]:
+    """``Method.ask`` items as ``(config, fidelity)``; a bare config means the highest fidelity (None)."""
+    return [(it[0], it[1]) if isinstance(it, tuple) else (it, None) for it in items]
+
+
+def measure_asked(target, task: Task, items: list) -> list[Measurement]:
+    """Measure a batch of ``ask`` items, grouped by fidelity (first-seen order kept within a group);
+    returns the measurements in the order asked. A bare config is measured with
+    ``target.measure(task, configs)`` (the target's highest fidelity)."""
+    pairs = split_asked(items)
+    groups: dict[str | None, list[int]] = {}
+    for i, (_, fid) in enumerate(pairs):
+        groups.setdefault(fid, []).append(i)
+    out: list[Measurement | None] = [None] * len(pairs)
+    for fid, idx in groups.items():
+        cfgs = [pairs[i][0] for i in idx]
+        ms = target.measure(task, cfgs) if fid is None else target.measure(task, cfgs, fid)
+        for i, m in zip(idx, ms):
+            out[i] = m
+    return out  # type: ignore[return-value]
 
 
 def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random.Generator,
@@ -62,9 +99,15 @@ def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random
     clock_offset = prior[-1].search_s if prior else 0.0
     t0 = time.perf_counter()
 
-    def clock() -> float:
-        return clock_offset + time.perf_counter() - t0
+    charged = [0.0]  # simulated targets (table replay): recorded tool seconds added to the clock
 
+    def clock() -> float:
+        return clock_offset + time.perf_counter() - t0 + charged[0]
+
+    simulated = bool(getattr(target, "simulated_clock", False))
+
+    fids = list(getattr(target, "fidelities", None) or ["hw"])
+    top = fids[-1] if len(getattr(target, "objectives", None) or ["latency_s"]) > 1 else None
     method.setup(task, target_info=target.describe(), history=history, budget=budget, rng=rng)
     if prior:
         method.tell(prior)
@@ -77,18 +120,20 @@ def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random
         if budget.seconds_per_task is not None and clock() >= budget.seconds_per_task:
             result.stop_reason = "seconds"
             break
-        if budget.early_stopping is not None and done and _trials_since_best(result.measurements) >= budget.early_stopping:
+        if budget.early_stopping is not None and done and _trials_since_best(result.measurements, top) >= budget.early_stopping:
             result.stop_reason = "early_stopping"
             break
         n = min(target.batch_size, budget.trials_per_task - done)
         if budget.early_stopping is not None:  # never measure past the K-th trial without improvement
-            n = min(n, budget.early_stopping - _trials_since_best(result.measurements))
-        configs = method.ask(n)[:n]
-        if not configs:
+            n = min(n, budget.early_stopping - _trials_since_best(result.measurements, top))
+        asked = method.ask(n)[:n]  # Config, or (Config, fidelity); every evaluation is one trial
+        if not asked:
             result.stop_reason = "exhausted"
             break
-        batch = target.measure(task, configs)
+        batch = measure_asked(target, task, asked)
         for m in batch:
+            if simulated:
+                charged[0] += m.cost_s
             m.trial = len(result.measurements)
             m.search_s = clock()
             result.measurements.append(m)

@@ -7,12 +7,24 @@ import inspect
 from tunebench.errors import UserError
 from tunebench.methods.autotvm import AutoTVM
 from tunebench.methods.base import Budget, Method
+from tunebench.methods.ann import ANN
+from tunebench.methods.bt import BoostedTrees
+from tunebench.methods.cgp import CGP
+from tunebench.methods.dac19 import DAC19
+from tunebench.methods.dcgp import DCGP
 from tunebench.methods.dgp import DGP
+from tunebench.methods.exhaustive import Exhaustive
+from tunebench.methods.fpl18 import FPL18
+from tunebench.methods.mes import MES
+from tunebench.methods.motpe import MOTPE
+from tunebench.methods.nsga2 import NSGA2
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.random_search import RandomSearch
 
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
-                                 "dgp": DGP}
+                                    "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
+                                    "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
+                                    "dac19": DAC19, "mes": MES}
 
 
 def make_method(cfg: dict) -> Method:

@@ -55,8 +55,12 @@ class Method(ABC):
         self.visited: set[int] = set()
 
     @abstractmethod
-    def ask(self, n: int) -> list[Config]:
-        """Up to ``n`` configs to measure next (fewer, or none, when the space is exhausted)."""
+    def ask(self, n: int) -> list[Config | tuple[Config, str]]:
+        """Up to ``n`` configs to measure next (fewer, or none, when the space is exhausted).
+
+        An item is a :class:`Config` (measured at the target's highest fidelity) or a
+        ``(Config, fidelity_name)`` tuple (multi-fidelity targets; names in ``target_info["fidelities"]``).
+        Every item is one trial."""
 
     def tell(self, measurements: list[Measurement]) -> None:
         """Learn from measured configs (also called with the prior records of a resumed run)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tunebench.errors import UserError
 
-TARGET_KINDS = ("llvm", "cuda")
+TARGET_KINDS = ("llvm", "cuda", "fpga_open", "table", "vivado")
 
 
 def make_target(cfg: dict):
@@ -14,4 +14,16 @@ def make_target(cfg: dict):
         from tunebench.targets.tvm_target import TVMTarget
 
         return TVMTarget(cfg)
+    if kind == "fpga_open":
+        from tunebench.targets.fpga_open import FPGAOpenTarget
+
+        return FPGAOpenTarget(cfg)
+    if kind == "vivado":
+        from tunebench.targets.vivado import VivadoTarget
+
+        return VivadoTarget(cfg)
+    if kind == "table":
+        from tunebench.targets.table import TableTarget
+
+        return TableTarget(cfg)
     raise UserError(f"target kind={kind!r} is unknown; valid: {', '.join(TARGET_KINDS)}")

@@ -51,7 +51,7 @@ class TVMTarget:
         cfg: the target config (``conf/target/llvm.yaml`` or ``cuda.yaml``) as a dict.
     """
 
-    objectives = {"latency_s": "min"}
+    objectives = ["latency_s"]  # minimized
     fidelities = ["hw"]
 
     def __init__(self, cfg: dict):
@@ -114,7 +114,8 @@ class TVMTarget:
 
     def describe(self) -> dict:
         """Device description recorded with every run (plus the TVM target, for methods that compile)."""
-        return {**self.device, "tvm_target": dict(self.tvm_target)}
+        return {**self.device, "tvm_target": dict(self.tvm_target), "objectives": list(self.objectives),
+                "fidelities": list(self.fidelities)}
 
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -152,8 +153,11 @@ class TVMTarget:
         return {"task_key": task.id, "mod_json": self._mod_json[task.id], "task_kind": task.kind,
                 "target_kind": self.kind, "target": self.tvm_target, "limits": self.limits}
 
-    def measure(self, task: Task, configs: list[Config | TraceConfig]) -> list[Measurement]:
-        """Build and time ``configs`` of ``task``; one :class:`Measurement` per config, in order."""
+    def measure(self, task: Task, configs: list[Config | TraceConfig], fidelity: str | None = None) -> list[Measurement]:
+        """Build and time ``configs`` of ``task``; one :class:`Measurement` per config, in order.
+        ``fidelity``: None or "hw" (the only one)."""
+        if fidelity not in (None, "hw"):
+            raise UserError(f"fidelity={fidelity!r} is unknown for target {self.name}; valid: hw")
         from tunebench.targets.templates import get_template
         from tunebench.targets.tvm_worker import arg_specs
 

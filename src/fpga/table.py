@@ -1,0 +1,78 @@
+"""Design-space tables (FPGA_CONTRACT.md §5): one CSV row per pruned config.
+
+Columns: ``index``, one per knob (knob name), then per fidelity ``f`` and objective ``o``: ``f.o``
+(raw units, empty when invalid), ``f.valid`` (0/1), ``f.error`` (text), and per tool stage ``s``:
+``s.tool_s`` (seconds the stage took). Written by ``method=exhaustive``, replayed by ``target=table``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from tunebench.errors import UserError
+from tunebench.targets.fpga_common import TOOL_STAGES
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "fpga")
+
+
+def default_table(kernel: str) -> str:
+    return os.path.join(DATA_DIR, f"{kernel}.csv")
+
+
+def write_table(path: str, space, fidelities: list[str], objectives: list[str], measurements) -> pd.DataFrame:
+    """Write the table of ``measurements`` (every config x fidelity of ``space``) to ``path``."""
+    rows = {}
+    for i in range(space.size):
+        cfg = space.get(i).to_dict()
+        rows[i] = {"index": i, **cfg}
+        for f in fidelities:
+            rows[i].update({f"{f}.{o}": np.nan for o in objectives})
+            rows[i].update({f"{f}.valid": 0, f"{f}.error": "not measured"})
+        for s in TOOL_STAGES:
+            rows[i][f"{s}.tool_s"] = 0.0
+    for m in measurements:
+        r = rows[m.config.index]
+        f = m.fidelity
+        r[f"{f}.valid"] = int(m.valid)
+        r[f"{f}.error"] = m.error
+        for o in objectives:
+            r[f"{f}.{o}"] = m.objectives.get(o, np.nan) if m.valid else np.nan
+        for s, secs in m.stage_s.items():
+            r[f"{s}.tool_s"] = round(float(secs), 4)
+    df = pd.DataFrame([rows[i] for i in range(space.size)])
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    df.to_csv(path, index=False)
+    return df
+
+
+def read_table(path: str, space, fidelities: list[str], objectives: list[str]) -> pd.DataFrame:
+    """Load a table and check it matches ``space`` (same configs at the same indices)."""
+    if not os.path.exists(path):
+        raise UserError(f"target.table={path!r} does not exist (make it with method=exhaustive; see docs/USAGE.md)")
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    need = ["index", *space.names] + [f"{f}.{c}" for f in fidelities for c in (*objectives, "valid", "error")]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise UserError(f"target.table={path!r} lacks column(s) {', '.join(missing)}")
+    if len(df) != space.size:
+        raise UserError(f"target.table={path!r} has {len(df)} rows but the pruned space has {space.size} configs")
+    for i in (0, space.size - 1):
+        cfg = space.get(i).to_dict()
+        row = {k: df.loc[i, k] for k in space.names}
+        if any(str(row[k]) != str(v) for k, v in cfg.items()):
+            raise UserError(f"target.table={path!r}: row {i} is {row}, the space has {cfg} there")
+    df["error"] = ""
+    for f in fidelities:
+        df[f"{f}.error"] = df[f"{f}.error"].fillna("").astype(str)
+    return df.set_index("index", drop=False)
+
+
+def true_front(df: pd.DataFrame, fidelity: str, objectives: list[str]) -> np.ndarray:
+    """The true Pareto front (objective rows, raw units) of the valid designs at ``fidelity``."""
+    from tunebench.harness.pareto import pareto_front
+
+    Y = df.loc[df[f"{fidelity}.valid"] == 1, [f"{fidelity}.{o}" for o in objectives]].to_numpy(dtype=float)
+    return Y[pareto_front(Y)]

@@ -1,0 +1,122 @@
+"""Per-task and per-run metrics of multi-objective (FPGA) runs (DESIGN.md §Metrics).
+
+Curves, logged as MLflow metric histories after every measurement:
+
+- ``<task>.hypervolume`` / ``<task>.adrs`` with step = trial index;
+- ``<task>.hypervolume_by_ms`` / ``<task>.adrs_by_ms`` with step = the task's search clock in ms
+  (MLflow steps are integers);
+
+computed on the valid designs measured at the target's highest fidelity so far. ADRS needs the
+true front: the replayed table (``target=table``) or the shipped table of the kernel
+(``data/fpga/<kernel>.csv``) for live targets; without one, no ADRS is logged.
+Final values per task and per run: ``adrs``, ``hypervolume``, ``tool_s`` (tool seconds charged),
+``algorithm_s`` (search seconds minus tool seconds), ``n_front``; artifact ``pareto_<kernel>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+
+import numpy as np
+
+from tunebench.harness.pareto import adrs, normalized_hypervolume, pareto_front
+
+log = logging.getLogger(__name__)
+
+
+class FPGAMetrics:
+    def __init__(self, target):
+        self.target = target
+        self.objectives = list(target.objectives)
+        self.top = target.fidelities[-1]
+        self.ref = list(target.reference_point)
+        self.scale = list(target.scale)
+        self.finals: list[dict] = []
+        self.artifacts: list[str] = []
+
+    def true_front(self, task) -> np.ndarray | None:
+        from tunebench.fpga.table import default_table, read_table, true_front
+
+        df = getattr(self.target, "table_for", None)
+        try:
+            if df is not None:
+                table = df(task)
+            else:
+                path = default_table(task.mod["name"])
+                if not os.path.exists(path):
+                    return None
+                table = read_table(path, task.space, self.target.fidelities, self.objectives)
+        except Exception as exc:  # a table of another space: no ADRS rather than a failed run
+            log.warning("no true front for %s: %s", task.name, exc)
+            return None
+        return true_front(table, self.top, self.objectives)
+
+    def _Y(self, ms) -> np.ndarray:
+        rows = [[m.objectives[o] for o in self.objectives] for m in ms
+                if m.valid and m.fidelity == self.top]
+        return np.asarray(rows, dtype=float).reshape(-1, len(self.objectives))
+
+    def on_batch_for(self, task, records, tracker, progress, row, prior):
+        G = self.true_front(task)
+        self._G = G
+
+        def on_batch(batch, result):
+            for m in batch:
+                records.append(m, task)
+            Y = self._Y(result.measurements)
+            hv = normalized_hypervolume(Y, self.ref, self.scale) if len(Y) else 0.0
+            d = adrs(G, Y) if G is not None and len(Y) else None
+            for m in batch:
+                ms = int(round(m.search_s * 1000))
+                tracker.metric(f"{task.id}.hypervolume", hv, m.trial)
+                tracker.metric(f"{task.id}.hypervolume_by_ms", hv, ms)
+                if d is not None:
+                    tracker.metric(f"{task.id}.adrs", d, m.trial)
+                    tracker.metric(f"{task.id}.adrs_by_ms", d, ms)
+            tracker.flush()
+            progress.update(row, result)
+
+        return on_batch
+
+    def finish_task(self, task, result, run_dir: str) -> dict:
+        Y = self._Y(result.measurements)
+        idx = pareto_front(Y)
+        top_ms = [m for m in result.measurements if m.valid and m.fidelity == self.top]
+        front = [{"index": top_ms[i].config.index, "config": top_ms[i].config.to_dict(),
+                  "objectives": top_ms[i].objectives, "trial": top_ms[i].trial} for i in idx]
+        tool_s = sum(m.cost_s for m in result.measurements)
+        out = {"hypervolume": normalized_hypervolume(Y, self.ref, self.scale) if len(Y) else 0.0,
+               "adrs": adrs(self._G, Y) if self._G is not None and len(Y) else None,
+               "n_front": len(front), "n_top_fidelity": len(top_ms), "tool_s": tool_s,
+               "algorithm_s": max(0.0, result.search_s - tool_s), "search_s": result.search_s,
+               "per_fidelity": {f: sum(m.fidelity == f for m in result.measurements) for f in self.target.fidelities},
+               "true_front_size": None if self._G is None else len(self._G)}
+        path = os.path.join(run_dir, f"pareto_{task.name}.json")
+        with open(path, "w") as fh:
+            json.dump({"task": task.name, "objectives": self.objectives, "fidelity": self.top,
+                       "reference_point": self.ref, "scale": self.scale, "front": front,
+                       "true_front": None if self._G is None else self._G.tolist(), **out}, fh, indent=1)
+        self.artifacts.append(os.path.basename(path))
+        self.finals.append(out)
+        log.info("task %s: hypervolume %.4f, ADRS %s, %d Pareto designs, tool %.1f s, algorithm %.1f s",
+                 task.name, out["hypervolume"], "n/a" if out["adrs"] is None else f"{out['adrs']:.4f}",
+                 len(front), tool_s, out["algorithm_s"])
+        return out
+
+    def log_run(self, tracker) -> None:
+        if not self.finals:
+            return
+        hv = float(np.mean([f["hypervolume"] for f in self.finals]))
+        tracker.metric("hypervolume", hv)
+        ad = [f["adrs"] for f in self.finals if f["adrs"] is not None]
+        if ad and len(ad) == len(self.finals):
+            tracker.metric("adrs", float(np.mean(ad)) if all(math.isfinite(a) for a in ad) else float("inf"))
+        tool = sum(f["tool_s"] for f in self.finals)
+        algo = sum(f["algorithm_s"] for f in self.finals)
+        tracker.metric("tool_s", tool)
+        tracker.metric("algorithm_s", algo)
+        tracker.metric("tool_h", tool / 3600)
+        tracker.metric("algorithm_h", algo / 3600)

@@ -1,0 +1,335 @@
+"""The multi-fidelity multi-objective Bayesian-optimization driver (seed 000 Algorithm 2), ask/tell style.
+
+Shared by ``cgp``, ``dcgp``, ``fpl18`` and ``mes``; they differ only in the surrogate (correlated ICM
+or independent GPs, shallow or deep kernel), the fidelity chaining (NARGP or AR1) and the acquisition
+(EIPV or MES), all set by hyperparameters.
+
+Flow (one *iteration* = one Alg. 2 step):
+1. Initial designs: ``n_init`` random designs nested across fidelities (X_impl ⊆ X_syn ⊆ X_hls), each
+   asked at every fidelity it belongs to (every evaluation is one trial of the harness).
+2. Objectives normalized (``objectives.ObjectiveScaler``), invalid designs at 10x the current worst.
+3. Per iteration: fit one model per fidelity (chained), score every design not yet measured at that
+   fidelity with acquisition_i (EIPV or MES) times rho_i = T_top / T_i (PEIPV, seed eq. 3.15), take
+   the best (design, fidelity h) pair, ask it at fidelity h (and, with ``measure_lower``, at every
+   cheaper fidelity where it has no report yet: "run the tool up to stage h", Alg. 2 line 13).
+4. Stop (``ask`` returns []) after ``max_iterations`` iterations or when the hypervolume of the
+   top-fidelity designs has not grown for ``patience`` consecutive iterations (Alg. 2 lines 16-18).
+   The early stop lives in the method because it counts iterations, not trials, and it compares
+   hypervolumes, not one latency; the harness then ends the task with stop reason ``exhausted``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+import torch
+
+from tunebench.errors import UserError
+from tunebench.methods.base import Method
+from tunebench.methods.mfgp import acquisition as acq
+from tunebench.methods.mfgp.designs import nested_random
+from tunebench.methods.mfgp.models import FidelityChain, FitSettings, ICMGP, IndependentGP
+from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
+from tunebench.space import Config
+
+log = logging.getLogger(__name__)
+
+
+class MultiFidelityBO(Method):
+    """Correlated/independent multi-objective multi-fidelity BO over a pruned discrete design space.
+
+    Args (all in conf/method/<name>.yaml with their sources):
+        n_init: initial designs per fidelity, cheapest first (an int: the same at every fidelity).
+        max_init_fraction: at most this fraction of the space (at least 2 designs) per fidelity (None: no cap).
+        max_iterations: BO iterations after the initial designs.
+        patience: stop after this many consecutive iterations without top-fidelity hypervolume gain.
+        patience_scope: ``all`` (every iteration counts, Alg. 2 line 17) or ``top`` (only iterations
+            that evaluated the top fidelity count: a cheaper-fidelity iteration cannot change its HV).
+        model: ``icm`` (correlated objectives) or ``independent`` (one GP per objective).
+        chaining: ``nargp`` (non-linear, lower posterior mean concatenated to x) or ``ar1`` (linear).
+        deep_kernel: None or the MLP widths of the deep kernel (e.g. [1000, 500, 50, 6]).
+        task_rank: rank of the ICM objective covariance's W (None = number of objectives).
+        acquisition: ``eipv`` or ``mes``; eipv_samples: QMC draws for correlated EIPV;
+            mes_samples: sampled minimum vectors for MES; mes_pool: candidates used to sample them.
+        fidelity_weighting: ``cost`` (rho_i = T_top / T_i) or ``none`` (rho_i = 1).
+        stage_seconds: tool seconds per stage (cheapest first) to use for rho instead of the means
+            observed in the measurements' ``stage_s``; min_stage_s: floor on every T_i.
+        rho_max: cap on rho_i (None: no cap). Without one, an analytical stage that takes milliseconds
+            gets rho ~ 1e3-1e4 and PEIPV picks it every iteration until the early stop ends the search.
+        measure_lower: also evaluate the cheaper fidelities of a design chosen at fidelity h.
+        ref_point: hypervolume reference in normalized units (a number: the same for every objective).
+        delay_factor, invalid_factor, capacity_overrides: see ``objectives``.
+        optimizer, fit_steps, refit_steps, lr, weight_decay: marginal-likelihood fitting.
+        max_candidates: score at most this many random unmeasured designs per fidelity per iteration.
+        num_threads: torch threads (1: GP algebra on <= ~200 x 200 matrices does not gain from more).
+    """
+
+    name = "mfbo"
+
+    def __init__(self, n_init=8, max_init_fraction=None, max_iterations: int = 40, patience: int = 5, model: str = "icm",
+                 chaining: str = "nargp", deep_kernel=None, task_rank=None, acquisition: str = "eipv",
+                 eipv_samples: int = 128, mes_samples: int = 10, mes_pool: int = 500,
+                 fidelity_weighting: str = "cost", stage_seconds=None, min_stage_s: float = 1e-3,
+                 rho_max=24.0, patience_scope: str = "top",
+                 measure_lower: bool = True, ref_point=1.0, delay_factor: float = 2.0,
+                 invalid_factor: float = 10.0, capacity_overrides=None, optimizer: str = "lbfgs",
+                 fit_steps: int = 30, refit_steps: int = 10, lr: float = 0.01, weight_decay: float = 0.0,
+                 max_candidates: int = 2000, num_threads: int = 1):
+        checks = {"model": (model, ("icm", "independent")), "chaining": (chaining, ("nargp", "ar1")),
+                  "acquisition": (acquisition, ("eipv", "mes")), "optimizer": (optimizer, ("lbfgs", "adam")),
+                  "fidelity_weighting": (fidelity_weighting, ("cost", "none")),
+                  "patience_scope": (patience_scope, ("all", "top"))}
+        for key, (value, valid) in checks.items():
+            if value not in valid:
+                raise UserError(f"method.{key}={value!r} is not valid; valid: {', '.join(valid)}")
+        if chaining == "ar1" and model != "independent":
+            raise UserError("method.chaining=ar1 needs method.model=independent (the AR1 link is per objective)")
+        if acquisition == "mes" and model != "independent":
+            raise UserError("method.acquisition=mes needs method.model=independent (MES samples each objective)")
+        if deep_kernel is not None and model != "icm":
+            raise UserError("method.deep_kernel needs method.model=icm")
+        for key, v in (("max_iterations", max_iterations), ("patience", patience), ("fit_steps", fit_steps),
+                       ("eipv_samples", eipv_samples), ("mes_samples", mes_samples), ("num_threads", num_threads)):
+            if int(v) < 1:
+                raise UserError(f"method.{key}={v!r} must be a positive integer")
+        self.n_init = n_init
+        self.max_init_fraction = None if max_init_fraction is None else float(max_init_fraction)
+        self.max_iterations, self.patience = int(max_iterations), int(patience)
+        self.model_kind, self.chaining = model, chaining
+        self.deep_kernel = tuple(int(w) for w in deep_kernel) if deep_kernel else None
+        self.task_rank = task_rank
+        self.acquisition = acquisition
+        self.eipv_samples, self.mes_samples, self.mes_pool = int(eipv_samples), int(mes_samples), int(mes_pool)
+        self.fidelity_weighting = fidelity_weighting
+        self.stage_seconds = list(stage_seconds) if stage_seconds is not None else None
+        self.min_stage_s = float(min_stage_s)
+        self.rho_max = float(rho_max) if rho_max is not None else math.inf
+        self.patience_scope = patience_scope
+        self.measure_lower = bool(measure_lower)
+        self.ref_point = ref_point
+        self.delay_factor, self.invalid_factor = float(delay_factor), float(invalid_factor)
+        self.capacity_overrides = dict(capacity_overrides or {})
+        self.fit = FitSettings(optimizer, int(fit_steps), int(refit_steps), float(lr), float(weight_decay))
+        self.max_candidates = int(max_candidates)
+        self.num_threads = int(num_threads)
+
+    # ---- setup ----------------------------------------------------------------------------------
+    def setup(self, task, target_info, history, budget, rng):
+        super().setup(task, target_info, history, budget, rng)
+        torch.set_num_threads(self.num_threads)
+        self.objectives = list(target_info.get("objectives") or [])
+        self.fidelities = list(target_info.get("fidelities") or [])
+        if len(self.objectives) < 2 or not self.fidelities:
+            raise UserError(f"method={self.name} needs a multi-objective target with fidelities (fpga_open, "
+                            f"vivado, table); this target has objectives={self.objectives}, "
+                            f"fidelities={self.fidelities}")
+        L, M = len(self.fidelities), len(self.objectives)
+        n_init = self.n_init if isinstance(self.n_init, (list, tuple)) else [self.n_init] * L
+        n_init = [int(v) for v in n_init][-L:] if len(n_init) >= L else None
+        if n_init is None:
+            raise UserError(f"method.n_init={self.n_init!r} needs one entry per fidelity {self.fidelities}")
+        ref = self.ref_point if isinstance(self.ref_point, (list, tuple)) else [self.ref_point] * M
+        if len(ref) != M:
+            raise UserError(f"method.ref_point={self.ref_point!r} needs one entry per objective {self.objectives}")
+        self.ref = np.asarray(ref, dtype=float)
+        if self.max_init_fraction is not None:
+            cap = max(2, int(self.max_init_fraction * self.space.size))
+            n_init = [min(v, cap) for v in n_init]
+        if self.stage_seconds is not None and len(self.stage_seconds) != L:
+            raise UserError(f"method.stage_seconds={self.stage_seconds!r} needs one entry per fidelity {self.fidelities}")
+        self.capacity = dict(target_info.get("capacity") or {})
+        self.X_all = np.asarray(self.space.features(range(self.space.size)), dtype=np.float64)
+        self.reports: list[dict[int, dict | None]] = [dict() for _ in range(L)]  # level -> index -> raw objectives (None: invalid)
+        self.stage_times: dict[str, list[float]] = {}
+        self.cost_times: list[list[float]] = [[] for _ in range(L)]
+        initial = nested_random(self.space.size, n_init, self.rng)
+        self.queue: list[tuple[int, int]] = [(i, k) for k, ids in enumerate(initial) for i in ids]
+        self.initial_done = False
+        self.iteration = 0
+        self.stale = 0
+        self.best_hv = -math.inf
+        self.finished = ""
+        self.scaler = None
+        self.chain = None
+        self._fitted_sizes = [-1] * L
+        self.log: list[dict] = []  # one entry per iteration: chosen design/fidelity, acquisition values, seconds
+
+    # ---- ask / tell --------------------------------------------------------------------------------
+    def ask(self, n: int) -> list:
+        if not self.queue and not self.finished:
+            self._next_iteration()
+        out, self.queue = self.queue[:n], self.queue[n:]
+        return [(self.space.get(i), self.fidelities[k]) for i, k in out]
+
+    def tell(self, measurements) -> None:
+        super().tell(measurements)
+        for m in measurements:
+            fid = getattr(m, "fidelity", None)
+            if fid not in self.fidelities:
+                continue
+            k = self.fidelities.index(fid)
+            idx = m.config.index
+            objs = dict(getattr(m, "objectives", {}) or {})
+            ok = m.valid and all(o in objs and math.isfinite(objs[o]) for o in self.objectives)
+            self.reports[k][idx] = objs if ok else None
+            for stage, s in (getattr(m, "stage_s", {}) or {}).items():
+                self.stage_times.setdefault(stage, []).append(float(s))
+            self.cost_times[k].append(float(getattr(m, "cost_s", 0.0) or 0.0))
+            self.queue = [q for q in self.queue if q != (idx, k)]
+
+    # ---- data ------------------------------------------------------------------------------------
+    def _level_data(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indices [n], normalized penalized Y [n, M], valid [n]) of fidelity level k."""
+        idx = np.array(sorted(self.reports[k]), dtype=np.int64)
+        M = len(self.objectives)
+        if not len(idx):
+            return idx, np.zeros((0, M)), np.zeros(0, dtype=bool)
+        valid = np.array([self.reports[k][i] is not None for i in idx])
+        Y = np.array([self.scaler(self.reports[k][i]) if v else np.zeros(M) for i, v in zip(idx, valid)])
+        return idx, penalize_invalid(Y, valid, self.invalid_factor), valid
+
+    def top_hypervolume(self) -> float:
+        """Hypervolume (normalized units, w.r.t. ``ref_point``) of the valid top-fidelity designs."""
+        idx, Y, valid = self._level_data(len(self.fidelities) - 1)
+        return acq.hypervolume(Y[valid], self.ref) if valid.any() else 0.0
+
+    def fidelity_rho(self) -> list[float]:
+        """rho_i per fidelity (cheapest first) from the stage times seen so far (or ``stage_seconds``)."""
+        L = len(self.fidelities)
+        if self.fidelity_weighting == "none" or L == 1:
+            return [1.0] * L
+        if self.stage_seconds is not None:
+            per_stage = [float(s) for s in self.stage_seconds]
+        else:
+            per_stage = []
+            for k, fid in enumerate(self.fidelities):
+                seen = self.stage_times.get(fid)
+                if seen:
+                    per_stage.append(float(np.mean(seen)))
+                elif self.cost_times[k]:  # no per-stage split: the measurement's own charged seconds
+                    below = sum(per_stage)
+                    per_stage.append(max(float(np.mean(self.cost_times[k])) - below, 0.0))
+                else:
+                    per_stage.append(self.min_stage_s)
+        cumulative = np.maximum(np.cumsum(per_stage), self.min_stage_s)
+        return [min(float(cumulative[-1] / t), self.rho_max) for t in cumulative]
+
+    # ---- one BO iteration ---------------------------------------------------------------------------
+    def _make_model(self, level: int, d_x: int, d_f: int):
+        M = len(self.objectives)
+        if self.model_kind == "icm":
+            return ICMGP(d_x, d_f, M, rank=self.task_rank, deep=self.deep_kernel, fit=self.fit)
+        return IndependentGP(d_x, d_f, M, link="ar1" if (self.chaining == "ar1" and d_f) else "none", fit=self.fit)
+
+    def _next_iteration(self) -> None:
+        if not self.initial_done:
+            self.initial_done = True
+            initial = [r for level in self.reports for r in level.values() if r is not None]
+            self.scaler = ObjectiveScaler(self.objectives, self.capacity, initial, self.delay_factor,
+                                          self.capacity_overrides)
+            self.best_hv = self.top_hypervolume()
+        else:
+            hv = self.top_hypervolume()
+            if hv > self.best_hv + 1e-12 * max(1.0, abs(self.best_hv)):
+                self.best_hv, self.stale = hv, 0
+            elif self.patience_scope == "all" or self.log[-1]["fidelity"] == self.fidelities[-1]:
+                self.stale += 1
+        if self.iteration >= self.max_iterations:
+            self.finished = "max_iterations"
+        elif self.stale >= self.patience:
+            self.finished = "no_hypervolume_gain"
+        if self.finished:
+            log.info("%s stops after %d iterations: %s", self.name, self.iteration, self.finished)
+            return
+        t0 = time.perf_counter()
+        L = len(self.fidelities)
+        if self.chain is None:
+            self.chain = FidelityChain(L, self.X_all.shape[1], len(self.objectives), self._make_model,
+                                       self.chaining)
+        data = []
+        for k in range(L):
+            idx, Y, _ = self._level_data(k)
+            data.append((self.X_all[idx], Y))
+        sizes = [len(X) for X, _ in data]
+        self.chain.fit(data, refit=[n != old for n, old in zip(sizes, self._fitted_sizes)])
+        self._fitted_sizes = sizes
+        rho = self.fidelity_rho()
+        best = (-math.inf, None, None)
+        scores = {}
+        for k in range(L):
+            if not self.chain.fitted[k]:
+                continue
+            free = np.array([i for i in range(self.space.size) if i not in self.reports[k]], dtype=np.int64)
+            if not len(free):
+                continue
+            if len(free) > self.max_candidates:
+                free = np.sort(self.rng.choice(free, size=self.max_candidates, replace=False))
+            a = self._acquisition(k, free)
+            j = int(torch.argmax(a))
+            value = rho[k] * float(a[j])
+            scores[self.fidelities[k]] = {"index": int(free[j]), "acq": float(a[j]), "rho": rho[k]}
+            if value > best[0]:
+                best = (value, int(free[j]), k)
+        if best[1] is None:
+            self.finished = "exhausted"
+            return
+        _, idx, h = best
+        levels = range(h + 1) if self.measure_lower else [h]
+        self.queue = [(idx, k) for k in levels if idx not in self.reports[k]]
+        self.iteration += 1
+        self.log.append({"iteration": self.iteration, "index": idx, "fidelity": self.fidelities[h],
+                         "peipv": best[0], "scores": scores, "hv": self.best_hv,
+                         "seconds": time.perf_counter() - t0})
+        log.info("%s iteration %d: design %d at %s (rho x %s: %s); top-fidelity HV %.4f, %d stale",
+                 self.name, self.iteration, idx, self.fidelities[h], self.acquisition,
+                 ", ".join(f"{f} {v['rho']:.1f} x {v['acq']:.3g}" for f, v in scores.items()),
+                 self.best_hv, self.stale)
+
+    def _acquisition(self, k: int, free: np.ndarray) -> torch.Tensor:
+        """Acquisition values [len(free)] of fidelity level k at the designs ``free``."""
+        _, Y, _ = self._level_data(k)
+        X = self.X_all[free]
+        if self.acquisition == "mes":
+            pool = free if len(free) <= self.mes_pool else None
+            Xs = X if pool is not None else self.X_all[np.sort(self.rng.choice(free, self.mes_pool, replace=False))]
+            mean_s, joint = self.chain.predict_joint(k, Xs)
+            # include the measured designs' values: the sampled minimum cannot exceed the best seen
+            gen = torch.Generator().manual_seed(int(self.rng.integers(2**31)))
+            mins = acq.sample_min_values(mean_s, joint, self.mes_samples, gen)
+            mins = torch.minimum(mins, torch.as_tensor(Y.min(axis=0))[None])
+            mean, cov = self.chain.predict(k, X)
+            std = cov.diagonal(dim1=-2, dim2=-1).clamp_min(0).sqrt()
+            return acq.mes(mean, std, mins)
+        mean, cov = self.chain.predict(k, X)
+        lower, upper = acq.nondominated_cells(Y, self.ref)
+        if self.model_kind == "icm":
+            return acq.eipv_qmc(mean, cov, lower, upper, self.eipv_samples,
+                                seed=int(self.rng.integers(2**31)))
+        std = cov.diagonal(dim1=-2, dim2=-1).clamp_min(0).sqrt()
+        return acq.eipv_independent(mean, std, lower, upper)
+
+
+def with_defaults(base: type, name: str, doc: str, **defaults) -> type:
+    """A subclass of ``base`` named ``name`` whose ``__init__`` has the same hyperparameters with other
+    defaults (so ``make_method`` still validates hyperparameter names against the signature)."""
+    import inspect
+
+    sig = inspect.signature(base.__init__)
+    unknown = set(defaults) - set(sig.parameters)
+    if unknown:
+        raise TypeError(f"not hyperparameters of {base.__name__}: {sorted(unknown)}")
+    new_sig = sig.replace(parameters=[p.replace(default=defaults[p.name]) if p.name in defaults else p
+                                      for p in sig.parameters.values()])
+
+    def __init__(self, *args, **kwargs):
+        bound = new_sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        args = dict(bound.arguments)
+        args.pop("self")
+        base.__init__(self, **args)
+
+    __init__.__signature__ = new_sig
+    return type(name, (base,), {"__init__": __init__, "__doc__": doc, "name": name.lower()})

@@ -1,0 +1,84 @@
+"""Optuna samplers driven through our ask/tell loop (``nsga2``, ``motpe``).
+
+Each Optuna trial proposes one value per knob (categorical over the values that occur in the pruned
+space). A proposal outside the pruned space (or already measured) is repaired to the nearest
+unmeasured config of the space in the min-max feature encoding (L1 distance, ties by index); the
+trial is told the objectives measured for that config (a decoder from genotype to a feasible
+design, standard in constrained evolutionary search). Invalid designs are told as FAIL. Measured
+at the target's highest fidelity only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from tunebench.methods.base import Method
+
+log = logging.getLogger(__name__)
+
+
+class OptunaMethod(Method):
+    name = "optuna"
+
+    def make_sampler(self, seed: int):
+        raise NotImplementedError
+
+    def setup(self, task, target_info, history, budget, rng):
+        import optuna
+        from optuna.distributions import CategoricalDistribution
+
+        super().setup(task, target_info, history, budget, rng)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.objectives = list(target_info.get("objectives") or ["latency_s"])
+        sampler = self.make_sampler(int(rng.integers(2**31)))
+        self.study = optuna.create_study(directions=["minimize"] * len(self.objectives), sampler=sampler)
+        digits = np.array([self.space.digits(i) for i in range(self.space.size)])
+        self._digits = digits
+        self._feat = self.space.features(range(self.space.size))
+        self.dists = {}
+        for k, knob in enumerate(self.space.knobs):
+            present = sorted(set(digits[:, k].tolist()))
+            if len(present) > 1:
+                self.dists[knob.name] = CategoricalDistribution([knob.entities[d] for d in present])
+        self.pending: dict[int, object] = {}  # config index -> optuna trial
+
+    def _repair(self, params: dict) -> int:
+        row = []
+        for k, knob in enumerate(self.space.knobs):
+            v = params.get(knob.name)
+            row.append(knob.entities.index(v) if v is not None else int(self._digits[0, k]))
+        want = np.concatenate([np.asarray(kn.encode(d), dtype=np.float32) for kn, d in zip(self.space.knobs, row)])
+        dist = np.abs(self._feat - want).sum(axis=1)
+        for i in np.argsort(dist, kind="stable"):
+            if int(i) not in self.visited:
+                return int(i)
+        return -1
+
+    def ask(self, n):
+        out = []
+        for _ in range(n):
+            if len(self.visited) >= self.space.size:
+                break
+            trial = self.study.ask(self.dists)
+            i = self._repair(trial.params)
+            if i < 0:
+                break
+            self.visited.add(i)
+            self.pending[i] = trial
+            out.append(self.space.get(i))
+        return out
+
+    def tell(self, measurements):
+        import optuna
+
+        super().tell(measurements)
+        for m in measurements:
+            trial = self.pending.pop(m.config.index, None)
+            if trial is None:  # resumed records: nothing to tell the sampler
+                continue
+            if m.valid:
+                self.study.tell(trial, [float(m.objectives[o]) for o in self.objectives])
+            else:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)

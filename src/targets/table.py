@@ -1,0 +1,57 @@
+"""``target=table``: replays a design-space table (tunebench.fpga.table) instead of running tools.
+
+Each measurement returns the table's objectives at the asked fidelity and is charged the recorded
+tool seconds of the stages it needs (``stage_chain``) that were not yet charged for that config in
+this run (impl after synth: impl only), exactly as the live ``fpga_open`` target reuses netlists.
+The harness adds these seconds to the task's search clock (``simulated_clock``); nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tunebench.fpga.table import default_table, read_table
+from tunebench.targets.fpga_common import FPGATargetBase, stage_chain
+from tunebench.task import Measurement, Task
+
+
+class TableTarget(FPGATargetBase):
+    simulated_clock = True
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.path = cfg.get("table")
+        self._tables: dict[str, object] = {}
+        self._charged: dict[tuple[str, int], set[str]] = {}
+
+    def describe(self) -> dict:
+        return {**self.describe_base(), "table": self.path or "data/fpga/<kernel>.csv (shipped)"}
+
+    def table_for(self, task: Task):
+        if task.id not in self._tables:
+            path = self.path or default_table(task.mod["name"])
+            self._tables[task.id] = read_table(path, task.space, self.fidelities, self.objectives)
+        return self._tables[task.id]
+
+    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        fid = self.fidelity_of(fidelity)
+        df = self.table_for(task)
+        out = []
+        for c in configs:
+            row = df.loc[c.index]
+            done = self._charged.setdefault((task.id, c.index), set())
+            stage_s = {s: float(row[f"{s}.tool_s"]) for s in stage_chain(fid)
+                       if s not in done and f"{s}.tool_s" in row and float(row[f"{s}.tool_s"]) > 0}
+            done.update(stage_chain(fid))
+            cost = sum(stage_s.values())
+            self.stats["tool_s"] += cost
+            if int(row[f"{fid}.valid"]) != 1:
+                out.append(Measurement(task.id, c, valid=False, error=str(row[f"{fid}.error"]) or "invalid in table",
+                                       cost_s=cost, build_s=cost, fidelity=fid, stage_s=stage_s))
+                continue
+            obj = {o: float(row[f"{fid}.{o}"]) for o in self.objectives}
+            delay = obj.get("delay_s", math.inf)
+            out.append(Measurement(task.id, c, valid=True, latency_s=delay,
+                                   gflops=task.flops / delay / 1e9 if math.isfinite(delay) else 0.0,
+                                   cost_s=cost, build_s=cost, fidelity=fid, objectives=obj, stage_s=stage_s))
+        return out

@@ -1,0 +1,118 @@
+"""``target=vivado``: the Xilinx flow (Vitis HLS + Vivado) where the tools are installed.
+
+Fidelities: ``estimate`` = HLS C synthesis report (csynth.xml), ``synth`` = Vivado synthesis of the
+HLS RTL, ``impl`` = Vivado place and route; objectives as in the target YAML (delay = HLS cycles x
+achieved clock period). Project files and report parsers: :mod:`tunebench.fpga.vivado_flow`.
+Without ``vitis_hls``/``vivado`` on PATH: a one-line :class:`UserError` when the target is built.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from tunebench.errors import UserError
+from tunebench.fpga import vivado_flow as vf
+from tunebench.fpga.flow import StageResult, _last_error
+from tunebench.fpga.kernels import get_kernel
+from tunebench.targets.fpga_common import FPGATargetBase
+from tunebench.task import Measurement, Task
+
+STAGE_CHAIN = {"estimate": ["hls"], "synth": ["hls", "synth"], "impl": ["hls", "impl"]}
+
+
+class VivadoTarget(FPGATargetBase):
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.part = cfg["part"]
+        self.clock_ns = float(cfg["clock_ns"])
+        self.timeouts = dict(cfg.get("timeout_s") or {})
+        self.tools = {}
+        for name in ("vitis_hls", "vivado"):
+            path = shutil.which(cfg.get("tools", {}).get(name) or name)
+            if not path:
+                raise UserError(f"target=vivado needs {name!r} on PATH (Xilinx Vitis HLS / Vivado); "
+                                "use target=fpga_open (open-source flow) or target=table without them")
+            self.tools[name] = path
+        self._workroot = cfg.get("workdir")
+        self._tmp = None
+        self._results: dict = {}
+
+    def describe(self) -> dict:
+        return {**self.describe_base(), "part": self.part, "clock_ns": self.clock_ns, "tools": dict(self.tools)}
+
+    def start(self):
+        if self._tmp is None:
+            self._tmp = self._workroot or tempfile.mkdtemp(prefix="tunebench-vivado-")
+            os.makedirs(self._tmp, exist_ok=True)
+
+    def close(self):
+        if self._tmp and not self._workroot:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp = None
+
+    def _run(self, cmd, wd, stage) -> tuple[bool, str, float]:
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run(cmd, cwd=wd, capture_output=True, text=True,
+                               timeout=float(self.timeouts.get(stage, 3600)))
+        except subprocess.TimeoutExpired:
+            return False, f"{stage}: timeout", time.perf_counter() - t0
+        ok = p.returncode == 0
+        return ok, "" if ok else f"{stage}: {_last_error(p.stdout + p.stderr)}", time.perf_counter() - t0
+
+    def _stage(self, kernel, cfg, wd, stage, hls) -> StageResult:
+        if stage == "hls":
+            vf.write_project(kernel, cfg, wd, self.part, self.clock_ns)
+            ok, err, secs = self._run([self.tools["vitis_hls"], "-f", "hls.tcl"], wd, "hls")
+            path = vf.find_csynth(wd)
+            if not ok or not path:
+                return StageResult(False, {}, err or "hls: no csynth.xml written", secs)
+            try:
+                r = vf.parse_csynth_xml(path)
+            except (ValueError, AttributeError, TypeError) as exc:
+                return StageResult(False, {}, f"hls: unreadable csynth.xml ({exc})", secs)
+            return StageResult(True, {"cycles": r["cycles"], "fmax_mhz": 1e3 / r["period_ns"], "luts": r["luts"],
+                                      "ffs": r["ffs"], "dsps": r["dsps"], "brams": r["brams"]}, "", secs)
+        ok, err, secs = self._run([self.tools["vivado"], "-mode", "batch", "-source", f"vivado_{stage}.tcl"], wd, stage)
+        if not ok:
+            return StageResult(False, {}, err, secs)
+        try:
+            m = vf.stage_metrics(wd, stage, self.clock_ns, hls.metrics["cycles"])
+        except (OSError, ValueError, KeyError) as exc:
+            return StageResult(False, {}, f"{stage}: unreadable report ({exc})", secs)
+        for key in ("luts", "ffs", "dsps", "brams"):
+            if key in self.capacity and m[key] > self.capacity[key]:
+                return StageResult(False, m, f"{stage}: does not fit: {m[key]:.0f} {key} > {self.capacity[key]}", secs)
+        return StageResult(True, m, "", secs)
+
+    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        self.start()
+        fid = self.fidelity_of(fidelity)
+        kernel = get_kernel(task.mod["name"])
+        out = []
+        for c in configs:
+            cache = self._results.setdefault((task.id, c.index), {})
+            wd = os.path.join(self._tmp, task.id, str(c.index))
+            stage_s, res = {}, None
+            for stage in STAGE_CHAIN[fid]:
+                if stage not in cache:
+                    cache[stage] = self._stage(kernel, c.to_dict(), wd, stage, cache.get("hls"))
+                    stage_s[stage] = cache[stage].tool_s
+                res = cache[stage]
+                if not res.valid:
+                    break
+            tool = sum(stage_s.values())
+            self.stats["tool_s"] += tool
+            if not res.valid:
+                out.append(Measurement(task.id, c, valid=False, error=res.error, cost_s=tool, build_s=tool,
+                                       fidelity=fid, stage_s=stage_s))
+                continue
+            obj = self.objective_values(res.metrics)
+            delay = res.metrics["cycles"] / (res.metrics["fmax_mhz"] * 1e6)
+            out.append(Measurement(task.id, c, valid=True, latency_s=delay, gflops=task.flops / delay / 1e9,
+                                   cost_s=tool, build_s=tool, fidelity=fid, objectives=obj, stage_s=stage_s))
+        return out

@@ -1,0 +1,26 @@
+"""ExplicitSpace (a listed subset of a product space) and min-max NumericKnob encoding."""
+import numpy as np
+import pytest
+
+from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob
+
+
+def test_numeric_knob_min_max_encoding():
+    k = NumericKnob("f", (2, 5, 10))  # seed 000 §3.3.2 example: {2, 5, 10} -> {0, 0.375, 1}
+    assert [k.encode(i)[0] for i in range(3)] == pytest.approx([0, 0.375, 1])
+
+
+def test_explicit_space_index_features_moves():
+    knobs = [NumericKnob("u", (1, 2, 4)), ChoiceKnob("p", ("cyclic", "block"))]
+    rows = [(0, 0), (1, 0), (2, 0), (0, 1), (1, 0)]  # duplicate dropped
+    sp = ExplicitSpace(knobs, rows)
+    assert sp.size == 4 and sp.full_size == 6
+    assert sp.get(3).to_dict() == {"u": 1, "p": "block"}
+    assert sp.from_dict({"u": 4, "p": "cyclic"}).index == 2
+    with pytest.raises(ValueError):
+        sp.from_dict({"u": 4, "p": "block"})  # pruned away
+    np.testing.assert_allclose(sp.features([0, 1, 2, 3]), [[0, 0], [1 / 3, 0], [1, 0], [0, 1]])
+    assert sorted(sp.neighbors(0)) == [1, 3] and sp.neighbors(2) == [1]
+    rng = np.random.default_rng(0)
+    assert all(sp.random_walk(3, rng) == 0 for _ in range(5))  # only (u=1) differs in one knob
+    assert sorted(sp.sample(rng, 10)) == [0, 1, 2, 3]

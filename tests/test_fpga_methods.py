@@ -1,0 +1,119 @@
+"""cgp, dcgp, fpl18, mes and dac19 through the harness loop on the tiny synthetic table (tests/fpga_tiny.py)."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from fpga_tiny import FIDELITIES, OBJECTIVES, STAGE_S, TinyTableTarget, run_method, tiny_task
+from tunebench.errors import UserError
+from tunebench.harness.pareto import adrs, pareto_front
+from tunebench.methods import make_method
+from tunebench.methods.base import Budget
+
+torch.set_num_threads(1)
+
+FAST = {"cgp": {}, "fpl18": {}, "mes": {"mes_samples": 5},
+        "dcgp": {"deep_kernel": [64, 32, 16, 6], "fit_steps": 60, "refit_steps": 15}}
+
+
+def _impl_front(ms):
+    Y = np.array([[m.objectives[o] for o in OBJECTIVES] for m in ms if m.valid and m.fidelity == "impl"])
+    return Y
+
+
+def _true_front(target):
+    Y = target.true_front()
+    return Y[pareto_front(Y)]
+
+
+@pytest.mark.parametrize("name", ["cgp", "fpl18", "mes", "dcgp"])
+def test_mfbo_methods_on_tiny_table(name):
+    target, task = TinyTableTarget(), tiny_task()
+    method = make_method({"name": name, "max_iterations": 12, **FAST[name]})
+    ms = run_method(method, target, task, trials=200, seed=1)
+    fids = Counter(m.fidelity for m in ms)
+    # 8 initial designs at every fidelity, nested (the same 8 designs)
+    first = ms[:24]
+    by_fid = {f: {m.config.index for m in first if m.fidelity == f} for f in FIDELITIES}
+    assert all(len(v) == 8 for v in by_fid.values()) and by_fid["impl"] <= by_fid["synth"] <= by_fid["estimate"]
+    assert 1 <= method.iteration <= 12 and method.finished in ("max_iterations", "no_hypervolume_gain")
+    # every iteration asked the chosen design at its fidelity and the cheaper ones it lacked
+    assert sum(fids.values()) == len(ms) and len(ms) <= 24 + 3 * 12
+    for entry in method.log:  # PEIPV choice: the argmax of rho_i * acquisition_i over fidelities
+        best = max(entry["scores"].items(), key=lambda kv: kv[1]["rho"] * kv[1]["acq"])
+        assert best[0] == entry["fidelity"]
+    assert np.isfinite(adrs(_true_front(target), _impl_front(ms)))
+
+
+@pytest.mark.parametrize("name", ["cgp", "fpl18"])
+def test_mfbo_beats_random_designs_of_the_same_count(name):
+    """With the YAML's settings the impl designs found beat random valid designs of the same count (ADRS)."""
+    target, task = TinyTableTarget(), tiny_task()
+    ms = run_method(make_method({"name": name}), target, task, trials=300, seed=2)
+    Y, true, pool = _impl_front(ms), _true_front(target), target.true_front()
+    rng = np.random.default_rng(0)
+    random_adrs = np.mean([adrs(true, pool[rng.choice(len(pool), len(Y), replace=False)]) for _ in range(200)])
+    assert adrs(true, Y) < random_adrs, (adrs(true, Y), random_adrs)
+
+
+def test_peipv_weighting_uses_stage_times():
+    """rho_i = T_impl / T_i from the measured stage seconds; a cost-free weighting gives 1s."""
+    target, task = TinyTableTarget(), tiny_task()
+    m = make_method({"name": "cgp", "max_iterations": 1, "rho_max": None})
+    run_method(m, target, task, trials=200)
+    means = [np.mean(m.stage_times[f]) for f in FIDELITIES]
+    cum = np.cumsum(means)
+    assert m.fidelity_rho() == pytest.approx(list(cum[-1] / cum))
+    assert m.fidelity_rho()[0] > 100  # the ~0.01 s estimate stage
+    m.rho_max = 24.0
+    assert m.fidelity_rho()[0] == 24.0 and m.fidelity_rho()[2] == 1.0
+    m.fidelity_weighting = "none"
+    assert m.fidelity_rho() == [1.0, 1.0, 1.0]
+    # stage_seconds overrides what was measured: seed 000 Table 3.1 GEMM
+    m.fidelity_weighting, m.stage_seconds, m.rho_max = "cost", [137.75, 1379.67, 1744.61], float("inf")
+    assert m.fidelity_rho()[0] == pytest.approx(3262.03 / 137.75)
+
+
+def test_cheap_fidelities_chosen_when_costs_differ():
+    """With cost weighting the cheap fidelities are picked more often than without it."""
+    target, task = TinyTableTarget(), tiny_task()
+    picks = {}
+    for weighting in ("cost", "none"):
+        m = make_method({"name": "fpl18", "max_iterations": 10, "patience": 10, "fidelity_weighting": weighting})
+        run_method(m, target, task, trials=200, seed=2)
+        picks[weighting] = sum(e["fidelity"] != "impl" for e in m.log) / len(m.log)
+    assert picks["cost"] > picks["none"]
+
+
+def test_dac19_on_tiny_table():
+    target, task = TinyTableTarget(), tiny_task()
+    m = make_method({"name": "dac19", "n_init": 12})
+    ms = run_method(m, target, task, trials=500)
+    init = ms[:24]
+    assert Counter(x.fidelity for x in init) == {"estimate": 12, "impl": 12}
+    later = ms[24:]
+    assert later and all(x.fidelity == "impl" for x in later)
+    assert len({x.config.index for x in later}) == len(later)       # each predicted Pareto design once
+    assert not {x.config.index for x in later} & {x.config.index for x in init}
+    Y = _impl_front(ms)
+    assert adrs(_true_front(target), Y) < adrs(_true_front(target), _impl_front(init))
+
+
+def test_mfbo_rejects_single_objective_targets_and_bad_values():
+    class TVMLike:
+        batch_size = 1
+
+        def describe(self):
+            return {"objectives": ["latency_s"], "fidelities": ["hw"]}
+
+    with pytest.raises(UserError, match="multi-objective"):
+        make_method({"name": "cgp"}).setup(tiny_task(), TVMLike().describe(), None, Budget(4), np.random.default_rng(0))
+    with pytest.raises(UserError, match="method.model"):
+        make_method({"name": "cgp", "model": "bogus"})
+    with pytest.raises(UserError, match="ar1"):
+        make_method({"name": "cgp", "chaining": "ar1"})
+    with pytest.raises(UserError, match="n_init"):
+        make_method({"name": "cgp", "n_init": [8, 8]}).setup(tiny_task(), TinyTableTarget().describe(), None,
+                                                              Budget(4), np.random.default_rng(0))

@@ -1,0 +1,148 @@
+"""target=table: replay, the search clock charged with recorded tool seconds (no sleeping), the
+exhaustive method writing tables, the FPGA baselines and an FPGA experiment's metrics."""
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tunebench.fpga import flow
+from tunebench.fpga.table import read_table, write_table
+from tunebench.fpga.tasks import fpga_tasks
+from tunebench.harness.loop import tune_task
+from tunebench.methods import Budget, make_method
+from tunebench.targets import make_target
+from tunebench.task import Measurement
+from conftest import load_conf
+
+SYNTH_S, SIM_S, IMPL_S = 10.0, 0.5, 20.0
+
+
+@pytest.fixture
+def table_path(tmp_path):
+    """A 3-fidelity table of hls_gemm built from the analytical estimate (objectives scaled per
+    fidelity), with fixed tool seconds per stage so the clock arithmetic is known."""
+    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    from tunebench.fpga.kernels import get_kernel
+
+    k = get_kernel("gemm")
+    ms = []
+    for i in range(task.space.size):
+        c = task.space.get(i)
+        e = flow.estimate(k, c.to_dict()).metrics
+        obj = {"delay_s": e["cycles"] / (e["fmax_mhz"] * 1e6), "luts": e["luts"], "ffs": e["ffs"]}
+        ms.append(Measurement(task.id, c, True, fidelity="estimate", objectives=obj, stage_s={"estimate": 0.01}))
+        bad = i == 5  # one design fails synth
+        ms.append(Measurement(task.id, c, not bad, fidelity="synth", error="synth: does not fit" if bad else "",
+                              objectives={} if bad else {kk: v * 1.1 for kk, v in obj.items()},
+                              stage_s={"sim": SIM_S, "synth": SYNTH_S}))
+        ms.append(Measurement(task.id, c, not bad, fidelity="impl", error="synth: does not fit" if bad else "",
+                              objectives={} if bad else {kk: v * 1.2 for kk, v in obj.items()},
+                              stage_s={} if bad else {"impl": IMPL_S}))
+    path = tmp_path / "gemm.csv"
+    write_table(str(path), task.space, ["estimate", "synth", "impl"], ["delay_s", "luts", "ffs"], ms)
+    return str(path)
+
+
+def _table_target(path):
+    cfg = load_conf("target/table.yaml")
+    cfg["table"] = path
+    return make_target(cfg)
+
+
+def test_table_charges_recorded_tool_seconds(table_path):
+    t = _table_target(table_path)
+    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    c = task.space.get(3)
+    syn = t.measure(task, [c], "synth")[0]
+    imp = t.measure(task, [c], "impl")[0]
+    again = t.measure(task, [c], "impl")[0]
+    assert syn.cost_s == SIM_S + SYNTH_S and imp.cost_s == IMPL_S and again.cost_s == 0
+    fresh = t.measure(task, [task.space.get(4)], "impl")[0]  # impl from scratch: sim + synth + impl
+    assert fresh.cost_s == SIM_S + SYNTH_S + IMPL_S
+    bad = t.measure(task, [task.space.get(5)], "impl")[0]
+    assert not bad.valid and "does not fit" in bad.error
+    df = pd.read_csv(table_path)
+    assert imp.objectives["luts"] == pytest.approx(df.loc[3, "impl.luts"])
+
+
+def test_search_clock_includes_replayed_tool_time_without_sleeping(table_path):
+    t = _table_target(table_path)
+    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    t0 = time.perf_counter()
+    res = tune_task(task, make_method({"name": "random"}), t, Budget(6), np.random.default_rng(0))
+    wall = time.perf_counter() - t0
+    charged = sum(m.cost_s for m in res.measurements)
+    assert charged >= 5 * (SIM_S + SYNTH_S + IMPL_S) - 1e-9  # at most one design is the failing one
+    assert wall < 10 and charged <= res.search_s <= charged + wall
+    assert all(a.search_s < b.search_s for a, b in zip(res.measurements, res.measurements[1:]))
+    # the seconds budget counts the replayed time: batches of 3 designs x ~30 s -> stop after the 2nd batch
+    res2 = tune_task(task, make_method({"name": "random"}), _table_target(table_path),
+                     Budget(40, seconds_per_task=100.0), np.random.default_rng(1))
+    assert res2.stop_reason == "seconds" and len(res2.measurements) == 6 and res2.search_s >= 100
+
+
+@pytest.mark.parametrize("method", ["random", "ann", "bt", "nsga2", "motpe"])
+def test_fpga_baselines_on_the_table(table_path, method):
+    t = _table_target(table_path)
+    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    cfg = load_conf(f"method/{method}.yaml")
+    res = tune_task(task, make_method(cfg), t, Budget(20), np.random.default_rng(0))
+    idx = [m.config.index for m in res.measurements]
+    assert len(idx) == len(set(idx)) and 0 < len(idx) <= 20  # never a design twice
+    assert all(m.fidelity == "impl" for m in res.measurements)
+    if method in ("ann", "bt"):  # 25% of 36 = 9 initial designs, then the predicted Pareto designs
+        assert len(idx) > 9 and res.stop_reason in ("exhausted", "trials")
+
+
+def test_exhaustive_writes_a_table_that_replays(tmp_path, table_path):
+    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    out = tmp_path / "copy.csv"
+    res = tune_task(task, make_method({"name": "exhaustive", "out": str(out)}), _table_target(table_path),
+                    Budget(1000), np.random.default_rng(0))
+    assert len(res.measurements) == 3 * task.space.size and res.stop_reason == "exhausted"
+    a = read_table(table_path, task.space, ["estimate", "synth", "impl"], ["delay_s", "luts", "ffs"])
+    b = read_table(str(out), task.space, ["estimate", "synth", "impl"], ["delay_s", "luts", "ffs"])
+    cols = [c for c in a.columns if c.split(".")[-1] in ("delay_s", "luts", "ffs", "valid", "tool_s")]
+    pd.testing.assert_frame_equal(a[cols], b[cols], check_dtype=False)
+
+
+def test_fpga_experiment_logs_adrs_and_hypervolume(tmp_path, table_path):
+    from tunebench.harness.cli import compose_config
+    from tunebench.harness.experiment import run_experiment
+
+    cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", "target=table",
+                          f"target.table={table_path}", "model=hls_gemm", "method=bt", "budget.trials_per_task=16"])
+    run_id = run_experiment(cfg)
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(run_id)
+    m = run.data.metrics
+    assert 0 <= m["adrs"] < 10 and 0 < m["hypervolume"] <= 1
+    assert m["tool_s"] >= 9 * (SIM_S + SYNTH_S + IMPL_S) - 31 and m["algorithm_s"] >= 0
+    assert "e2e_latency_ms" not in m
+    hist = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_metric_history(run_id, next(
+        k for k in m if k.endswith(".adrs")))
+    assert len(hist) == m["n_measurements"] and hist[-1].value == pytest.approx(m["adrs"])
+    assert [h.value for h in hist][-1] <= [h.value for h in hist][0]  # ADRS never grows as designs arrive
+
+
+def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
+    import argparse
+
+    from tunebench.harness.cli import compose_config
+    from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.leaderboard import run_leaderboard
+
+    vals = []
+    for seed in (0, 1):
+        cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", "target=table",
+                              f"target.table={table_path}", "model=hls_gemm", "method=random",
+                              "budget.trials_per_task=8", f"seed={seed}"])
+        rid = run_experiment(cfg)
+        vals.append(MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(rid).data.metrics["adrs"])
+    args = argparse.Namespace(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", experiment=["test"], model=None,
+                              target=None, method=None, since=None, baseline="autotvm",
+                              out=str(tmp_path / "lb"), no_plots=True)
+    md = run_leaderboard(args)
+    assert "| method | seeds | ADRS | hypervolume |" in md
+    assert f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1):.4f}" in md
