@@ -54,7 +54,7 @@ def tables(rows, methods=None, norm="ann"):
                 continue
             ad = np.array([r["adrs"] for r in rs if r["adrs"] is not None], dtype=float)
             out[(model, method)] = {
-                "n": len(rs), "adrs": ad.mean() if len(ad) else np.nan, "adrs_std": ad.std() if len(ad) else np.nan,
+                "n": len(rs), "adrs": ad.mean() if len(ad) else np.nan, "adrs_std": ad.std(ddof=1) if len(ad) > 1 else np.nan,
                 "hv": float(np.mean([r["hv"] for r in rs])), "alg_h": float(np.mean([r["alg_s"] for r in rs])) / 3600,
                 "tool_h": float(np.mean([r["tool_s"] for r in rs])) / 3600,
                 "n_top": float(np.mean([r["n_top"] or 0 for r in rs])),
@@ -67,18 +67,18 @@ def render(models, methods, out, norm="ann") -> str:
     hdr = "| kernel | " + " | ".join(methods) + " |"
     sep = "|---|" + "---|" * len(methods)
 
-    def table(title, fn):
+    def table(title, fn, fmt="{:.2f}"):
         lines.extend([f"**{title}**", "", hdr, sep])
         cols = {m: [] for m in methods}
         for model in models:
             cells = []
             for m in methods:
                 v = fn(model, m)
-                cells.append("—" if v is None or not np.isfinite(v) else f"{v:.2f}" if abs(v) >= 0.01 or v == 0 else f"{v:.4f}")
+                cells.append("—" if v is None or not np.isfinite(v) else fmt.format(v))
                 if v is not None and np.isfinite(v):
                     cols[m].append(v)
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
-        lines.append("| Average | " + " | ".join(f"{np.mean(cols[m]):.2f}" if cols[m] else "—" for m in methods) + " |")
+        lines.append("| Average | " + " | ".join(fmt.format(np.mean(cols[m])) if cols[m] else "—" for m in methods) + " |")
         lines.append("")
 
     def ratio(key):
@@ -94,14 +94,14 @@ def render(models, methods, out, norm="ann") -> str:
 
     table(f"Normalized ADRS (mean over seeds, {norm} = 1.00)", ratio("adrs"))
     table(f"Normalized standard deviation of ADRS ({norm} = 1.00)", ratio("adrs_std"))
-    table("ADRS (raw mean)", raw("adrs"))
-    table("Normalized hypervolume (raw mean, target's reference point)", raw("hv"))
-    table("Algorithm hours (mean per run)", raw("alg_h"))
-    table("Tool (FPGA) hours charged (mean per run, replayed tool seconds)", raw("tool_h"))
-    table("Overall hours (algorithm + tool)", lambda model, m: None if (model, m) not in out else
-          out[(model, m)]["alg_h"] + out[(model, m)]["tool_h"])
-    table("Evaluations (trials, all fidelities; mean per run)", raw("evals"))
-    table("Top-fidelity (impl) evaluations (mean per run)", raw("n_top"))
+    table("ADRS (raw mean)", raw("adrs"), "{:.4f}")
+    table("Normalized hypervolume (raw mean, target's reference point)", raw("hv"), "{:.4f}")
+    table("Algorithm hours (mean per run; Table 3.3 'Alg.')", raw("alg_h"), "{:.4f}")
+    table("Tool (FPGA) hours charged (mean per run, replayed tool seconds; Table 3.3 'FPGA')", raw("tool_h"), "{:.3f}")
+    table("Overall hours (algorithm + tool; Table 3.4)", lambda model, m: None if (model, m) not in out else
+          out[(model, m)]["alg_h"] + out[(model, m)]["tool_h"], "{:.3f}")
+    table("Evaluations (trials, all fidelities; mean per run)", raw("evals"), "{:.1f}")
+    table("Top-fidelity (impl) evaluations (mean per run)", raw("n_top"), "{:.1f}")
     ns = sorted({v["n"] for v in out.values()})
     lines.append(f"Runs per cell: {ns}")
     return "\n".join(lines)

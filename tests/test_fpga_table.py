@@ -146,3 +146,14 @@ def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
     md = run_leaderboard(args)
     assert "| method | seeds | ADRS | hypervolume |" in md
     assert f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1):.4f}" in md
+
+
+@pytest.mark.parametrize("over", [["model=hls_gemm", "target=llvm"], ["target=table"]])
+def test_fpga_model_and_target_must_match(tmp_path, over):
+    from tunebench.errors import UserError
+    from tunebench.harness.cli import compose_config
+    from tunebench.harness.experiment import run_experiment
+
+    cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", *over])
+    with pytest.raises(UserError, match="do not go together"):
+        run_experiment(cfg)
