@@ -7,10 +7,12 @@ import inspect
 from tunebench.errors import UserError
 from tunebench.methods.autotvm import AutoTVM
 from tunebench.methods.base import Budget, Method
+from tunebench.methods.gat import GAT
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.random_search import RandomSearch
 
-METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule}
+METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
+                                  "gat": GAT}
 
 
 def make_method(cfg: dict) -> Method:
