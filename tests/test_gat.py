@@ -1,6 +1,7 @@
 """method=gat: graph extraction on real TIR, network shapes per variant, training, the method on a tiny task."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -132,3 +133,23 @@ def test_training_loss_decreases_and_checkpoint_roundtrip(candidates, tmp_path):
     m.save(path)
     m2 = GATCostModel.load(path)
     assert np.allclose(m.predict(stats, graphs), m2.predict(stats, graphs), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_method_on_tiny_task(tiny_cfg, tmp_path):
+    """method=gat end to end on one tiny layer: two rounds of 8, so the model trains online after round 1."""
+    from tunebench.harness.cli import compose_config
+    from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.records import read_records
+
+    from conftest import TINY_LAYER_ARG
+
+    cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG, "method=gat",
+                          "method.num_trials_per_iter=8", "method.population_size=32",
+                          "method.init_min_unmeasured=16", "method.epochs=20", "method.online_epochs=5",
+                          "target.batch_size=4", "target.runner.repeat=3", "target.runner.min_repeat_ms=5",
+                          "budget.trials_per_task=16", "e2e.enabled=false"])
+    run_id = run_experiment(cfg)
+    recs = read_records(os.path.join(str(tmp_path), "records", run_id, "records.jsonl"))
+    assert len(recs) == 16 and sum(r["valid"] for r in recs) >= 8
+    assert all("trace" in r["config"] for r in recs)

@@ -38,8 +38,11 @@ def _run_dir(ref: str, workdir: str, records_dir: str = "records") -> str:
                     f"{os.path.join(workdir, records_dir, ref)}")
 
 
-def build_dataset(refs: list[str], workdir: str = ".") -> dict:
-    """The training set (see module docstring) from record folders / run ids ``refs``."""
+def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = False) -> dict:
+    """The training set (see module docstring) from record folders / run ids ``refs``.
+
+    ``keep_candidates``: also return ``"candidates"`` (the replayed MeasureCandidates) and
+    ``"contexts"`` (task id -> TuneContext), for comparisons with MetaSchedule's own cost model."""
     import tvm
     import tvm.s_tir.meta_schedule as ms
     from omegaconf import OmegaConf
@@ -48,8 +51,9 @@ def build_dataset(refs: list[str], workdir: str = ".") -> dict:
     from tunebench.harness.records import read_records
     from tunebench.methods.gat_features import stat_features, tir_graph
 
-    stats, graphs, lat, tids, models = [], [], [], [], []
+    stats, graphs, lat, tids, models, kept = [], [], [], [], [], []
     per_task: dict[str, int] = {}
+    all_ctx: dict = {}
     for ref in refs:
         d = _run_dir(ref, workdir)
         cfg_path = os.path.join(d, "config.yaml")
@@ -82,6 +86,9 @@ def build_dataset(refs: list[str], workdir: str = ".") -> dict:
             tids.append(task.id)
             models.append(cfg["model"]["name"])
             per_task[task.id] = per_task.get(task.id, 0) + 1
+            if keep_candidates:
+                kept.append(cand)
+                all_ctx[task.id] = ctx
             if (i + 1) % 100 == 0:
                 print(f"  {d}: {i + 1}/{len(recs)} records", flush=True)
     if not lat:
@@ -89,8 +96,11 @@ def build_dataset(refs: list[str], workdir: str = ".") -> dict:
     summary = {"samples": len(lat), "tasks": len(per_task), "models": sorted(set(models)),
                "per_task": per_task, "sources": list(refs),
                "latency_s_min": float(min(lat)), "latency_s_max": float(max(lat))}
-    return {"stats": np.stack(stats), "graphs": graphs, "latency_s": np.asarray(lat), "task_id": tids,
-            "model": models, "summary": summary}
+    out = {"stats": np.stack(stats), "graphs": graphs, "latency_s": np.asarray(lat), "task_id": tids,
+           "model": models, "summary": summary}
+    if keep_candidates:
+        out["candidates"], out["contexts"] = kept, all_ctx
+    return out
 
 
 def load_dataset(path: str) -> dict:
