@@ -160,7 +160,7 @@ class GATCostModel:
                 self.opt.zero_grad()
                 loss.backward()
                 self.opt.step()
-                tot += float(loss) * len(idx)
+                tot += loss.item() * len(idx)
             losses.append(tot / len(y))
             if progress is not None:
                 progress(ep, losses[-1])
