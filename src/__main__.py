@@ -25,9 +25,36 @@ def _leaderboard(args: argparse.Namespace) -> None:
     print(run_leaderboard(args), flush=True)
 
 
+def _dataset_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.methods.gat_dataset import add_build_options
+
+    add_build_options(parser)
+
+
+def _dataset(args: argparse.Namespace) -> None:
+    from tunebench.methods.gat_dataset import cmd_build
+
+    cmd_build(args)
+
+
+def _gat_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.methods.gat_dataset import add_train_options
+
+    add_train_options(parser)
+
+
+def _gat(args: argparse.Namespace) -> None:
+    from tunebench.methods.gat_dataset import cmd_train
+
+    cmd_train(args)
+
+
 COMMANDS = {
     "leaderboard": ("tables (Markdown, CSV) and best-so-far plots from the FINISHED MLflow runs",
                     _leaderboard_options, _leaderboard),
+    "dataset": ("build a GAT training set from record folders / run ids: dataset build --records ... --out set.pt",
+                _dataset_options, _dataset),
+    "gat": ("train the GAT cost model: gat train --dataset set.pt --out model.pt", _gat_options, _gat),
 }
 
 

@@ -15,6 +15,7 @@ from tunebench.methods.dcgp import DCGP
 from tunebench.methods.dgp import DGP
 from tunebench.methods.exhaustive import Exhaustive
 from tunebench.methods.fpl18 import FPL18
+from tunebench.methods.gat import GAT
 from tunebench.methods.mes import MES
 from tunebench.methods.motpe import MOTPE
 from tunebench.methods.nsga2 import NSGA2
@@ -24,7 +25,7 @@ from tunebench.methods.random_search import RandomSearch
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
                                     "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
-                                    "dac19": DAC19, "mes": MES}
+                                    "dac19": DAC19, "mes": MES, "gat": GAT}
 
 
 def make_method(cfg: dict) -> Method:

@@ -69,7 +69,7 @@ class MetaSchedule(Method):
                                   task_name=task.name, rand_state=int(rng.integers(1, 2**31 - 1)),
                                   num_threads=self.num_threads)
         self.database = ms.database.MemoryDatabase()
-        self.cost_model = ms.cost_model.CostModel.create(self.cost_model_name, num_tuning_cores=self.num_threads)
+        self.cost_model = self._make_cost_model()
         self.ctx.pre_tuning(max_trials=budget.trials_per_task, num_trials_per_iter=self.num_trials_per_iter,
                             design_spaces=self.ctx.generate_design_space(), database=self.database,
                             cost_model=self.cost_model)
@@ -81,6 +81,12 @@ class MetaSchedule(Method):
         self._next_pos = 0
         self._next_index = 0
         self._exhausted = False
+
+    def _make_cost_model(self):
+        """The cost model the evolutionary search ranks candidates with (subclasses plug in others)."""
+        import tvm.s_tir.meta_schedule as ms
+
+        return ms.cost_model.CostModel.create(self.cost_model_name, num_tuning_cores=self.num_threads)
 
     # ---- ask / tell ------------------------------------------------------------------------
     def ask(self, n: int) -> list[TraceConfig]:
