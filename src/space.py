@@ -95,19 +95,9 @@ class ChoiceKnob:
 
 
 @dataclass(frozen=True)
-class NumericKnob:
-    """A knob over numbers (unroll/partition factors, pipeline on/off as 0/1), min-max encoded."""
-
-    name: str
-    values: tuple = field(default_factory=tuple)
-
-    @property
-    def entities(self) -> list:
-        return list(self.values)
-
-    @property
-    def n_features(self) -> int:
-        return 1
+class NumericKnob(ChoiceKnob):
+    """A knob over numbers (unroll/partition factors, pipeline on/off as 0/1), min-max encoded:
+    a :class:`ChoiceKnob` whose feature is the value's position between the smallest and largest."""
 
     def encode(self, entity_index: int) -> list[float]:
         lo, hi = float(min(self.values)), float(max(self.values))
