@@ -66,7 +66,8 @@ def read_table(path: str, space, fidelities: list[str], objectives: list[str]) -
             raise UserError(f"target.table={path!r}: row {i} is {row}, the space has {cfg} there")
     df["error"] = ""
     for f in fidelities:
-        df[f"{f}.error"] = df[f"{f}.error"].fillna("").astype(str)
+        col = df[f"{f}.error"]  # all-empty error columns are read as float NaN
+        df[f"{f}.error"] = col.astype(object).where(col.notna(), "").astype(str)
     return df.set_index("index", drop=False)
 
 
