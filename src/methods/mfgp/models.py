@@ -137,6 +137,20 @@ def maximize_mll(model, likelihood, X, Y, settings: FitSettings, steps: int) -> 
     return value
 
 
+def _fit_data(gp, X, Y, steps: int | None) -> float:
+    """Give ``gp`` (ICMGP or IndependentGP) its training data -- build the model on the first call,
+    warm-start later -- and maximize the marginal likelihood for ``steps`` (None: the fit settings'
+    ``steps`` for a new model, ``refit_steps`` after). Returns the MLL (NaN when no step is taken)."""
+    fresh = gp.model is None
+    if fresh:
+        gp._build(X, Y)
+    else:
+        gp.model.set_train_data(X, Y, strict=False)
+    s = gp.fit_settings
+    steps = (s.steps if fresh else s.refit_steps) if steps is None else steps
+    return maximize_mll(gp.model, gp.likelihood, X, Y, s, steps) if steps else math.nan
+
+
 class _Standardizer:
     """Per-objective standardization of Y [n, M] (an outcome transform; predictions map back)."""
 
@@ -199,14 +213,7 @@ class ICMGP:
         X, Y = torch.as_tensor(X, dtype=DTYPE), torch.as_tensor(Y, dtype=DTYPE)
         self.scaler = _Standardizer(Y)
         Ys = self.scaler.forward(Y)
-        fresh = self.model is None
-        if fresh:
-            self._build(X, Ys)
-        else:
-            self.model.set_train_data(X, Ys, strict=False)
-        s = self.fit_settings
-        steps = (s.steps if fresh else s.refit_steps) if steps is None else steps
-        return maximize_mll(self.model, self.likelihood, X, Ys, s, steps) if steps else math.nan
+        return _fit_data(self, X, Ys, steps)
 
     @torch.no_grad()
     def predict(self, X, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
@@ -300,14 +307,7 @@ class IndependentGP:
         if self.link == "ar1" and self.d_f:  # the lower prediction enters the mean in standardized units
             Xb = Xb.clone()
             Xb[..., -1] = (Xb[..., -1] - self.scaler.mean[:, None]) / self.scaler.std[:, None]
-        fresh = self.model is None
-        if fresh:
-            self._build(Xb, Yb)
-        else:
-            self.model.set_train_data(Xb, Yb, strict=False)
-        s = self.fit_settings
-        steps = (s.steps if fresh else s.refit_steps) if steps is None else steps
-        return maximize_mll(self.model, self.likelihood, Xb, Yb, s, steps) if steps else math.nan
+        return _fit_data(self, Xb, Yb, steps)
 
     def _test_inputs(self, X):
         Xb = self._inputs(X)
