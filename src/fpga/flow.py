@@ -34,6 +34,8 @@ EST = {
     "ns_lut_mult": 9.0,          # ns: LUT multiplier
     "ns_add_level": 1.4,         # ns per adder-tree level (incl. accumulator)
     "ns_overhead": 2.5,          # ns: clock-to-out, routing
+    "lut_per_lutram_bit": 0.125, # LUT RAM (DPR16X4: 64 bits in 8 LUT4s... our read-out of nextpnr's count)
+    "lut_per_reg_bit": 0.5,      # read multiplexer of a register-bound bank, per stored bit
 }
 
 
@@ -67,15 +69,26 @@ def estimate(kernel: Kernel, cfg: dict) -> StageResult:
     aw, w = kernel.acc_width, kernel.width
     levels = math.ceil(math.log2(n_red)) + 1 if n_red > 1 else 1
     mult_ns = EST["ns_dsp_mult"] if d.mul_core == "dsp" else EST["ns_lut_mult"]
-    crit = (max(mult_ns, EST["ns_add_level"] * levels) if d.pipeline else mult_ns + EST["ns_add_level"] * levels)
+    add_ns = EST["ns_add_level"] * levels
+    if d.pipeline >= 2:  # product and adder-tree registers: the accumulator add is a stage of its own
+        crit = max(mult_ns, add_ns - EST["ns_add_level"], EST["ns_add_level"])
+    elif d.pipeline == 1:
+        crit = max(mult_ns, add_ns)
+    else:
+        crit = mult_ns + add_ns
     fmax = 1e3 / (crit + EST["ns_overhead"])
     rom_bits = top.n_steps * sum(math.ceil(math.log2(max(b[2], 2))) * b[0] for b in top.banks.values())
     adders = n_out * (n_red - 1 + 1)
     luts = (n_lanes * EST["lut_per_lut_mult"] * (d.mul_core == "lut") + adders * aw * EST["lut_per_add_bit"]
             + rom_bits * EST["lut_per_rom_bit"] + EST["lut_per_mux_input"] * (n_out + n_lanes))
-    ffs = EST["ff_ctrl"] + n_out * aw + d.pipeline * n_lanes * 2 * w
+    bank_bits = sum(b[0] * b[2] for b in top.banks.values()) * w  # stored input bits
+    n_banks = sum(b[0] for b in top.banks.values())
+    storage = top.storage
+    luts += bank_bits * (EST["lut_per_lutram_bit"] * (storage == "lutram") + EST["lut_per_reg_bit"] * (storage == "reg"))
+    ffs = (EST["ff_ctrl"] + n_out * aw + (d.pipeline >= 1) * n_lanes * 2 * w + (d.pipeline >= 2) * n_out * aw
+           + bank_bits * (storage == "reg"))
     m = {"cycles": d.cycles, "fmax_mhz": fmax, "luts": float(round(luts)), "ffs": float(ffs),
-         "dsps": float(n_lanes if d.mul_core == "dsp" else 0), "brams": 0.0}
+         "dsps": float(n_lanes if d.mul_core == "dsp" else 0), "brams": float(n_banks * (storage == "bram"))}
     return StageResult(True, m, "", time.perf_counter() - t0)
 
 

@@ -8,8 +8,11 @@ Architecture (all widths in bits; one clock domain ``sync``):
   lane reads (when it varies between steps), and first/last flags of the reduction;
 - ``n_out x n_red`` multiply lanes (the unroll factors), an adder tree per output lane and an
   accumulator; ``mul_core`` picks hard multipliers (``dsp``) or LUT multipliers (``lut``, Yosys
-  ``synth_ecp5 -nodsp``); ``pipeline=1`` adds a register stage after the multipliers (higher Fmax,
-  more FFs, one more cycle of latency);
+  ``synth_ecp5 -nodsp``); ``pipeline=1`` adds a register stage after the multipliers, ``pipeline=2``
+  one more after the adder trees (higher Fmax, more FFs, one more cycle of latency per stage);
+- ``storage`` binds the input banks to block RAM (``bram``: DP16KD), distributed LUT RAM (``lutram``)
+  or flip-flops (``reg``), through Yosys' ``ram_style`` attribute (``block`` / ``distributed`` /
+  ``logic``), like HLS ``bind_storage`` (``reg`` = a completely partitioned bank);
 - one output memory per output lane (depth = output groups), read back by the host.
 
 Cycles per run = steps + pipeline depth (``Design.cycles``). Host protocol: write X and W with
@@ -27,6 +30,9 @@ from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal, u
 from amaranth.lib.memory import Memory
 
 from tunebench.fpga.kernels import Kernel, Schedule
+
+
+RAM_STYLE = {"auto": None, "bram": "block", "lutram": "distributed", "reg": "logic"}  # Yosys ram_style
 
 
 def _bits(n: int) -> int:
@@ -52,6 +58,9 @@ class Accelerator(Elaboratable):
         self.kernel, self.cfg = kernel, dict(cfg)
         self.sched = kernel.schedule(cfg)
         self.pipeline = int(cfg["pipeline"])
+        self.storage = cfg.get("storage", "auto")
+        if self.storage not in RAM_STYLE:
+            raise ValueError(f"storage={self.storage!r} is unknown; valid: {', '.join(RAM_STYLE)}")
         w, aw = kernel.width, kernel.acc_width
         self.n_out, self.n_red = self.sched.lanes
         self.n_steps = len(self.sched.steps)
@@ -74,7 +83,7 @@ class Accelerator(Elaboratable):
 
     @property
     def cycles(self) -> int:
-        """Clock cycles from ``start`` to ``done``: steps + ROM + bank read + optional product stage."""
+        """Clock cycles from ``start`` to ``done``: steps + ROM + bank read + pipeline stages + acc."""
         return self.n_steps + 2 + self.pipeline + 1
 
     def _control_table(self):
@@ -150,7 +159,8 @@ class Accelerator(Elaboratable):
             n_banks, _, depth = self.banks[a]
             datas = []
             for b in range(n_banks):
-                mem = Memory(shape=unsigned(w), depth=depth, init=[])
+                style = RAM_STYLE[self.storage]
+                mem = Memory(shape=unsigned(w), depth=depth, init=[], attrs={"ram_style": style} if style else None)
                 m.submodules[f"bank_{a}_{b}"] = mem
                 wp, rp = mem.write_port(), mem.read_port()
                 m.d.comb += [wp.addr.eq(self.wr_addr), wp.data.eq(self.wr_data),
@@ -170,7 +180,7 @@ class Accelerator(Elaboratable):
         prods = [Signal(2 * w, name=f"p{l}") for l in range(n_lanes)]
         m.d.comb += [p.eq(lane_data[k.x_name][l] * lane_data[k.w_name][l]) for l, p in enumerate(prods)]
         v_acc, first, last = v2, ctl_d["first"], ctl_d["last"]
-        if self.pipeline:
+        if self.pipeline >= 1:
             prods_r = [Signal(2 * w, name=f"pr{l}") for l in range(n_lanes)]
             v3, first3, last3 = Signal(), Signal(), Signal()
             m.d.sync += [pr.eq(p) for pr, p in zip(prods_r, prods)]
@@ -179,7 +189,7 @@ class Accelerator(Elaboratable):
 
         # --- adder trees, accumulators, output memories ----------------------------------------
         group = Signal(_bits(self.n_groups + 1))
-        out_rd = []
+        out_rd, sums = [], []
         for o in range(self.n_out):
             terms = prods[o * self.n_red:(o + 1) * self.n_red]
             while len(terms) > 1:
@@ -191,9 +201,17 @@ class Accelerator(Elaboratable):
                 if len(terms) % 2:
                     nxt.append(terms[-1])
                 terms = nxt
+            sums.append(terms[0])
+        if self.pipeline >= 2:  # register after the adder trees
+            sums_r = [Signal(aw, name=f"sr{o}") for o in range(self.n_out)]
+            v4, first4, last4 = Signal(), Signal(), Signal()
+            m.d.sync += [r.eq(t) for r, t in zip(sums_r, sums)]
+            m.d.sync += [v4.eq(v_acc), first4.eq(first), last4.eq(last)]
+            sums, v_acc, first, last = sums_r, v4, first4, last4
+        for o in range(self.n_out):
             acc = Signal(aw, name=f"acc{o}")
             new = Signal(aw, name=f"new{o}")
-            m.d.comb += new.eq(Mux(first, 0, acc) + terms[0])
+            m.d.comb += new.eq(Mux(first, 0, acc) + sums[o])
             omem = Memory(shape=unsigned(aw), depth=self.n_groups, init=[])
             m.submodules[f"out_{o}"] = omem
             wp, rp = omem.write_port(), omem.read_port(domain="comb")
