@@ -32,14 +32,20 @@ def test_missing_tools_is_a_one_line_error(monkeypatch):
 def test_directives_tcl():
     k = get_kernel("gemm")
     cfg = dict(unroll_i=1, unroll_j=2, unroll_k=4, partition_A_type="cyclic", partition_A_factor=4,
-               partition_B_type="cyclic", partition_B_factor=8, pipeline=1, mul_core="lut")
+               partition_B_type="cyclic", partition_B_factor=8, pipeline=1, mul_core="lut",
+               storage="lutram")
     tcl = vf.directives_tcl(k, cfg).splitlines()[1:]
     assert tcl == ["set_directive_unroll -factor 2 gemm/L_j", "set_directive_unroll -factor 4 gemm/L_k",
                    "set_directive_array_partition -type cyclic -factor 4 -dim 2 gemm A",
                    "set_directive_array_partition -type cyclic -factor 4 -dim 1 gemm B",
                    "set_directive_array_partition -type cyclic -factor 2 -dim 2 gemm B",
+                   "set_directive_bind_storage -type ram_2p -impl lutram gemm A",
+                   "set_directive_bind_storage -type ram_2p -impl lutram gemm B",
                    "set_directive_pipeline -II 1 gemm/L_k",
-                   "set_directive_bind_op -op mul -impl fabric gemm prod"]
+                   "set_directive_bind_op -op mul -impl fabric -latency 2 gemm prod"]
+    tcl = vf.directives_tcl(k, dict(cfg, storage="reg", pipeline=2)).splitlines()[1:]
+    assert "set_directive_array_partition -type complete -dim 0 gemm A" in tcl
+    assert tcl[-1] == "set_directive_bind_op -op mul -impl fabric -latency 3 gemm prod"
 
 
 def test_three_fidelities_and_report_parsing(vivado_target, tmp_path):

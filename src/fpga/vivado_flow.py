@@ -3,7 +3,8 @@
 Per config, in ``<workdir>/<task>/<index>/``:
 
 - ``<kernel>.cpp`` (from ``src/fpga/hls_src``) and ``directives.tcl`` (``set_directive_unroll``,
-  ``set_directive_array_partition`` per partitioned dim, ``set_directive_pipeline``,
+  ``set_directive_array_partition`` per partitioned dim, ``set_directive_bind_storage`` (``storage``;
+  ``reg`` = complete partitioning), ``set_directive_pipeline``,
   ``set_directive_bind_op -op mul -impl dsp|fabric``);
 - ``hls.tcl``: Vitis HLS project, ``csynth_design`` (fidelity ``estimate``: the HLS report);
 - ``vivado.tcl``: Vivado batch run on the HLS Verilog: ``synth_design`` (fidelity ``synth``), plus
@@ -42,10 +43,18 @@ def directives_tcl(kernel: Kernel, cfg: dict) -> str:
                 if f > 1:
                     lines.append(f"set_directive_array_partition -type {cfg[f'partition_{a}_type']} "
                                  f"-factor {f} -dim {dim} {top} {a}")
-    if int(cfg["pipeline"]):
+    storage = cfg.get("storage", "auto")
+    for a in kernel.arrays:
+        if storage == "reg":  # registers: every bank completely partitioned
+            lines.append(f"set_directive_array_partition -type complete -dim 0 {top} {a}")
+        elif storage in ("bram", "lutram"):
+            lines.append(f"set_directive_bind_storage -type ram_2p -impl {storage} {top} {a}")
+    pipe = int(cfg["pipeline"])
+    if pipe:
         lines.append(f"set_directive_pipeline -II 1 {top}/L_{kernel.loop_order[-1]}")
     impl = "dsp" if cfg["mul_core"] == "dsp" else "fabric"
-    lines.append(f"set_directive_bind_op -op mul -impl {impl} {top} prod")
+    latency = f" -latency {pipe + 1}" if pipe else ""  # 1: product register; 2: + adder-tree register
+    lines.append(f"set_directive_bind_op -op mul -impl {impl}{latency} {top} prod")
     return "\n".join(lines) + "\n"
 
 

@@ -105,8 +105,11 @@ def _load_resume(tracker: Tracker, run_id: str) -> tuple[dict, str]:
 
 
 def _best_checked(result: TaskResult, target, check: bool, max_tries: int = 3) -> tuple[Measurement | None, list]:
-    """The fastest valid config whose output matches the reference (tries the next on a mismatch)."""
-    ranked = result.ranked()
+    """The fastest valid config whose output matches the reference (tries the next on a mismatch).
+    On a multi-fidelity target only the highest fidelity's measurements rank (a cheap estimate is
+    no result)."""
+    fidelities = getattr(target, "fidelities", None)
+    ranked = result.ranked(fidelities[-1] if fidelities else None)
     if not check:
         return (ranked[0] if ranked else None), []
     checks = []

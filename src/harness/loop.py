@@ -31,9 +31,9 @@ class TaskResult:
     def valid(self) -> list[Measurement]:
         return [m for m in self.measurements if m.valid]
 
-    def ranked(self) -> list[Measurement]:
-        """Valid measurements, fastest first."""
-        return sorted(self.valid, key=lambda m: m.latency_s)
+    def ranked(self, fidelity: str | None = None) -> list[Measurement]:
+        """Valid measurements (at ``fidelity`` when given), fastest first."""
+        return sorted((m for m in self.valid if fidelity is None or m.fidelity == fidelity), key=lambda m: m.latency_s)
 
     @property
     def n_invalid(self) -> int:
