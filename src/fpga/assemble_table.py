@@ -6,7 +6,9 @@ Every (config, fidelity) of the kernel's current pruned space found in the recor
 knob values, so records of an earlier, larger space count) is reused; the rest is measured with
 ``target=fpga_open`` (conf/target/fpga_open.yaml) in index order, as ``method=exhaustive`` would.
 The result equals an exhaustive run for the same tool versions (nextpnr's placer seed is fixed);
-only the recorded tool seconds differ with machine load.
+only the recorded tool seconds differ with machine load. ``--new-records <file>`` appends every live
+measurement to a record file as it arrives, so an interrupted run can be resumed by passing that file
+back among the record files.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import yaml
 
 from tunebench.fpga.table import write_table
 from tunebench.fpga.tasks import fpga_tasks
+from tunebench.harness.records import record_line
 from tunebench.targets import make_target
 from tunebench.task import Measurement
 
@@ -31,6 +34,7 @@ def main(argv=None) -> None:
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--new-records", default=None, help="append live measurements here (JSON lines)")
     ap.add_argument("records", nargs="*")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -59,6 +63,9 @@ def main(argv=None) -> None:
             if (i, f) not in have:
                 m = target.measure(task, [space.get(i)], f)[0]
                 logging.info("config %d %s: %s %s", i, f, m.objectives, m.error)
+                if args.new_records:
+                    with open(args.new_records, "a") as fh:
+                        fh.write(json.dumps(record_line(m, task)) + "\n")
                 have[(i, f)] = m
             out.append(have[(i, f)])
     target.close()
