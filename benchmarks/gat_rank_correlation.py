@@ -3,7 +3,8 @@
 For GAT (seed 000 Ch. 5), its ablations (mhsa, gnn_mlp, graph layers gcn/gat/sage) and MetaSchedule's
 XGBoost cost model (``ms.cost_model.XGBModel``, TVM 0.27 defaults, fed task by task through its
 ``update`` as the task scheduler does). Records of MetaSchedule runs are split by task: every
-``--holdout-every``-th task (sorted by task id) is held out; the models train on the rest and are
+``--holdout-every``-th task (sorted by task id) is held out, or with ``--holdout-model <name>`` every
+task of that model (train on the other models' records, test on the test model's); the models train on the rest and are
 scored per held-out task with Spearman's rho and Kendall's tau (predicted latency vs measured; for
 XGB the predicted score is a throughput, so its negative is ranked). Reported: mean over held-out tasks.
 
@@ -26,6 +27,7 @@ def main() -> None:
     ap.add_argument("--workdir", default=".")
     ap.add_argument("--epochs", type=int, default=300)
     ap.add_argument("--holdout-every", type=int, default=4)
+    ap.add_argument("--holdout-model", default=None, help="hold out every task of this model instead")
     ap.add_argument("--variants", default="gat:graphconv,mhsa:graphconv,gnn_mlp:graphconv,gat:gcn,gat:gat,gat:sage")
     ap.add_argument("--out", default="benchmarks/results/gat_rank_correlation.json")
     args = ap.parse_args()
@@ -39,7 +41,12 @@ def main() -> None:
     ds = build_dataset(args.records, args.workdir, keep_candidates=True)
     tids = np.array(ds["task_id"])
     tasks = sorted(set(tids))
-    held = set(tasks[::args.holdout_every])
+    if args.holdout_model:
+        held = {t for t, m in zip(tids, ds["model"]) if m == args.holdout_model}
+        if not held:
+            raise SystemExit(f"--holdout-model {args.holdout_model}: no records of it; models: {sorted(set(ds['model']))}")
+    else:
+        held = set(tasks[::args.holdout_every])
     train = np.array([t not in held for t in tids])
     print(f"{len(tids)} programs, {len(tasks)} tasks, {len(held)} held out ({time.time() - t0:.0f} s)", flush=True)
 
