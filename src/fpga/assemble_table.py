@@ -35,6 +35,8 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--new-records", default=None, help="append live measurements here (JSON lines)")
+    ap.add_argument("--reverse", action="store_true",
+                    help="measure the missing configs from the last index down (a second worker beside a forward run)")
     ap.add_argument("records", nargs="*")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -58,7 +60,7 @@ def main(argv=None) -> None:
     logging.info("%s: %d configs x %d fidelities, %d reused from records", args.kernel, space.size,
                  len(target.fidelities), len(have))
     out = []
-    for i in range(space.size):
+    for i in (reversed(range(space.size)) if args.reverse else range(space.size)):
         for f in target.fidelities:
             if (i, f) not in have:
                 m = target.measure(task, [space.get(i)], f)[0]
@@ -69,6 +71,7 @@ def main(argv=None) -> None:
                 have[(i, f)] = m
             out.append(have[(i, f)])
     target.close()
+    out.sort(key=lambda m: m.config.index)  # stable: fidelities stay in order within a config
     write_table(args.out, space, target.fidelities, target.objectives, out)
     logging.info("wrote %s", args.out)
 
