@@ -95,7 +95,9 @@ def test_stat_features(candidates):
     _task, ctx, cands = candidates
     s = stat_features(ctx, cands)
     assert s.shape == (len(cands), STAT_DIM) and np.all(np.isfinite(s))
-    assert not np.allclose(s[0], s[1])
+    # the features tell programs apart (two sampled candidates may be the same program: the
+    # multi-threaded evolutionary search does not draw the same set every run)
+    assert len({tuple(np.round(row, 4)) for row in s}) > 1
 
 
 @pytest.mark.parametrize("variant,layer", [("gat", "graphconv"), ("mhsa", "graphconv"), ("gnn_mlp", "graphconv"),
