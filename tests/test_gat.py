@@ -145,6 +145,13 @@ def test_training_loss_decreases_and_checkpoint_roundtrip(candidates, tmp_path):
     m.save(path)
     m2 = GATCostModel.load(path)
     assert np.allclose(m.predict(stats, graphs), m2.predict(stats, graphs), atol=1e-5)
+    # MetaSchedule's CostModel.load on the method's Python cost model reads the same checkpoint
+    from tunebench.methods.gat import make_py_cost_model
+
+    pcm = make_py_cost_model(GATCostModel(lr=2e-4, epochs=7, batch_size=8))
+    pcm.load(path)
+    assert pcm.model.fitted and (pcm.model.lr, pcm.model.epochs) == (2e-4, 7)
+    assert np.allclose(m.predict(stats, graphs), pcm.model.predict(stats, graphs), atol=1e-5)
 
 
 @pytest.mark.slow

@@ -14,7 +14,6 @@ back among the record files.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 
@@ -22,7 +21,7 @@ import yaml
 
 from tunebench.fpga.table import write_table
 from tunebench.fpga.tasks import fpga_tasks
-from tunebench.harness.records import record_line
+from tunebench.harness.records import RecordFile, read_records
 from tunebench.targets import make_target
 from tunebench.task import Measurement
 
@@ -48,29 +47,29 @@ def main(argv=None) -> None:
     space = task.space
     have: dict[tuple[int, str], Measurement] = {}
     for path in args.records:
-        with open(path) as fh:
-            for line in fh:
-                rec = json.loads(line)
-                try:
-                    cfg = space.from_dict(rec["config"])
-                except (ValueError, KeyError):
-                    continue  # a config of the earlier space that this space prunes
-                rec = {**rec, "index": cfg.index}
-                have[(cfg.index, rec["fidelity"])] = Measurement.from_record(rec, space)
+        for rec in read_records(path):  # a killed worker's half line is left out
+            try:
+                cfg = space.from_dict(rec["config"])
+            except (ValueError, KeyError):
+                continue  # a config of the earlier space that this space prunes
+            rec = {**rec, "index": cfg.index}
+            have[(cfg.index, rec["fidelity"])] = Measurement.from_record(rec, space)
     logging.info("%s: %d configs x %d fidelities, %d reused from records", args.kernel, space.size,
                  len(target.fidelities), len(have))
+    new_records = RecordFile(args.new_records) if args.new_records else None
     out = []
     for i in (reversed(range(space.size)) if args.reverse else range(space.size)):
         for f in target.fidelities:
             if (i, f) not in have:
                 m = target.measure(task, [space.get(i)], f)[0]
                 logging.info("config %d %s: %s %s", i, f, m.objectives, m.error)
-                if args.new_records:
-                    with open(args.new_records, "a") as fh:
-                        fh.write(json.dumps(record_line(m, task)) + "\n")
+                if new_records:
+                    new_records.append(m, task)
                 have[(i, f)] = m
             out.append(have[(i, f)])
     target.close()
+    if new_records:
+        new_records.close()
     out.sort(key=lambda m: m.config.index)  # stable: fidelities stay in order within a config
     write_table(args.out, space, target.fidelities, target.objectives, out)
     logging.info("wrote %s", args.out)

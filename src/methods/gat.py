@@ -46,7 +46,8 @@ def make_py_cost_model(model, min_train: int = 8, online_epochs: int = 50):
             self.n_updates = 0
 
         def load(self, path: str) -> None:
-            raise NotImplementedError("load a GAT model with method.pretrained=<path>")
+            m = self.model  # a checkpoint from save() / `gat train`, trained on with this model's settings
+            self.model = type(m).load(path, lr=m.lr, epochs=m.epochs, batch_size=m.batch_size)
 
         def save(self, path: str) -> None:
             self.model.save(path)
