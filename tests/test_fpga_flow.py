@@ -1,5 +1,4 @@
 """target=fpga_open: the three fidelities on the smallest design, stage reuse, and invalid designs."""
-import numpy as np
 import pytest
 
 from tunebench.fpga import flow

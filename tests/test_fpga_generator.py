@@ -1,4 +1,4 @@
-"""The Amaranth generators compute what numpy computes (functional simulation), for both kernels."""
+"""The Amaranth generators compute what numpy computes (functional simulation), for every kernel."""
 import numpy as np
 import pytest
 
@@ -54,16 +54,40 @@ def test_conv_designs_match_numpy(want):
     np.testing.assert_array_equal(out, ref)
 
 
+@pytest.mark.parametrize("want, lanes", [
+    (dict(unroll_r=1, unroll_c=1, unroll_k=1, pipeline=0), 1),
+    (dict(unroll_r=1, unroll_c=1, unroll_k=3, pipeline=1), 3),   # the 3 diagonals of a row at once
+    (dict(unroll_r=4, unroll_c=1, unroll_k=1, pipeline=2), 4),   # block partition: one lane per matrix block
+    (dict(unroll_r=1, unroll_c=4, unroll_k=3, pipeline=0), 12),  # 12 val banks, 6 x banks (4 rows + halo)
+])
+def test_spmv_designs_match_numpy(want, lanes):
+    k = get_kernel("spmv")
+    cfg = _pick(k.space, **want)
+    val, x = _inputs(k, seed=3)
+    out, cycles = simulate(k, cfg, val, x)
+    # y = M x with M the 32 x 40 block-tridiagonal matrix whose diagonals val holds (DIA format)
+    M = np.zeros((32, 40), dtype=np.int64)
+    for r in range(4):
+        for c in range(8):
+            for d in range(3):
+                M[8 * r + c, 10 * r + c + d] = val[r, c, d]
+    np.testing.assert_array_equal(out.reshape(-1), M @ x.reshape(-1).astype(np.int64))
+    d = build(k, cfg)
+    d.top._MustUse__silence = True
+    assert d.lanes == lanes and cycles == d.cycles == 96 // lanes + 3 + cfg["pipeline"]
+
+
 def test_every_pruned_design_simulates_correctly():
-    """Every pruned design up to its storage binding (which only sets Yosys' ``ram_style``; 102
-    designs), on one random input each: the generator has no untested corner."""
-    for name in ("gemm", "conv"):
+    """Every pruned design up to its storage binding and multiplier core (which only set Yosys'
+    ``ram_style`` and ``-nodsp``: the RTL is the same; 102 designs), on one random input each: the
+    generator has no untested corner."""
+    for name in ("gemm", "conv", "spmv"):
         k = get_kernel(name)
         x, w = _inputs(k, seed=2)
         ref = k.reference(x, w)
         for i in range(k.space.size):
             cfg = k.space.get(i).to_dict()
-            if cfg["storage"] != "bram":
+            if cfg["storage"] != "bram" or cfg["mul_core"] != "dsp":
                 continue
             out, _ = simulate(k, cfg, x, w)
             assert np.array_equal(out, ref), (name, i)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fpga_tiny import FIDELITIES, OBJECTIVES, STAGE_S, TinyTableTarget, run_method, tiny_task
+from fpga_tiny import FIDELITIES, OBJECTIVES, TinyTableTarget, run_method, tiny_task
 from tunebench.errors import UserError
 from tunebench.harness.pareto import adrs, pareto_front
 from tunebench.methods import make_method

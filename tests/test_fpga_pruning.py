@@ -35,7 +35,21 @@ def test_conv_block_partition_conflicts_with_the_halo():
     assert k.prune_reason(ok) == ""  # 2 outputs x 3 taps read 4 distinct columns: cyclic factor 4
 
 
-@pytest.mark.parametrize("name, full, kept", [("gemm", 64800, 216), ("conv", 36288, 90)])
+def test_spmv_val_has_no_reuse():
+    """SpMV (DIA): every lane reads its own matrix value, so val needs as many banks as lanes, while
+    x is shared along a row's diagonals (the halo: 4 rows x 3 diagonals read 6 elements of x)."""
+    k = get_kernel("spmv")
+    cfg = dict(unroll_r=1, unroll_c=4, unroll_k=3, partition_val_type="cyclic", partition_val_factor=12,
+               partition_x_type="cyclic", partition_x_factor=6, pipeline=0, mul_core="dsp", storage="bram")
+    assert k.prune_reason(cfg) == ""
+    assert k.prune_reason(dict(cfg, partition_val_factor=6)).startswith("factor: partition_val_factor=6")
+    assert k.prune_reason(dict(cfg, unroll_r=2)).startswith("cyclic->inner")
+    rows = dict(cfg, unroll_r=2, unroll_c=1, unroll_k=1, partition_val_type="block", partition_val_factor=2,
+                partition_x_type="block", partition_x_factor=2)
+    assert k.prune_reason(rows) == ""  # one lane per pair of matrix blocks: no bank is shared
+
+
+@pytest.mark.parametrize("name, full, kept", [("gemm", 64800, 216), ("conv", 72576, 180), ("spmv", 38880, 144)])
 def test_space_sizes_and_accounting(name, full, kept):
     k = get_kernel(name)
     sp = k.space

@@ -8,7 +8,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tunebench.fpga import flow
-from tunebench.fpga.table import read_table, write_table
+from tunebench.fpga.kernels import KERNELS
+from tunebench.fpga.table import default_table, read_table, write_table
 from tunebench.fpga.tasks import fpga_tasks
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
@@ -157,3 +158,19 @@ def test_fpga_model_and_target_must_match(tmp_path, over):
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", *over])
     with pytest.raises(UserError, match="do not go together"):
         run_experiment(cfg)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_shipped_table_matches_its_space_and_reference_point(kernel):
+    """Every kernel ships a ground-truth table of its current pruned space (a space change without a
+    regenerated table fails here), measured at all three fidelities, and the hypervolume reference point
+    of both FPGA targets holds every valid impl design (otherwise designs would add no volume)."""
+    for name in ("fpga_open", "table"):
+        cfg = load_conf(f"target/{name}.yaml")
+        task = fpga_tasks({"name": f"hls_{kernel}", "kernel": kernel}, "table")[0]
+        df = read_table(default_table(kernel), task.space, cfg["fidelities"], cfg["objectives"])
+        assert all((df[f"{f}.error"] != "not measured").all() for f in cfg["fidelities"])
+        ok = df["impl.valid"] == 1
+        Y = df.loc[ok, [f"impl.{o}" for o in cfg["objectives"]]].to_numpy(dtype=float)
+        scale = np.array([cfg["scale"][o] for o in cfg["objectives"]])
+        assert ok.sum() > 0 and (Y / scale < np.array(cfg["reference_point"])).all()

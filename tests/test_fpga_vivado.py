@@ -1,12 +1,13 @@
 """target=vivado with stand-in vitis_hls/vivado executables (tests/standin_xilinx) that write
 reports in the tools' formats: project files, report parsing, fidelities, errors."""
 import os
+import re
 
 import pytest
 
 from tunebench.errors import UserError
 from tunebench.fpga import vivado_flow as vf
-from tunebench.fpga.kernels import get_kernel
+from tunebench.fpga.kernels import KERNELS, get_kernel
 from tunebench.fpga.tasks import fpga_tasks
 from tunebench.targets import make_target
 from conftest import TESTS, load_conf
@@ -46,6 +47,19 @@ def test_directives_tcl():
     tcl = vf.directives_tcl(k, dict(cfg, storage="reg", pipeline=2)).splitlines()[1:]
     assert "set_directive_array_partition -type complete -dim 0 gemm A" in tcl
     assert tcl[-1] == "set_directive_bind_op -op mul -impl fabric -latency 3 gemm prod"
+
+
+def test_every_kernel_has_an_hls_source_with_the_directive_labels():
+    """The directives TCL names loop labels ``L_<loop>``, the arrays and the product ``prod``; each
+    kernel's C++ source must have them, or Vitis HLS would ignore the directive."""
+    for name in KERNELS:
+        k = get_kernel(name)
+        with open(os.path.join(vf.HLS_SRC, f"{name}.cpp")) as fh:
+            src = fh.read()
+        assert f"void {name}(" in src
+        assert all(f"L_{lp}:" in src for lp in k.loop_order)
+        assert all(re.search(rf"\b{a}\[", src) for a in [*k.arrays, k.spec["output"]["name"]])
+        assert "unsigned int prod =" in src
 
 
 def test_three_fidelities_and_report_parsing(vivado_target, tmp_path):

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Elaboratable, Module, Mux, Signal, unsigned
 from amaranth.lib.memory import Memory
 
 from tunebench.fpga.kernels import Kernel, Schedule

@@ -2,7 +2,7 @@
 static schedule a config implies.
 
 A kernel is a loop nest computing outputs as sums of products ``X[..] * W[..]`` (GEMM: A and B;
-conv: img and w). Its directive knobs (unroll factor per loop, partition type and factor per input
+conv: img and w; SpMV in DIA format: val and x). Its directive knobs (unroll factor per loop, partition type and factor per input
 array, pipeline on/off, multiplier core) are listed in the YAML; the full space is their product.
 
 Pruning (seed 000 §3.3.1, Algorithm 1, our instantiation): arrays are root nodes, the loops indexing
@@ -43,7 +43,7 @@ from tunebench.errors import UserError
 from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob
 
 SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "datasets", "hls")
-KERNELS = ("gemm", "conv")
+KERNELS = ("gemm", "conv", "spmv")
 
 
 def load_spec(kernel: str) -> dict:
@@ -179,9 +179,15 @@ class Kernel:
 
     # ---- semantics -------------------------------------------------------------------
     def reference(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """Software reference (int64): GEMM ``x @ w``; conv valid 2-D correlation of x by w."""
+        """Software reference (int64), written independently of the loop-nest description: GEMM
+        ``x @ w``; conv the valid 2-D correlation of x by w; SpMV (DIA) ``y[r, c] = sum_k x[r, c, k] *
+        w[r, c + k]`` (x the diagonals, w the padded vector)."""
         if self.kind == "hls_gemm":
             return x.astype(np.int64) @ w.astype(np.int64)
+        if self.kind == "hls_spmv":
+            n_diag = x.shape[-1]
+            windows = np.lib.stride_tricks.sliding_window_view(w.astype(np.int64), n_diag, axis=1)
+            return np.einsum("rck,rck->rc", x.astype(np.int64), windows)
         H, W = self.out_sizes
         kh, kw = w.shape
         out = np.zeros((H, W), dtype=np.int64)
@@ -275,7 +281,7 @@ _KERNELS: dict[str, Kernel] = {}
 
 
 def get_kernel(kernel: str) -> Kernel:
-    """The (cached) :class:`Kernel` named ``kernel`` (``gemm`` or ``conv``)."""
+    """The (cached) :class:`Kernel` named ``kernel`` (one of :data:`KERNELS`)."""
     if kernel not in _KERNELS:
         _KERNELS[kernel] = Kernel(load_spec(kernel))
     return _KERNELS[kernel]

@@ -7,13 +7,15 @@ Columns: ``index``, one per knob (knob name), then per fidelity ``f`` and object
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
 import pandas as pd
 
 from tunebench.errors import UserError
-from tunebench.targets.fpga_common import TOOL_STAGES
+from tunebench.targets.fpga_common import TOOL_STAGES, stage_chain
+from tunebench.task import Measurement
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "fpga")
 
@@ -69,6 +71,50 @@ def read_table(path: str, space, fidelities: list[str], objectives: list[str]) -
         col = df[f"{f}.error"]  # all-empty error columns are read as float NaN
         df[f"{f}.error"] = col.astype(object).where(col.notna(), "").astype(str)
     return df.set_index("index", drop=False)
+
+
+def row_measurement(task, config, row, fidelity: str, objectives: list[str], stage_s: dict) -> Measurement:
+    """The measurement a table row holds for ``config`` at ``fidelity``, charged ``stage_s`` (tool
+    seconds per stage; ``cost_s`` is their sum)."""
+    cost = sum(stage_s.values())
+    if int(row[f"{fidelity}.valid"]) != 1:
+        err = row[f"{fidelity}.error"]
+        return Measurement(task.id, config, valid=False, error=str(err) if isinstance(err, str) and err else
+                           "invalid in table", cost_s=cost, build_s=cost, fidelity=fidelity, stage_s=stage_s)
+    obj = {o: float(row[f"{fidelity}.{o}"]) for o in objectives}
+    delay = obj.get("delay_s", math.inf)
+    return Measurement(task.id, config, valid=True, latency_s=delay,
+                       gflops=task.flops / delay / 1e9 if math.isfinite(delay) else 0.0,
+                       cost_s=cost, build_s=cost, fidelity=fidelity, objectives=obj, stage_s=stage_s)
+
+
+def table_measurements(path: str, task, fidelities: list[str], objectives: list[str]) -> list[Measurement]:
+    """The measurements stored in an earlier table, for the rows whose knob values are a config of
+    ``task.space`` (matched by knob values, so a table of a smaller space counts; rows of configs this
+    space prunes are left out). Each config's stage seconds are attributed as an exhaustive run charges
+    them, cheapest fidelity first: ``estimate`` -> estimate, ``synth`` -> sim + synth, ``impl`` -> impl."""
+    if not os.path.exists(path):
+        raise UserError(f"table {path!r} does not exist")
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    space = task.space
+    missing = [c for c in space.names if c not in df.columns]
+    if missing:
+        raise UserError(f"table {path!r} lacks knob column(s) {', '.join(missing)}")
+    out = []
+    for _, row in df.iterrows():
+        try:
+            cfg = space.from_dict({k: row[k].item() if hasattr(row[k], "item") else row[k] for k in space.names})
+        except ValueError:
+            continue
+        charged: set[str] = set()
+        for f in fidelities:
+            if f"{f}.valid" not in row:
+                continue
+            stage_s = {s: float(row[f"{s}.tool_s"]) for s in stage_chain(f)
+                       if s not in charged and f"{s}.tool_s" in row}
+            charged.update(stage_chain(f))
+            out.append(row_measurement(task, cfg, row, f, objectives, stage_s))
+    return out
 
 
 def true_front(df: pd.DataFrame, fidelity: str, objectives: list[str]) -> np.ndarray:

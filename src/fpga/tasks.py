@@ -1,4 +1,4 @@
-"""FPGA tasks: ``model=hls_gemm`` / ``model=hls_conv`` give one :class:`Task` each."""
+"""FPGA tasks: ``model=hls_gemm`` / ``hls_conv`` / ``hls_spmv`` give one :class:`Task` each."""
 
 from __future__ import annotations
 

@@ -155,11 +155,12 @@ def run_experiment(cfg: dict) -> str:
     from tunebench.datasets import model_tasks
     from tunebench.targets import make_target
 
+    from tunebench.fpga.kernels import KERNELS
     from tunebench.fpga.tasks import FPGA_TARGETS, fpga_tasks, is_fpga_model
 
     if is_fpga_model(cfg["model"]) != (cfg["target"].get("kind") in FPGA_TARGETS):
         raise UserError(f"model={cfg['model'].get('name')} and target={cfg['target'].get('name')} do not go "
-                        f"together: FPGA kernels (hls_gemm, hls_conv) need target fpga_open/table/vivado, "
+                        f"together: FPGA kernels ({', '.join('hls_' + k for k in KERNELS)}) need target fpga_open/table/vivado, "
                         f"DNN models need llvm/cuda")
     target = make_target(cfg["target"])
     if is_fpga_model(cfg["model"]):

@@ -8,9 +8,7 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 
 from __future__ import annotations
 
-import math
-
-from tunebench.fpga.table import default_table, read_table
+from tunebench.fpga.table import default_table, read_table, row_measurement
 from tunebench.targets.fpga_common import FPGATargetBase, stage_chain
 from tunebench.task import Measurement, Task
 
@@ -43,15 +41,6 @@ class TableTarget(FPGATargetBase):
             stage_s = {s: float(row[f"{s}.tool_s"]) for s in stage_chain(fid)
                        if s not in done and f"{s}.tool_s" in row and float(row[f"{s}.tool_s"]) > 0}
             done.update(stage_chain(fid))
-            cost = sum(stage_s.values())
-            self.stats["tool_s"] += cost
-            if int(row[f"{fid}.valid"]) != 1:
-                out.append(Measurement(task.id, c, valid=False, error=str(row[f"{fid}.error"]) or "invalid in table",
-                                       cost_s=cost, build_s=cost, fidelity=fid, stage_s=stage_s))
-                continue
-            obj = {o: float(row[f"{fid}.{o}"]) for o in self.objectives}
-            delay = obj.get("delay_s", math.inf)
-            out.append(Measurement(task.id, c, valid=True, latency_s=delay,
-                                   gflops=task.flops / delay / 1e9 if math.isfinite(delay) else 0.0,
-                                   cost_s=cost, build_s=cost, fidelity=fid, objectives=obj, stage_s=stage_s))
+            self.stats["tool_s"] += sum(stage_s.values())
+            out.append(row_measurement(task, c, row, fid, self.objectives, stage_s))
         return out
