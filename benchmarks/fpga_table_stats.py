@@ -17,26 +17,17 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import sys
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from tunebench.harness.pareto import pareto_front
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 OBJECTIVES = ("delay_s", "luts", "ffs")
 FIDELITIES = ("estimate", "synth", "impl")
-
-
-def pareto_count(Y: np.ndarray) -> int:
-    """Number of non-dominated rows of ``Y`` (all objectives minimized)."""
-    keep = 0
-    for i, y in enumerate(Y):
-        dominated = np.any(np.all(Y <= y, axis=1) & np.any(Y < y, axis=1))
-        keep += not dominated
-    return keep
 
 
 def summarize(path: str, scale: dict, ref: list[float]) -> dict:
@@ -52,7 +43,7 @@ def summarize(path: str, scale: dict, ref: list[float]) -> dict:
     stages = {s: df[f"{s}.tool_s"].to_numpy(dtype=float) for s in ("synth", "impl") if f"{s}.tool_s" in df}
     norm_max = [float(Y[:, j].max() / scale[o]) for j, o in enumerate(OBJECTIVES)] if len(Y) else []
     return {"table": os.path.relpath(path, ROOT), "configs": len(df), "valid_impl": int(valid.sum()),
-            "invalid_reasons": errors, "front_impl": pareto_count(Y) if len(Y) else 0,
+            "invalid_reasons": errors, "front_impl": len(pareto_front(Y)),
             "tool_s": {s: (float(v.sum()), float(v.mean()), float(v.max())) for s, v in stages.items()},
             "tool_h": float(sum(v.sum() for v in stages.values()) / 3600), "spearman_vs_impl": corr,
             "impl_ranges": {o: (float(Y[:, j].min()), float(Y[:, j].max())) for j, o in enumerate(OBJECTIVES)},

@@ -84,8 +84,9 @@ def main(argv=None) -> None:
     new_records = RecordFile(args.new_records) if args.new_records else None
     out = []
     for i in (reversed(range(space.size)) if args.reverse else range(space.size)):
+        values = space.get(i).to_dict()
+        wanted = i % shard_n == shard_k and all(str(values[k]) == v for k, v in only.items())
         for f in target.fidelities:
-            wanted = i % shard_n == shard_k and all(str(space.get(i).to_dict()[k]) == v for k, v in only.items())
             if (i, f) not in have and wanted:
                 m = target.measure(task, [space.get(i)], f)[0]
                 logging.info("config %d %s: %s %s", i, f, m.objectives, m.error)

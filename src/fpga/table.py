@@ -73,6 +73,15 @@ def read_table(path: str, space, fidelities: list[str], objectives: list[str]) -
     return df.set_index("index", drop=False)
 
 
+def charge_stages(row, fidelity: str, charged: set[str]) -> dict[str, float]:
+    """Tool seconds per stage that a measurement at ``fidelity`` is charged from a table row: the
+    stages it needs (``stage_chain``) not yet in ``charged`` (updated), with recorded seconds > 0."""
+    stage_s = {s: float(row[f"{s}.tool_s"]) for s in stage_chain(fidelity)
+               if s not in charged and f"{s}.tool_s" in row and float(row[f"{s}.tool_s"]) > 0}
+    charged.update(stage_chain(fidelity))
+    return stage_s
+
+
 def row_measurement(task, config, row, fidelity: str, objectives: list[str], stage_s: dict) -> Measurement:
     """The measurement a table row holds for ``config`` at ``fidelity``, charged ``stage_s`` (tool
     seconds per stage; ``cost_s`` is their sum)."""
@@ -110,10 +119,7 @@ def table_measurements(path: str, task, fidelities: list[str], objectives: list[
         for f in fidelities:
             if f"{f}.valid" not in row:
                 continue
-            stage_s = {s: float(row[f"{s}.tool_s"]) for s in stage_chain(f)
-                       if s not in charged and f"{s}.tool_s" in row}
-            charged.update(stage_chain(f))
-            out.append(row_measurement(task, cfg, row, f, objectives, stage_s))
+            out.append(row_measurement(task, cfg, row, f, objectives, charge_stages(row, f, charged)))
     return out
 
 

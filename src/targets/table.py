@@ -8,8 +8,8 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 
 from __future__ import annotations
 
-from tunebench.fpga.table import default_table, read_table, row_measurement
-from tunebench.targets.fpga_common import FPGATargetBase, stage_chain
+from tunebench.fpga.table import charge_stages, default_table, read_table, row_measurement
+from tunebench.targets.fpga_common import FPGATargetBase
 from tunebench.task import Measurement, Task
 
 
@@ -38,9 +38,7 @@ class TableTarget(FPGATargetBase):
         for c in configs:
             row = df.loc[c.index]
             done = self._charged.setdefault((task.id, c.index), set())
-            stage_s = {s: float(row[f"{s}.tool_s"]) for s in stage_chain(fid)
-                       if s not in done and f"{s}.tool_s" in row and float(row[f"{s}.tool_s"]) > 0}
-            done.update(stage_chain(fid))
+            stage_s = charge_stages(row, fid, done)
             self.stats["tool_s"] += sum(stage_s.values())
             out.append(row_measurement(task, c, row, fid, self.objectives, stage_s))
         return out
