@@ -69,6 +69,11 @@ class Measurement:
             targets: the names in the target's ``objectives`` list (e.g. delay_s, luts, ffs).
         stage_s: tool seconds per stage run for this measurement, e.g. ``{"synth": 4.1, "impl": 2.0}``
             (FPGA targets; empty for TVM).
+        latency_min_s: the fastest repeat (TVM targets; ``inf`` when invalid or unknown).
+        noisy: the timing stayed noisy after re-measuring (:mod:`tunebench.protocol.noise`); its
+            latency is kept but marked.
+        noise: the signals it was judged on: ``cv`` of the repeats, ``foreign_cpu`` (cores other
+            processes used meanwhile), ``attempts`` (timings taken), ``reasons`` (when noisy).
     """
 
     task_id: str
@@ -87,6 +92,9 @@ class Measurement:
     timestamp: float = field(default_factory=time.time)
     objectives: dict = field(default_factory=dict)
     stage_s: dict = field(default_factory=dict)
+    latency_min_s: float = float("inf")
+    noisy: bool = False
+    noise: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.valid and not self.objectives and self.latency_s != float("inf"):
@@ -104,7 +112,9 @@ class Measurement:
                 "cost_s": round(self.cost_s, 6), "search_s": round(self.search_s, 6),
                 "fidelity": self.fidelity, "timestamp": self.timestamp,
                 "objectives": dict(self.objectives) if self.valid else {},
-                "stage_s": {k: round(v, 6) for k, v in self.stage_s.items()}}
+                "stage_s": {k: round(v, 6) for k, v in self.stage_s.items()},
+                "latency_min_s": self.latency_min_s if self.valid and self.latency_min_s != float("inf") else None,
+                "noisy": self.noisy, "noise": dict(self.noise)}
 
     @classmethod
     def from_record(cls, rec: dict, space: Space) -> "Measurement":
@@ -124,4 +134,6 @@ class Measurement:
                    trial=int(rec["trial"]), fidelity=rec.get("fidelity", "hw"),
                    timestamp=rec.get("timestamp", 0.0),
                    objectives={k: float(v) for k, v in (rec.get("objectives") or {}).items()},
-                   stage_s={k: float(v) for k, v in (rec.get("stage_s") or {}).items()})
+                   stage_s={k: float(v) for k, v in (rec.get("stage_s") or {}).items()},
+                   latency_min_s=float(rec["latency_min_s"]) if rec.get("latency_min_s") is not None else float("inf"),
+                   noisy=bool(rec.get("noisy", False)), noise=dict(rec.get("noise") or {}))

@@ -17,6 +17,14 @@ TINY_LAYER = {"in_channels": 8, "height": 14, "width": 14, "out_channels": 16, "
 TINY_LAYER_ARG = layers_override([TINY_LAYER])  # the same layer as a command-line override
 
 
+def pytest_configure(config):
+    """The machine cache (peak, calibration reference) of the test session lives in a temporary
+    folder: tests never write the user's ~/.cache/tunebench."""
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tunebench-test-cache-")
+
+
 def load_conf(path):
     from omegaconf import OmegaConf
 
@@ -30,7 +38,7 @@ def tiny_cfg(tmp_path):
 
     return compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG,
                            "target.batch_size=3", "target.runner.repeat=3", "target.runner.min_repeat_ms=5",
-                           "budget.trials_per_task=6"])
+                           "budget.trials_per_task=6", "e2e.torch_compile=false"])
 
 
 def cuda_available() -> bool:

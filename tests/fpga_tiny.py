@@ -75,6 +75,7 @@ class TinyTableTarget:
     """Replays the tiny table per FPGA_CONTRACT.md §1-3: measure(task, configs, fidelity); a measurement
     at fidelity f charges the tool seconds of f's own stage (the cheaper stages are cached per design)."""
 
+    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
     batch_size = 1
     objectives = OBJECTIVES
     fidelities = FIDELITIES

@@ -156,6 +156,7 @@ class FakeTarget:
     ``flops`` of the task / latency gives GFLOPS; the target leaves ``gflops`` at 0 like the loop tests'.
     """
 
+    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
     batch_size = 8
 
     def __init__(self, space, seed=0):

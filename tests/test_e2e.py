@@ -6,6 +6,10 @@ then compiled with those schedules, checked against PyTorch and timed.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -16,14 +20,14 @@ import tvm_ffi
 from conftest import TINY_LAYER, gpu, load_conf
 from tunebench.datasets import extract_tasks, import_model, model_tasks
 from tunebench.datasets.tasks import task_id
-from tunebench.harness.e2e import (SCHEDULED_ATTR, E2EMismatch, default_build_module, measure_model,
-                                   model_latencies, torch_latency, tuned_module)
+from tunebench.harness.e2e import (SCHEDULED_ATTR, E2EMismatch, check_output, compile_model, default_build_module,
+                                   flat_numpy, tuned_module)
+from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies
 from tunebench.targets.templates import get_template
 from tunebench.targets.tvm_target import TVMTarget
 
-LATENCY_KEYS = {"latency_ms", "latency_std_ms", "latency_median_ms", "n_runs"}
-MEASURE_KEYS = LATENCY_KEYS | {"max_abs_err", "rel_err", "compile_s"}
 TOL = 1e-4
+QUICK = E2ESettings(rounds=2, n_runs=4, default_n_runs=2, torch_compile=False)  # a short interleaved timing
 
 
 class SmallCNN(nn.Module):
@@ -62,13 +66,16 @@ def random_schedules(tasks, target_kind: str = "llvm", seed: int = 0) -> dict[st
 def llvm_target(tmp_path) -> TVMTarget:
     cfg = load_conf("target/llvm.yaml")
     cfg["lock_dir"] = str(tmp_path)
-    return TVMTarget(cfg)
+    return TVMTarget(cfg, {"cache_dir": str(tmp_path / "cache"), "noise": {"remeasure": 0}})
 
 
-def measure(imported, mod, target: TVMTarget, **kw):
-    args = dict(tvm_target=target.tvm_target, device_spec=target.device_spec, n_runs=3, warmup=1,
-                device_key=target.device_key, lock_dir=target.lock_dir, tolerance=TOL)
-    return measure_model(imported, mod, **{**args, **kw})
+def run_compiled(imported, mod, tmp_path, name="model"):
+    """Compile ``mod`` like the harness (exported library), run it once here and check it against PyTorch."""
+    path = str(tmp_path / f"{name.replace(' ', '_')}.so")  # one file per build: dlopen caches by path
+    compile_model(mod, {"kind": "llvm", "num-cores": 2}, path, name=name)
+    vm = tvm.relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    args = [tvm.runtime.tensor(flat_numpy(x)[0]) for x in imported.inputs] + [tvm.runtime.tensor(p) for p in imported.params]
+    return check_output(flat_numpy(vm["main"](*args)), flat_numpy(imported.torch_output()), TOL, name)
 
 
 @pytest.fixture(scope="module")
@@ -158,37 +165,62 @@ def test_identical_layers_all_get_the_schedule():
 
 # ---- measuring ------------------------------------------------------------------------------
 
-def test_measure_model_tuned_matches_pytorch_and_is_timed(cnn, tmp_path):
-    imported, _, schedules = cnn
+def test_model_latencies_times_every_row_interleaved(cnn, tmp_path):
+    imported, tasks, schedules = cnn
     target = llvm_target(tmp_path)
-    res = measure(imported, tuned_module(imported, schedules, "llvm"), target)
-    assert set(res) == MEASURE_KEYS and res["n_runs"] == 3
-    assert res["latency_ms"] > 0 and res["latency_median_ms"] > 0 and res["latency_std_ms"] >= 0
-    assert res["rel_err"] <= TOL and res["compile_s"] > 0
+    try:
+        res = model_latencies(imported, tasks, schedules, target, QUICK, name="small_cnn")
+    finally:
+        target.close()
+    rows = res["rows"]
+    assert set(rows) == {"tuned", "tvm_default", "torch"}
+    assert rows["tuned"]["stats"].n == 4 and rows["torch"]["stats"].n == 4 and rows["tvm_default"]["stats"].n == 2
+    assert len(rows["tuned"]["round_medians"]) == 2  # one block per round
+    for row in rows.values():
+        st = row["stats"]
+        assert 0 < st.min <= st.median and st.cv >= 0 and row["rel_err"] <= (TOL if row is not rows["torch"] else 0)
+    assert rows["tuned"]["rel_err"] <= TOL and rows["tuned"]["compile_s"] > 0
+    ratio, lo, hi = res["speedups"]["torch"]
+    assert lo <= ratio <= hi  # a geometric mean of per-round ratios inside its bootstrap interval
+    pre, post = res["calibration"]
+    assert pre["median_s"] > 0 and post["median_s"] > 0 and res["attempts"] == 1
+    metrics = e2e_metrics(res)
+    assert metrics["e2e_latency_ms"] == rows["tuned"]["stats"].median
+    assert {"torch_latency_min_ms", "e2e_latency_cv", "e2e_noisy", "speedup_vs_torch", "speedup_vs_torch_ci_low",
+            "speedup_vs_tvm_default", "e2e_calib_slowdown"} <= set(metrics)
 
 
-def test_default_build_and_torch_latency(cnn, tmp_path):
-    imported, _, _ = cnn
-    assert default_build_module(imported, "llvm") is imported.mod
-    res = measure(imported, default_build_module(imported, "llvm"), llvm_target(tmp_path))
-    assert res["latency_ms"] > 0 and res["rel_err"] <= TOL
-    threads = torch.get_num_threads()
-    eager = torch_latency(imported, n_runs=4, warmup=1, num_threads=1)
-    assert set(eager) == LATENCY_KEYS and eager["n_runs"] == 4 and eager["latency_ms"] > 0
-    assert torch.get_num_threads() == threads  # restored
-
-
-def test_model_latencies_reports_untuned_tasks(cnn, tmp_path):
+def test_torch_compile_row_and_untuned_tasks(cnn, tmp_path):
     imported, tasks, schedules = cnn
     left_out = tasks[1]
     partial = {k: v for k, v in schedules.items() if k != left_out.id}
-    res = model_latencies(imported, tasks, partial, llvm_target(tmp_path), n_runs=2, warmup=0,
-                          tolerance=TOL, name="small_cnn")
-    assert set(res) == {"tuned", "tvm_default", "torch"}
-    assert res["tuned"]["untuned_tasks"] == [left_out.name]
-    assert set(res["tuned"]) == MEASURE_KEYS | {"untuned_tasks"}
-    assert set(res["tvm_default"]) == MEASURE_KEYS and set(res["torch"]) == LATENCY_KEYS
-    assert all(res[row]["latency_ms"] > 0 for row in res)
+    target = llvm_target(tmp_path)
+    settings = E2ESettings(rounds=1, n_runs=2, default_n_runs=1, torch_compile=True, torch_compile_timeout_s=300)
+    try:
+        res = model_latencies(imported, tasks, partial, target, settings, name="small_cnn")
+    finally:
+        target.close()
+    assert res["untuned_tasks"] == [left_out.name]
+    assert set(res["rows"]) == {"tuned", "tvm_default", "torch", "torch_compile"}
+    assert res["rows"]["torch_compile"]["rel_err"] < 1e-3  # Inductor may reorder sums, nothing more
+    assert math.isnan(res["speedups"]["torch"][1])  # one round: no interval
+
+
+def test_rows_run_with_the_targets_thread_count(tmp_path):
+    """Every row's worker gets TVM_NUM_THREADS / OMP_NUM_THREADS = the target's threads (TVM's own default
+    on x86 is half the logical CPUs, PyTorch's the physical cores: the comparison would not be fair)."""
+    from tunebench.harness.e2e_timing import _torch_row, _tvm_row
+
+    cfg = load_conf("target/llvm.yaml")
+    cfg.update(lock_dir=str(tmp_path), num_cores=1)
+    target = TVMTarget(cfg, {"cache_dir": str(tmp_path)})
+    imported = SimpleNamespace(params=[], inputs=[torch.zeros(1)], torch_module=nn.Identity())
+    for row in (_tvm_row("tuned", "x.so", imported, target, 2, QUICK), _torch_row("torch", imported, target, QUICK)):
+        assert row.worker.env == {"TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TUNEBENCH_KEEP_FREED_MEMORY": "1"}
+    plain = dataclasses.replace(QUICK, keep_freed_memory=False)
+    assert "TUNEBENCH_KEEP_FREED_MEMORY" not in _torch_row("torch", imported, target, plain).worker.env
+    assert _torch_row("torch", imported, target, QUICK).load[1]["threads"] == 1
+    assert target._runner is None  # nothing started
 
 
 def test_wrong_schedule_is_an_output_mismatch(tmp_path):
@@ -198,12 +230,17 @@ def test_wrong_schedule_is_an_output_mismatch(tmp_path):
     relu, plain = sorted(tasks, key=lambda t: "relu" not in t.name)
     assert "relu" in relu.name and "relu" not in plain.name
     schedules = random_schedules(tasks)
-    target = llvm_target(tmp_path)
-    assert measure(imported, tuned_module(imported, schedules, "llvm"), target)["rel_err"] <= TOL
-    wrong = tuned_module(imported, {relu.id: schedules[plain.id], plain.id: schedules[plain.id]}, "llvm")
+    assert run_compiled(imported, tuned_module(imported, schedules, "llvm"), tmp_path)[1] <= TOL
+    wrong = {relu.id: schedules[plain.id], plain.id: schedules[plain.id]}
     with pytest.raises(E2EMismatch, match=r"^wrong layers: output differs from PyTorch") as err:
-        measure(imported, wrong, target, name="wrong layers")
+        run_compiled(imported, tuned_module(imported, wrong, "llvm"), tmp_path, name="wrong layers")
     assert "\n" not in str(err.value)
+    target = llvm_target(tmp_path)  # the harness path refuses it before timing anything
+    try:
+        with pytest.raises(E2EMismatch, match=r"^layers \(tuned\): output differs from PyTorch"):
+            model_latencies(imported, tasks, wrong, target, QUICK, name="layers")
+    finally:
+        target.close()
 
 
 def test_resnet18_random_configs_compile_and_match_pytorch(tmp_path):
@@ -212,8 +249,7 @@ def test_resnet18_random_configs_compile_and_match_pytorch(tmp_path):
     schedules = random_schedules(tasks, seed=1)
     tuned = tuned_module(imported, schedules, "llvm")
     assert_replaced(imported, tuned, schedules, tasks)
-    res = measure(imported, tuned, llvm_target(tmp_path), n_runs=1, warmup=0, name="resnet18 (tuned)")
-    assert res["rel_err"] <= TOL and res["latency_ms"] > 0
+    assert run_compiled(imported, tuned, tmp_path, name="resnet18 (tuned)")[1] <= TOL
 
 
 # ---- cuda -----------------------------------------------------------------------------------
@@ -263,9 +299,14 @@ def test_cuda_model_latencies_on_gpu(tmp_path):
     tasks = extract_tasks(imported)
     cfg = load_conf("target/cuda.yaml")
     cfg["lock_dir"] = str(tmp_path)
-    target = TVMTarget(cfg)
+    target = TVMTarget(cfg, {"cache_dir": str(tmp_path)})
     schedules = cuda_schedules(tasks, target.limits)
-    res = model_latencies(imported, tasks, schedules, target, n_runs=5, warmup=2, tolerance=TOL,
-                          name="small_cnn")
-    assert res["tuned"]["untuned_tasks"] == [] and res["tuned"]["rel_err"] <= TOL
-    assert all(res[row]["latency_ms"] > 0 for row in res)
+    try:
+        res = model_latencies(imported, tasks, schedules, target, E2ESettings(rounds=2, n_runs=4), name="small_cnn")
+    finally:
+        target.close()
+    rows = res["rows"]
+    assert res["untuned_tasks"] == [] and rows["tuned"]["rel_err"] <= TOL
+    assert set(rows) == {"tuned", "tvm_default", "torch", "torch_compile", "torch_tf32"}
+    assert all(r["stats"].median > 0 for r in rows.values())
+    assert {"torch_tf32", "torch_compile"} <= set(res["speedups"])

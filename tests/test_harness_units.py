@@ -87,7 +87,7 @@ def test_flatten_params():
 def test_best_on_a_multi_fidelity_target_ranks_only_the_top_fidelity():
     from types import SimpleNamespace
 
-    from tunebench.harness.experiment import _best_checked
+    from tunebench.harness.measurement import best_of_fidelity
     from tunebench.harness.loop import TaskResult
 
     t = _task()
@@ -95,7 +95,5 @@ def test_best_on_a_multi_fidelity_target_ranks_only_the_top_fidelity():
           for i, (lat, f) in enumerate([(1e-6, "estimate"), (3e-6, "impl"), (2e-6, "impl"), (0.5e-6, "synth")])]
     result = TaskResult(t, ms)
     assert [m.config.index for m in result.ranked()] == [3, 0, 2, 1]
-    best, _ = _best_checked(result, SimpleNamespace(fidelities=["estimate", "synth", "impl"]), check=False)
+    best, _ = best_of_fidelity(result, SimpleNamespace(fidelities=["estimate", "synth", "impl"]), check=False)
     assert best.fidelity == "impl" and best.latency_s == 2e-6  # the estimate's 1 us is no result
-    best, _ = _best_checked(result, SimpleNamespace(), check=False)  # one-fidelity (TVM) targets: all rank
-    assert best.latency_s == 0.5e-6

@@ -3,6 +3,9 @@
 Every run below is a TEST FIXTURE with invented metric values (no tuning happened): two models on
 ``llvm``, methods autotvm (the baseline), dgp and random, several seeds, plus a FAILED run, an old run
 (2024), an older duplicate of autotvm seed 0, and a run whose record file exists only as an artifact.
+These runs lack the protocol metrics (medians, intervals, noise flags, peak). A third model (mobilenet)
+has them: on ``llvm`` autotvm, ga (3 seeds each), rs (2 seeds) and sa (1 seed), and one autotvm run on
+``cuda`` with the TF32 baseline.
 """
 
 import json
@@ -11,6 +14,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -43,11 +47,12 @@ def fixture_records(lat_ms: dict) -> tuple[list[dict], list[dict]]:
     return records, tasks
 
 
-def spec(exp, model, method, seed, start, lat=FLAT_LAT, status="FINISHED", local=True, **metrics):
+def spec(exp, model, method, seed, start, lat=FLAT_LAT, status="FINISHED", local=True, target="llvm", tags=None,
+         **metrics):
     """One fixture run: where it goes, its tags, start time (ms), invented metrics and record latencies;
     ``local=False`` tags a record path that is not on this machine (the artifact must be used)."""
     return dict(exp=exp, model=model, method=method, seed=seed, start=start, lat=lat, status=status,
-                local=local, metrics=metrics)
+                local=local, target=target, tags=tags or {}, metrics=metrics)
 
 
 R18 = "resnet18"
@@ -73,6 +78,43 @@ RUNS = [
     spec("zoo2", "alexnet", "random", 0, JUNE_2025 + 9, search_time_s=700, e2e_latency_ms=1.5),
 ]
 
+# Runs with the protocol metrics and tags (invented values).
+MB = "mobilenet"
+CPU2 = {"precision": "float32", "threads": "2", "device": "fixture-cpu"}
+BASE_T, BASE_L = [3000.0, 3300.0, 3600.0], [2.0, 2.2, 1.8]
+GA_T, GA_L, GA_SPEEDUP = [1000.0, 1100.0, 1200.0], [1.9, 2.1, 2.0], [2.1, 1.9, 2.0]
+RS_T, RS_L = [6000.0, 6600.0], [2.5, 2.6]
+
+
+def protocol_run(method, seed, t, lat, speedup, tags=CPU2, **extra):
+    metrics = dict(search_time_s=t, e2e_latency_ms=lat, torch_latency_ms=4.0, speedup_vs_torch=speedup,
+                   speedup_vs_torch_ci_low=speedup * 0.95, speedup_vs_torch_ci_high=speedup * 1.05,
+                   torch_compile_latency_ms=3.0, speedup_vs_torch_compile=3.0 / lat, e2e_noisy=0.0, torch_noisy=0.0,
+                   torch_compile_noisy=0.0, tvm_default_latency_ms=3.0, tvm_default_noisy=0.0, n_noisy_tasks=0.0,
+                   n_noisy_measurements=0.0, peak_gflops=100.0, peak_mem_gbps=20.0, tasks_gflops=30.0, pct_peak=30.0,
+                   tasks_latency_ms=lat * 0.9, n_measurements=50)
+    start = JUNE_2025 + 100 + 10 * seed + len(method)
+    return spec("bench", MB, method, seed, start, tags=tags, **{**metrics, **extra})
+
+
+RUNS += [
+    *(protocol_run("autotvm", s, BASE_T[s], BASE_L[s], 4.0 / BASE_L[s]) for s in range(3)),
+    protocol_run("ga", 0, GA_T[0], GA_L[0], GA_SPEEDUP[0], pct_peak=40.0),
+    protocol_run("ga", 1, GA_T[1], GA_L[1], GA_SPEEDUP[1], pct_peak=42.0, torch_noisy=1.0),  # noisy PyTorch baseline
+    protocol_run("ga", 2, GA_T[2], GA_L[2], GA_SPEEDUP[2], pct_peak=44.0, n_noisy_tasks=2.0, peak_gflops=104.0),
+    protocol_run("rs", 0, RS_T[0], RS_L[0], 4.0 / RS_L[0]),
+    protocol_run("rs", 1, RS_T[1], RS_L[1], 4.0 / RS_L[1], e2e_noisy=1.0),  # noisy tuned model
+    # a single seed on one thread, with its own interval over the interleaved rounds
+    protocol_run("sa", 0, 2000.0, 1.6, 2.5, tags={**CPU2, "threads": "1"}, speedup_vs_torch_ci_low=2.4,
+                 speedup_vs_torch_ci_high=2.6, peak_gflops=52.0),
+    spec("bench", MB, "autotvm", 0, JUNE_2025 + 200, target="cuda",
+         tags={"precision": "float32 (TF32 off)", "threads": "GPU", "device": "fixture-gpu"},
+         search_time_s=500, e2e_latency_ms=0.5, torch_latency_ms=0.6, speedup_vs_torch=1.2,
+         speedup_vs_torch_ci_low=1.1, speedup_vs_torch_ci_high=1.3, torch_tf32_latency_ms=0.45,
+         speedup_vs_torch_tf32=0.9, speedup_vs_torch_tf32_ci_low=0.85, speedup_vs_torch_tf32_ci_high=0.95,
+         e2e_noisy=0.0, torch_noisy=0.0, torch_tf32_noisy=0.0),
+]
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
@@ -87,8 +129,9 @@ def store(tmp_path_factory):
             for name in ("bench", "zoo2")}
     for i, r in enumerate(RUNS):
         run = client.create_run(exps[r["exp"]], start_time=r["start"], run_name=f"fixture-{i}",
-                                tags={"method": r["method"], "model": r["model"], "target": "llvm",
-                                      "seed": str(r["seed"]), "device": "fixture", "git_commit": "fixture"})
+                                tags={"method": r["method"], "model": r["model"], "target": r["target"],
+                                      "seed": str(r["seed"]), "device": "fixture", "git_commit": "fixture",
+                                      **r["tags"]})
         run_id = run.info.run_id
         run_dir = root / "records" / run_id
         run_dir.mkdir(parents=True)
@@ -104,13 +147,14 @@ def store(tmp_path_factory):
     return uri
 
 
-def board(store, tmp_path, *options):
-    """Run the leaderboard through the CLI parser; returns (rows as dicts keyed by (model, method), markdown)."""
+def board(store, tmp_path, *options, target="llvm"):
+    """Run the leaderboard through the CLI parser; returns (rows of ``target`` as dicts keyed by (model, method),
+    markdown)."""
     args = build_parser().parse_args(["leaderboard", "--tracking-uri", store, "--out", str(tmp_path / "lb"),
                                       *options])
     markdown = lb.run_leaderboard(args)
-    table = pd.read_csv(tmp_path / "lb" / "leaderboard.csv")
-    return {(r["model"], r["method"]): r for r in table.to_dict("records")}, markdown
+    table = pd.read_csv(tmp_path / "lb" / "leaderboard.csv", keep_default_na=False, na_values=[""])
+    return {(r["model"], r["method"]): r for r in table.to_dict("records") if r["target"] == target}, markdown
 
 
 def test_aggregates_and_hv(store, tmp_path):
@@ -189,9 +233,11 @@ def test_files_markdown_and_plots(store, tmp_path):
     out = tmp_path / "lb"
     assert (out / "leaderboard.md").read_text() == markdown
     assert (out / "leaderboard.csv").stat().st_size > 0
-    for png in ("curves_resnet18_llvm.png", "curves_alexnet_llvm.png"):
+    for png in ("curves_resnet18_llvm.png", "curves_alexnet_llvm.png", "optimum_resnet18_llvm.png",
+                "optimum_alexnet_llvm.png", "optimum_mobilenet_llvm.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({png})" in markdown
+    assert "![fraction of the optimum reached, resnet18 on llvm](optimum_resnet18_llvm.png)" in markdown
     header = next(l for l in markdown.splitlines() if l.startswith("| method"))
     for unit in ("search [h]", "search [s]", "e2e latency [ms]", "speedup vs PyTorch [×]", "TVM default [ms]",
                  "search red. [%]", "HV vs autotvm"):
@@ -276,3 +322,171 @@ def test_hv_cell_marks_a_positive_hv_from_two_negative_reductions():
 
     assert _hv_cell({"hv_vs_baseline": 26.25, "search_red_pct": -95.2, "latency_red_pct": -27.6}).endswith("(both worse)")
     assert "worse" not in _hv_cell({"hv_vs_baseline": 3.6423, "search_red_pct": 70.43, "latency_red_pct": 5.17})
+
+
+# ---------------------------------------------------------------- statistics, noise marks, machine line
+
+def md_cells(markdown: str, title: str) -> dict[str, dict[str, str]]:
+    """The table of section ``## title`` as {method: {header: cell}}."""
+    section = markdown.split(f"## {title}\n")[1].split("\n## ")[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    split = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return {cells[0].split(" (")[0]: dict(zip(split[0], cells)) for cells in split[2:]}
+
+
+def boot_mean_ci(values):
+    """Percentile bootstrap of the mean, written out with numpy (seed 0, 2000 resamples)."""
+    x = np.asarray(values, dtype=float)
+    means = x[np.random.default_rng(0).integers(0, x.size, size=(2000, x.size))].mean(axis=1)
+    return tuple(np.quantile(means, [0.025, 0.975]))
+
+
+def boot_two_groups(method_rows, base_rows):
+    """Resampled column means of two independent groups of runs (rows: runs), method first (seed 0)."""
+    rng = np.random.default_rng(0)
+    m, b = np.asarray(method_rows, dtype=float), np.asarray(base_rows, dtype=float)
+    return (m[rng.integers(0, len(m), size=(2000, len(m)))].mean(axis=1),
+            b[rng.integers(0, len(b), size=(2000, len(b)))].mean(axis=1))
+
+
+def test_intervals_over_seeds_match_numpy(store, tmp_path):
+    rows, _ = board(store, tmp_path, "--no-plots", "--model", MB)
+    ga, rs = rows[(MB, "ga")], rows[(MB, "rs")]
+    # speedup vs PyTorch: mean over seeds of speedup_vs_torch, bootstrap of that mean over the seeds
+    assert ga["speedup_vs_torch_mean"] == pytest.approx(2.0)
+    assert ga["speedup_vs_torch_std"] == pytest.approx(0.1)
+    low, high = boot_mean_ci(GA_SPEEDUP)
+    assert (ga["speedup_vs_torch_ci_low"], ga["speedup_vs_torch_ci_high"]) == pytest.approx((low, high))
+    assert 1.9 - 1e-9 <= low < 2.0 < high <= 2.1 + 1e-9
+    # search reduction: ratio of the seed means (ga vs autotvm), reduction interval = [1 - high, 1 - low]
+    a, b = boot_two_groups(np.c_[GA_T, GA_L], np.c_[BASE_T, BASE_L])
+    q_low, q_high = np.quantile(a[:, 0] / b[:, 0], [0.025, 0.975])
+    assert ga["search_red_pct"] == pytest.approx((1 - 1100 / 3300) * 100)
+    assert (ga["search_red_ci_low_pct"], ga["search_red_ci_high_pct"]) == pytest.approx(
+        ((1 - q_high) * 100, (1 - q_low) * 100))
+    assert ga["search_red_ci_low_pct"] < ga["search_red_pct"] < ga["search_red_ci_high_pct"]
+    q_low, q_high = np.quantile(a[:, 1] / b[:, 1], [0.025, 0.975])
+    assert (ga["latency_red_ci_low_pct"], ga["latency_red_ci_high_pct"]) == pytest.approx(
+        ((1 - q_high) * 100, (1 - q_low) * 100))
+    # HV from the same resamples: the product of the two reductions per resample
+    hv = (1 - a[:, 0] / b[:, 0]) * (1 - a[:, 1] / b[:, 1]) * 100
+    assert (ga["hv_ci_low"], ga["hv_ci_high"]) == pytest.approx(tuple(np.quantile(hv, [0.025, 0.975])))
+    a, b = boot_two_groups(np.c_[RS_T, RS_L], np.c_[BASE_T, BASE_L])
+    hv = (1 - a[:, 0] / b[:, 0]) * (1 - a[:, 1] / b[:, 1]) * 100
+    assert (rs["hv_ci_low"], rs["hv_ci_high"]) == pytest.approx(tuple(np.quantile(hv, [0.025, 0.975])))
+    assert rs["hv_ci_low"] > 0  # positive although rs is worse on both counts
+
+
+def test_single_seed_uses_its_within_run_interval_and_gets_no_reduction_interval(store, tmp_path):
+    rows, markdown = board(store, tmp_path, "--no-plots", "--model", MB)
+    sa = rows[(MB, "sa")]
+    assert [sa[f"speedup_vs_torch_{s}"] for s in ("mean", "ci_low", "ci_high")] == [2.5, 2.4, 2.6]
+    assert sa["speedup_vs_torch_verdict"] == "better"
+    for col in ("search_red_ci_low_pct", "latency_red_ci_high_pct", "hv_ci_low", "search_red_verdict"):
+        assert pd.isna(sa[col]), col
+    cells = md_cells(markdown, "mobilenet on llvm")["sa"]
+    assert cells["speedup vs PyTorch [×]"] == "2.50 [2.40, 2.60] better"
+    assert cells["search red. [%]"] == "39.39"  # 1 - 2000/3300, point only: no interval, no verdict
+    assert cells["speedup vs torch.compile [×]"] == "1.88"  # no within-run interval logged for it
+    # the baseline's own row: reductions 0 by definition, no interval, no verdict
+    assert md_cells(markdown, "mobilenet on llvm")["autotvm"]["search red. [%]"] == "0.00"
+
+
+def test_verdict_only_when_the_interval_excludes_one(store, tmp_path):
+    rows, markdown = board(store, tmp_path, "--no-plots")
+    seen = set()
+    for (model, method), row in rows.items():
+        for name in ("search_red", "latency_red"):
+            low, high, word = row[f"{name}_ci_low_pct"], row[f"{name}_ci_high_pct"], row[f"{name}_verdict"]
+            if pd.isna(low):
+                assert pd.isna(word), (model, method, name)
+                continue
+            # reduction > 0 everywhere <=> ratio < 1 everywhere
+            expected = "better" if low > 0 else "worse" if high < 0 else "n.s."
+            assert word == expected, (model, method, name)
+            cell = md_cells(markdown, f"{model} on llvm")[method][f"{name.replace('_red', ' red.')} [%]"]
+            assert f"] {expected}" in cell
+            seen.add((method, name, word))
+    assert {("ga", "search_red", "better"), ("ga", "latency_red", "n.s."), ("rs", "search_red", "worse"),
+            ("rs", "latency_red", "worse")} <= seen
+    cells = md_cells(markdown, "mobilenet on llvm")
+    assert cells["ga"]["search red. [%]"].startswith("66.67 [") and cells["ga"]["search red. [%]"].endswith("better")
+    assert cells["ga"]["latency red. [%]"].endswith("] n.s.")
+    assert not any(w in cells["ga"]["HV vs autotvm"] for w in ("better", "worse", "n.s."))  # HV: interval only
+
+
+def test_noisy_values_are_marked_in_markdown_and_csv(store, tmp_path):
+    rows, markdown = board(store, tmp_path, "--no-plots")
+    ga, rs, base = rows[(MB, "ga")], rows[(MB, "rs")], rows[(MB, "autotvm")]
+    # ga seed 1: noisy PyTorch baseline; ga seed 2: 2 noisy tasks
+    assert ga["torch_noisy_any"] is True and ga["e2e_noisy_any"] is False and ga["noisy"] == "torch, tasks"
+    assert rs["e2e_noisy_any"] is True and rs["torch_noisy_any"] is False and rs["noisy"] == "e2e"
+    assert base["e2e_noisy_any"] is False and pd.isna(base["noisy"])
+    assert ga["n_noisy_tasks_mean"] == pytest.approx(2 / 3) and ga["n_noisy_tasks_max"] == 2
+    cells = md_cells(markdown, "mobilenet on llvm")
+    assert cells["ga"]["speedup vs PyTorch [×]"].endswith("better (noisy)")
+    assert "(noisy)" not in cells["ga"]["e2e latency [ms]"] + cells["ga"]["speedup vs torch.compile [×]"]
+    assert cells["ga"]["Σ task latency [ms]"].endswith("(noisy)") and cells["ga"]["% peak"] == "42.0 (noisy)"
+    assert cells["ga"]["noisy tasks"] == "0.67" and cells["autotvm"]["noisy tasks"] == "0"
+    # a noisy tuned model: its latency, every speedup, latency red. and HV; the search time is not a timing
+    for col in ("e2e latency [ms]", "speedup vs PyTorch [×]", "speedup vs torch.compile [×]", "latency red. [%]",
+                "HV vs autotvm"):
+        assert cells["rs"][col].endswith("(noisy)"), col
+    assert "(noisy)" not in cells["rs"]["search red. [%]"] and "(noisy)" not in "".join(cells["autotvm"].values())
+    # the noisy-tasks column only where some run has noisy tasks
+    assert "noisy tasks" not in md_cells(markdown, "resnet18 on llvm")["dgp"]
+    assert "(noisy): the value rests on at least one timing the harness marked noisy" in markdown
+
+
+def test_precision_threads_and_peak_above_each_table(store, tmp_path):
+    rows, markdown = board(store, tmp_path, "--no-plots", "--model", MB)
+    section = markdown.split("## mobilenet on llvm\n")[1]
+    line = ("Precision: float32; threads: 1, 2 (differ between runs); device: fixture-cpu; measured peak: "
+            "52.0–104.0 GFLOP/s (differs between runs), 20.0 GB/s.")
+    assert section.index(line) < section.index("| method")
+    cuda = markdown.split("## mobilenet on cuda\n")[1].split("\n## ")[0]
+    assert "Precision: float32 (TF32 off); threads: GPU; device: fixture-gpu; measured peak: not recorded." in cuda
+    ga, sa = rows[(MB, "ga")], rows[(MB, "sa")]
+    assert (ga["precision"], str(ga["threads"]), ga["device"]) == ("float32", "2", "fixture-cpu")
+    assert str(sa["threads"]) == "1"
+    assert ga["peak_gflops_mean"] == pytest.approx(304 / 3) and ga["pct_peak_mean"] == pytest.approx(42.0)
+    # the TF32 column exists where a run has it (cuda), with the run's own interval
+    tf32 = md_cells(markdown, "mobilenet on cuda")["autotvm"]["speedup vs PyTorch TF32 [×]"]
+    assert tf32 == "0.90 [0.85, 0.95] worse"
+    assert "speedup vs PyTorch TF32 [×]" not in md_cells(markdown, "mobilenet on llvm")["ga"]
+    cuda_row = board(store, tmp_path, "--no-plots", "--model", MB, target="cuda")[0][(MB, "autotvm")]
+    assert cuda_row["speedup_vs_torch_tf32_verdict"] == "worse" and cuda_row["torch_tf32_noisy_any"] is False
+
+
+def test_old_runs_render_with_blank_protocol_columns(store, tmp_path):
+    rows, markdown = board(store, tmp_path, "--no-plots")
+    old = rows[("alexnet", "dgp")]
+    for col in ("speedup_vs_torch_compile_mean", "speedup_vs_torch_mean", "pct_peak_mean", "peak_gflops_mean",
+                "e2e_noisy_any", "torch_noisy_any", "noisy", "n_noisy_tasks_mean", "precision", "threads",
+                "search_red_ci_low_pct", "search_red_verdict", "hv_ci_low"):
+        assert pd.isna(old[col]), col
+    assert ("Precision: not recorded; threads: not recorded; device: fixture; measured peak: not recorded."
+            in markdown.split("## alexnet on llvm\n")[1])
+    cells = md_cells(markdown, "alexnet on llvm")["dgp"]
+    assert cells["speedup vs torch.compile [×]"] == cells["% peak"] == ""
+    # runs without speedup_vs_torch: the speedup falls back to torch_latency_ms / e2e_latency_ms per seed
+    dgp = rows[(R18, "dgp")]
+    speedups = [4.0 / 1.8, 3.8 / 1.9, 3.4 / 1.7]
+    assert (dgp["speedup_vs_torch_ci_low"], dgp["speedup_vs_torch_ci_high"]) == pytest.approx(boot_mean_ci(speedups))
+    assert "(noisy)" not in markdown.split("## resnet18 on llvm\n")[1].split("Means over seeds")[0]
+
+
+def test_reduction_product_ci_uses_the_ratio_of_means_draws():
+    from tunebench.protocol.stats import ratio_of_means_ci, reduction_product_ci
+
+    t, lat, tb, lb_ = [1.0, 2.0, 3.0], [5.0, 4.0, 6.0], [4.0, 5.0], [6.0, 7.0]
+    point, low, high = reduction_product_ci(t, lat, tb, lb_)
+    assert point == pytest.approx((1 - 2 / 4.5) * (1 - 5 / 6.5) * 100)
+    a, b = boot_two_groups(np.c_[t, lat], np.c_[tb, lb_])
+    hv = (1 - a[:, 0] / b[:, 0]) * (1 - a[:, 1] / b[:, 1]) * 100
+    assert (low, high) == pytest.approx(tuple(np.quantile(hv, [0.025, 0.975])))
+    # the search factor alone: the same resamples as ratio_of_means_ci
+    assert ratio_of_means_ci(t, tb)[1:] == pytest.approx(tuple(np.quantile(a[:, 0] / b[:, 0], [0.025, 0.975])))
+    # a run without a latency is left out; fewer than 2 runs on a side: the point but no interval
+    point, low, high = reduction_product_ci([1.0, 2.0], [5.0, math.nan], tb, lb_)
+    assert point == pytest.approx((1 - 1 / 4.5) * (1 - 5 / 6.5) * 100) and math.isnan(low) and math.isnan(high)

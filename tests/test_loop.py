@@ -15,6 +15,7 @@ from tunebench.task import Measurement, Task
 class FakeTarget:
     """Latency = a fixed function of the config index; optional sleep per measurement."""
 
+    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
     batch_size = 4
 
     def __init__(self, latency=lambda i: 1.0 + i, sleep_s=0.0):
@@ -106,6 +107,7 @@ def test_unknown_hyperparameter_is_a_one_line_error():
 class TwoFidelityTarget:
     """Two objectives; fidelities lo < hi; records which fidelity each config was measured at."""
 
+    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
     batch_size = 4
     objectives = ["a", "b"]
     fidelities = ["lo", "hi"]

@@ -3,9 +3,16 @@ import os
 import time
 
 
+def slow_prepare():
+    """A start-up that takes longer than the test's request timeout."""
+    time.sleep(1.5)
+
+
 def handle(name, payload):
     if name == "echo":
         return payload
+    if name == "env":
+        return os.environ.get(payload)
     if name == "sleep":
         time.sleep(payload)
         return payload

@@ -14,12 +14,13 @@ import math
 import os
 import subprocess
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import yaml
 
 from tunebench.errors import UserError
-from tunebench.harness.loop import TaskResult, tune_task
+from tunebench.harness.loop import tune_task
 from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
 from tunebench.harness.records import RecordFile, read_records
@@ -104,23 +105,21 @@ def _load_resume(tracker: Tracker, run_id: str) -> tuple[dict, str]:
         return yaml.safe_load(fh), path
 
 
-def _best_checked(result: TaskResult, target, check: bool, max_tries: int = 3) -> tuple[Measurement | None, list]:
-    """The fastest valid config whose output matches the reference (tries the next on a mismatch).
-    On a multi-fidelity target only the highest fidelity's measurements rank (a cheap estimate is
-    no result)."""
-    fidelities = getattr(target, "fidelities", None)
-    ranked = result.ranked(fidelities[-1] if fidelities else None)
-    if not check:
-        return (ranked[0] if ranked else None), []
-    checks = []
-    for m in ranked[:max_tries]:
-        ok, detail = target.check(result.task, m.config)
-        checks.append({"task_id": m.task_id, "trial": m.trial, "index": m.config.index, "ok": ok, "detail": detail})
-        if ok:
-            return m, checks
-        log.error("task %s: config %d gives a wrong output (%s); it is not a result", result.task.name,
-                  m.config.index, detail)
-    return None, checks
+def validate_protocol(cfg: dict) -> None:
+    """Check the ``measure`` and ``e2e`` settings (UserError on a bad value) before anything starts."""
+    from tunebench.harness.e2e_timing import E2ESettings
+    from tunebench.harness.measurement import ProtocolSettings
+
+    ProtocolSettings.from_cfg(cfg.get("measure"))
+    E2ESettings.from_cfg(cfg.get("e2e"))
+
+
+def run_conditions(target) -> dict:
+    """Run tags every table must state: precision and thread count (targets that time kernels)."""
+    if not target.times_kernels:
+        return {}
+    return {"precision": "float32 (TF32 off)" if target.kind == "cuda" else "float32",
+            "threads": "GPU" if target.kind == "cuda" else str(target.threads)}
 
 
 def run_experiment(cfg: dict) -> str:
@@ -136,6 +135,7 @@ def run_experiment(cfg: dict) -> str:
         # thousands of modules make TVMScript parsing 2-3x slower (inspect.getmodule scans sys.modules)
         budget = make_budget(cfg.get("budget") or {})
         make_method(cfg["method"])
+        validate_protocol(cfg)
     tracker = Tracker(tracking.get("uri"), cfg.get("experiment", "tunebench"), workdir,
                       tracking.get("artifact_root"))
     record_path = None
@@ -145,6 +145,7 @@ def run_experiment(cfg: dict) -> str:
         cfg = saved
         budget = make_budget(cfg.get("budget") or {})
         make_method(cfg["method"])
+        validate_protocol(cfg)
     seed = int(cfg.get("seed", 0))
     # records of earlier runs for transfer methods (method.history=...): read before the run starts
     history = History.load(cfg["method"].get("history"), tracker.client, workdir)
@@ -162,7 +163,7 @@ def run_experiment(cfg: dict) -> str:
         raise UserError(f"model={cfg['model'].get('name')} and target={cfg['target'].get('name')} do not go "
                         f"together: FPGA kernels ({', '.join('hls_' + k for k in KERNELS)}) need target fpga_open/table/vivado, "
                         f"DNN models need llvm/cuda")
-    target = make_target(cfg["target"])
+    target = make_target(cfg["target"], cfg.get("measure"))
     if is_fpga_model(cfg["model"]):
         tasks, _imported = fpga_tasks(cfg["model"], target.kind), None
     else:
@@ -178,7 +179,7 @@ def run_experiment(cfg: dict) -> str:
     else:
         run_id = tracker.start(run_name=f"{names['method']}-{names['model']}-{names['target']}-s{seed}",
                                params=cfg, tags={**names, "seed": seed, "device": target.describe()["name"],
-                                                 "git_commit": git_commit()})
+                                                 "git_commit": git_commit(), **run_conditions(target)})
         run_dir = os.path.join(workdir, cfg.get("records_dir", "records"), run_id)
         record_path = os.path.join(run_dir, "records.jsonl")
         os.makedirs(run_dir, exist_ok=True)
@@ -199,149 +200,214 @@ def run_experiment(cfg: dict) -> str:
 
 
 def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, tracker: Tracker) -> str | None:
-    """End-to-end latency of the model with each task's best schedule, TVM's default build and
-    PyTorch eager (DESIGN.md §Metrics); logged as run metrics. Returns the error text of a failed
-    build or a wrong output (then no tuned latency is logged), else None."""
-    from tunebench.harness.e2e import E2EError, model_latencies
+    """End-to-end latency of the model with each task's best schedule against TVM's default build
+    and the PyTorch baselines, interleaved in worker processes (:mod:`tunebench.harness.e2e_timing`);
+    logged as run metrics. Returns the error text of a failed build or a wrong output (then no
+    tuned latency is logged), else None."""
+    from tunebench.harness.e2e import E2EError
+    from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies, summary_line
     from tunebench.targets.scheduling import schedule
 
-    e2e = cfg.get("e2e") or {}
+    settings = E2ESettings.from_cfg(cfg.get("e2e"))
     schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config) for t in tasks if t.id in best}
-    log.info("end-to-end latency of %s: %d tuned tasks, %d runs", cfg["model"]["name"], len(schedules),
-             int(e2e.get("n_runs", 10)))
+    log.info("end-to-end latency of %s: %d tuned tasks, %d rounds interleaved with the baselines",
+             cfg["model"]["name"], len(schedules), settings.rounds)
     try:
-        lat = model_latencies(imported, tasks, schedules, target, n_runs=int(e2e.get("n_runs", 10)),
-                              warmup=int(e2e.get("warmup", 2)), tolerance=float(e2e.get("tolerance", 1e-4)),
-                              name=cfg["model"]["name"], default_n_runs=e2e.get("default_n_runs"))
+        lat = model_latencies(imported, tasks, schedules, target, settings, name=cfg["model"]["name"])
     except E2EError as exc:
         log.error("%s", exc)
         tracker.set_tags({"tunebench.e2e_error": str(exc)[:5000]})
         return str(exc)
-    for row, prefix in (("tuned", "e2e"), ("tvm_default", "tvm_default"), ("torch", "torch")):
-        for key in ("latency_ms", "latency_std_ms", "latency_median_ms", "rel_err", "compile_s"):
-            if key in lat[row]:
-                tracker.metric(f"{prefix}_{key}", lat[row][key])
-    if lat["tuned"]["untuned_tasks"]:
-        tracker.set_tags({"tunebench.e2e_untuned_tasks": ",".join(lat["tuned"]["untuned_tasks"])})
-    log.info("end-to-end: tuned %.3f ms, TVM default %.3f ms, PyTorch %.3f ms (mean of runs)",
-             lat["tuned"]["latency_ms"], lat["tvm_default"]["latency_ms"], lat["torch"]["latency_ms"])
+    for key, value in e2e_metrics(lat).items():
+        tracker.metric(key, value)
+    if lat["untuned_tasks"]:
+        tracker.set_tags({"tunebench.e2e_untuned_tasks": ",".join(lat["untuned_tasks"])})
+    for line in summary_line(lat, target):
+        (log.warning if "NOISY" in line else log.info)("%s", line)
     return None
+
+
+@dataclass
+class RunTotals:
+    """What the tasks of one run add up to (run metrics)."""
+
+    search_s: float = 0.0
+    excluded_search_s: float = 0.0  # source-layer tuning and pre-training (transfer methods)
+    latency_s: float = 0.0  # sum of weight x best latency
+    flops: float = 0.0  # sum of weight x FLOPs of the tasks with a best
+    n_meas: int = 0
+    n_invalid: int = 0
+    n_noisy: int = 0
+    summaries: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    best: dict = field(default_factory=dict)
+
+
+def _on_batch_for(task, row, prior, records, tracker, progress):
+    """The default per-batch callback: records, the search's best-so-far curve, progress."""
+    best = [min((m.latency_s for m in prior if m.valid), default=math.inf)]
+
+    def on_batch(batch, result):
+        for m in batch:
+            records.append(m, task)
+            if m.valid and m.latency_s < best[0]:
+                best[0] = m.latency_s
+            if math.isfinite(best[0]):
+                tracker.metric(f"{task.id}.search_best_latency_ms", best[0] * 1e3, m.trial)
+                tracker.metric(f"{task.id}.search_best_gflops", task.flops / best[0] / 1e9, m.trial)
+        tracker.flush()
+        progress.update(row, result)
+
+    return on_batch
+
+
+def _tune_one(ctx: dict, task: Task, prior_recs: list, totals: RunTotals) -> None:
+    """Tune one task, then its protocol steps (calibration, re-timing, checks) and metrics."""
+    cfg, target, tracker, protocol = ctx["cfg"], ctx["target"], ctx["tracker"], ctx["protocol"]
+    prior = [Measurement.from_record(r, task.space) for r in prior_recs]
+    row = ctx["progress"].start_task(task, ctx["budget"].trials_per_task, prior)
+    on_batch = _on_batch_for(task, row, prior, ctx["records"], tracker, ctx["progress"])
+    if ctx["fpga"] is not None:
+        on_batch = ctx["fpga"].on_batch_for(task, ctx["records"], tracker, ctx["progress"], row, prior)
+    method = make_method(cfg["method"])
+    pre = protocol.before_task(f"task {task.name}")
+    result = tune_task(task, method, target, ctx["budget"], task_rng(ctx["seed"], task), prior=prior,
+                       history=ctx["history"], on_batch=on_batch)
+    after = protocol.after_task(pre)
+    report = method.report()
+    ctx["history"].add_task(task, result.measurements, role=str(report.get("role", "")))
+    totals.excluded_search_s += result.search_s if report.get("role") == "source" else float(report.get("pretrain_s", 0))
+    fpga_summary = ctx["fpga"].finish_task(task, result, ctx["run_dir"]) if ctx["fpga"] is not None else None
+    best, checks, retimed = protocol.final_best(result, ctx["check"])
+    protocol.warn_if_noisy(task, best, after)
+    metrics = {k: v for k, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and math.isfinite(v)}
+    n = len(result.measurements)
+    n_noisy = sum(m.noisy for m in result.measurements)
+    metrics.update(trials=n, invalid=result.n_invalid, search_s=result.search_s, lock_wait_s=result.lock_wait_s,
+                   n_noisy=n_noisy, check_ok=float(best is not None and (not ctx["check"] or checks[-1]["ok"])))
+    share = None
+    if best is not None:
+        totals.best[task.id] = best
+        metrics.update(best_latency_ms=best.latency_s * 1e3, best_gflops=best.gflops)
+        totals.latency_s += task.weight * best.latency_s
+        totals.flops += task.weight * task.flops
+        share = 100.0 * best.gflops / protocol.peak["fma_gflops"] if protocol.peak else None
+    metrics.update(protocol.task_metrics(best, pre, after, share))
+    for key, value in metrics.items():
+        tracker.metric(f"{task.id}.{key}", value, n if key.startswith("best_") else 0)
+    tracker.flush()
+    ctx["progress"].finish_task(row, result, best)
+    totals.search_s += result.search_s
+    totals.n_meas += n
+    totals.n_invalid += result.n_invalid
+    totals.n_noisy += n_noisy
+    totals.checks += checks
+    totals.summaries.append(_task_summary(task, result, best, checks, report, retimed, metrics, fpga_summary))
+
+
+def _task_summary(task, result, best, checks, report, retimed, metrics, fpga_summary) -> dict:
+    """One entry of ``tasks.json``."""
+    search_best = best.noise.get("search_latency_s") if best is not None else None
+    return {**task.summary(), "trials": len(result.measurements), "invalid": result.n_invalid,
+            "search_s": result.search_s, "lock_wait_s": result.lock_wait_s, "stop_reason": result.stop_reason,
+            "best_latency_ms": best.latency_s * 1e3 if best else None,
+            "best_latency_search_ms": search_best * 1e3 if search_best is not None else None,
+            "best_latency_min_ms": best.latency_min_s * 1e3 if best and math.isfinite(best.latency_min_s) else None,
+            "best_gflops": best.gflops if best else None,
+            "best_noisy": bool(metrics.get("best_noisy", 0.0)), "best_trial": best.trial if best else None,
+            "best_config": best.config.to_dict() if best else None,
+            "best_index": best.config.index if best else None, "retimed": retimed or None,
+            "calibration": {k: metrics[k] for k in ("calib_pre_ms", "calib_post_ms", "calib_drift", "calib_noisy")
+                            if k in metrics} or None,
+            "check": checks[-1] if checks else None, "method_report": report or None,
+            **({"fpga": fpga_summary} if fpga_summary is not None else {})}
+
+
+def _run_metrics(totals: RunTotals, target, protocol, wall: float, phase0: dict) -> dict:
+    phase = {k: target.stats[k] - phase0[k]
+             for k in ("build_phase_s", "run_phase_s", "check_s", "protocol_s", "lock_wait_s")}
+    all_ok = all(s["best_latency_ms"] is not None for s in totals.summaries)
+    # overhead = wall time in none of the phases (waiting for another process's lock is no phase of ours)
+    out = {"search_time_s": totals.search_s, "n_measurements": totals.n_meas, "n_invalid": totals.n_invalid,
+           "n_tasks": len(totals.summaries), "wall_s": wall, **phase,
+           "harness_overhead_share": max(0.0, wall - sum(phase.values())) / max(wall, 1e-9)}
+    if any(s["method_report"] for s in totals.summaries):  # search time without source tuning / pre-training
+        out["search_time_excl_source_s"] = totals.search_s - totals.excluded_search_s
+    if all_ok:
+        out["tasks_latency_ms"] = totals.latency_s * 1e3  # sum over tasks of weight x best latency
+    if protocol.timed:
+        out.update(n_noisy_measurements=totals.n_noisy, n_noisy_tasks=protocol.n_noisy_tasks)
+        if protocol.max_slowdown > 0:  # known once the machine has a calibration reference
+            out["calib_max_slowdown"] = protocol.max_slowdown
+        if all_ok and totals.latency_s > 0:
+            out["tasks_gflops"] = totals.flops / totals.latency_s / 1e9
+            if protocol.peak:
+                out["pct_peak"] = 100.0 * out["tasks_gflops"] / protocol.peak["fma_gflops"]
+    return out
 
 
 def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_id: str, record_path: str,
               history: History) -> None:
+    from tunebench.harness.measurement import MeasurementProtocol, ProtocolSettings
+
     run_dir = os.path.dirname(record_path)
     prior_by_task: dict[str, list[dict]] = {}
     for rec in read_records(record_path):
         prior_by_task.setdefault(rec["task_id"], []).append(rec)
     context = {"run_id": run_id, "method": cfg["method"]["name"], "model": cfg["model"]["name"],
                "target": cfg["target"]["name"]}
-    records = RecordFile(record_path, context)
-    check = bool(cfg.get("check_correctness", True))
-    target.start()  # worker processes start before the clock: a one-time cost, not a per-trial one
-    t_start = time.perf_counter()
-    phase0 = dict(target.stats)
-    summaries, checks_all, best_by_task = [], [], {}
-    multi = len(getattr(target, "objectives", ["latency_s"])) > 1  # FPGA: ADRS / hypervolume metrics
-    fpga_curves = fpga_summary = None
+    settings = ProtocolSettings.from_cfg(cfg.get("measure"))
+    protocol = MeasurementProtocol(target, settings, run_dir)
+    multi = len(target.objectives) > 1  # FPGA: ADRS / hypervolume metrics
+    fpga = None
     if multi:
         from tunebench.harness.fpga_metrics import FPGAMetrics
 
-        fpga_curves = FPGAMetrics(target)
-    total_search = total_latency = excluded_search = 0.0
-    n_meas = n_invalid = 0
+        fpga = FPGAMetrics(target)
+    target.start()  # worker processes start before the clock: a one-time cost, not a per-trial one
+    for key, value in protocol.start_run().items():
+        tracker.metric(key, value)
+    t_start = time.perf_counter()
+    phase0 = dict(target.stats)
+    totals = RunTotals()
+    records = RecordFile(record_path, context)
     with TuningProgress(len(tasks), enabled=bool(cfg.get("progress", True))) as progress:
-        for ti, task in enumerate(tasks):
-            prior = [Measurement.from_record(r, task.space) for r in prior_by_task.get(task.id, [])]
-            row = progress.start_task(task, budget.trials_per_task, prior)
-            best_so_far = [min((m.latency_s for m in prior if m.valid), default=math.inf)]
-
-            def on_batch(batch, result, row=row, task=task, best=best_so_far):
-                for m in batch:
-                    records.append(m, task)
-                    if m.valid and m.latency_s < best[0]:
-                        best[0] = m.latency_s
-                    if math.isfinite(best[0]):
-                        tracker.metric(f"{task.id}.best_latency_ms", best[0] * 1e3, m.trial)
-                        tracker.metric(f"{task.id}.best_gflops", task.flops / best[0] / 1e9, m.trial)
-                tracker.flush()
-                progress.update(row, result)
-
-            method = make_method(cfg["method"])
-            if multi:
-                on_batch = fpga_curves.on_batch_for(task, records, tracker, progress, row, prior)
-            result = tune_task(task, method, target, budget, task_rng(seed, task), prior=prior, history=history,
-                               on_batch=on_batch)
-            report = method.report()
-            history.add_task(task, result.measurements, role=str(report.get("role", "")))
-            excluded_search += result.search_s if report.get("role") == "source" else float(report.get("pretrain_s", 0))
-            for key, value in report.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    tracker.metric(f"{task.id}.{key}", value)
-            if multi:
-                fpga_summary = fpga_curves.finish_task(task, result, run_dir)
-            best, checks = _best_checked(result, target, check)
-            checks_all += checks
-            n = len(result.measurements)
-            tracker.metric(f"{task.id}.trials", n)
-            tracker.metric(f"{task.id}.invalid", result.n_invalid)
-            tracker.metric(f"{task.id}.search_s", result.search_s)
-            if best is not None:
-                best_by_task[task.id] = best
-                tracker.metric(f"{task.id}.best_latency_ms", best.latency_s * 1e3, n)
-                tracker.metric(f"{task.id}.best_gflops", best.gflops, n)
-                total_latency += task.weight * best.latency_s
-            tracker.metric(f"{task.id}.check_ok", float(best is not None and (not check or checks[-1]["ok"])))
-            tracker.flush()
-            progress.finish_task(row, result, best)
-            total_search += result.search_s
-            n_meas += n
-            n_invalid += result.n_invalid
-            summaries.append({**task.summary(), "trials": n, "invalid": result.n_invalid,
-                              "search_s": result.search_s, "stop_reason": result.stop_reason,
-                              "best_latency_ms": best.latency_s * 1e3 if best else None,
-                              "best_gflops": best.gflops if best else None,
-                              "best_config": best.config.to_dict() if best else None,
-                              "best_index": best.config.index if best else None,
-                              "check": checks[-1] if checks else None, "method_report": report or None,
-                              **({"fpga": fpga_summary} if multi else {})})
+        ctx = {"cfg": cfg, "target": target, "tracker": tracker, "protocol": protocol, "progress": progress,
+               "records": records, "budget": budget, "seed": seed, "history": history, "fpga": fpga,
+               "run_dir": run_dir, "check": bool(cfg.get("check_correctness", True))}
+        for task in tasks:
+            _tune_one(ctx, task, prior_by_task.get(task.id, []), totals)
     records.close()
-    wall = time.perf_counter() - t_start
-    build_phase = target.stats["build_phase_s"] - phase0["build_phase_s"]
-    run_phase = target.stats["run_phase_s"] - phase0["run_phase_s"]
-    check_s = target.stats["check_s"] - phase0["check_s"]
-    all_ok = all(s["best_latency_ms"] is not None for s in summaries)
-    run_metrics = {"search_time_s": total_search, "n_measurements": n_meas, "n_invalid": n_invalid,
-                   "n_tasks": len(tasks), "wall_s": wall, "build_phase_s": build_phase, "run_phase_s": run_phase,
-                   "check_s": check_s,
-                   "harness_overhead_share": max(0.0, wall - build_phase - run_phase - check_s) / max(wall, 1e-9)}
-    if any(s["method_report"] for s in summaries):  # search time without source tuning / pre-training
-        run_metrics["search_time_excl_source_s"] = total_search - excluded_search
-    if all_ok:
-        run_metrics["tasks_latency_ms"] = total_latency * 1e3  # sum over tasks of weight x best latency
-    for k, v in run_metrics.items():
+    for k, v in _run_metrics(totals, target, protocol, time.perf_counter() - t_start, phase0).items():
         tracker.metric(k, v)
     tracker.flush()
     e2e_error = None
     if multi:
-        fpga_curves.log_run(tracker)
+        fpga.log_run(tracker)
         tracker.flush()
     if (cfg.get("e2e") or {}).get("enabled", True) and not multi:
-        e2e_error = _model_latency(cfg, imported, tasks, best_by_task, target, tracker)
+        protocol.wait_if_busy("the end-to-end step")
+        e2e_error = _model_latency(cfg, imported, tasks, totals.best, target, tracker)
         tracker.flush()
-    with open(os.path.join(run_dir, "tasks.json"), "w") as fh:
-        json.dump(summaries, fh, indent=1)
-    with open(os.path.join(run_dir, "checks.jsonl"), "a") as fh:
-        for c in checks_all:
-            fh.write(json.dumps(c) + "\n")
-    for name in ("records.jsonl", "config.yaml", "tasks.json", "checks.jsonl") + \
-            (tuple(fpga_curves.artifacts) if multi else ()):
-        tracker.artifact(os.path.join(run_dir, name))
-    if not all_ok:
-        bad = [s["name"] for s in summaries if s["best_latency_ms"] is None]
-        tracker.set_tags({"tunebench.tasks_without_result": ",".join(bad)})
-        log.warning("no valid, output-checked config for task(s) %s", ", ".join(bad))
+    _write_run_files(run_dir, totals, tracker, fpga.artifacts if multi else ())
     if e2e_error:
         from tunebench.harness.e2e import E2EError
 
         raise E2EError(e2e_error)
+
+
+def _write_run_files(run_dir: str, totals: RunTotals, tracker: Tracker, extra_artifacts) -> None:
+    with open(os.path.join(run_dir, "tasks.json"), "w") as fh:
+        json.dump(totals.summaries, fh, indent=1)
+    with open(os.path.join(run_dir, "checks.jsonl"), "a") as fh:
+        for c in totals.checks:
+            fh.write(json.dumps(c) + "\n")
+    names = ("records.jsonl", "config.yaml", "tasks.json", "checks.jsonl", "retimed.jsonl") + tuple(extra_artifacts)
+    for name in names:
+        if os.path.exists(os.path.join(run_dir, name)):
+            tracker.artifact(os.path.join(run_dir, name))
+    if not all(s["best_latency_ms"] is not None for s in totals.summaries):
+        bad = [s["name"] for s in totals.summaries if s["best_latency_ms"] is None]
+        tracker.set_tags({"tunebench.tasks_without_result": ",".join(bad)})
+        log.warning("no valid, output-checked config for task(s) %s", ", ".join(bad))

@@ -37,6 +37,17 @@ Model-level best-so-far curve (plots)
     each seed's curve held at its last value after it ends (so the median never increases either).
     Records come from the path in the run's ``tunebench.record_file`` tag, or from its
     ``records.jsonl`` artifact (and ``tasks.json``) when that path is not on this machine.
+
+Statistics, noise marks and machine (:mod:`tunebench.harness.leaderboard_stats`)
+    Speedups vs PyTorch eager / torch.compile / PyTorch TF32 with 95 % bootstrap intervals (over
+    seeds; a single seed: its own interval over interleaved rounds), intervals of the reductions and
+    HV against the baseline, better/worse only when an interval excludes 1, ``(noisy)`` on every
+    value that rests on a timing marked noisy, and above each table the runs' precision, threads,
+    device and measured peak.
+
+Fraction of the optimum (:mod:`tunebench.harness.optimum_curves`)
+    Per group a second PNG after Kernel Tuner's benchmark methodology: mean over tasks of
+    optimum / best so far vs per-task search seconds, the optimum over every run of the group.
 """
 
 from __future__ import annotations
@@ -55,6 +66,9 @@ import numpy as np
 import pandas as pd
 
 from tunebench.errors import UserError
+from tunebench.harness import leaderboard_stats as lbs
+from tunebench.harness.leaderboard_stats import fmt_num as _num
+from tunebench.harness.optimum_curves import write_optimum_plot
 from tunebench.harness.records import read_records
 from tunebench.harness.tracking import check_reachable, resolve_uri
 
@@ -63,15 +77,16 @@ RUN_METRICS = ("search_time_s", "search_time_excl_source_s", "n_measurements", "
                "tasks_latency_ms", "wall_s",
                "e2e_latency_ms", "e2e_latency_std_ms", "torch_latency_ms", "torch_latency_std_ms",
                "tvm_default_latency_ms", "tvm_default_latency_std_ms", "e2e_rel_err",
-               "adrs", "hypervolume", "tool_s", "algorithm_s")
+               "adrs", "hypervolume", "tool_s", "algorithm_s", *lbs.RUN_METRICS)
 
 CSV_COLUMNS = ("model", "target", "method", "is_baseline", "n_seeds", "seeds", "search_time_s_mean",
                "search_time_s_std", "search_time_h_mean", "search_time_h_std", "n_measurements_mean",
                "tasks_latency_ms_mean", "e2e_latency_ms_mean", "e2e_latency_ms_std", "n_e2e",
-               "speedup_vs_torch_mean", "torch_latency_ms_mean", "tvm_default_latency_ms_mean", "e2e_rel_err_max",
+               "torch_latency_ms_mean", "tvm_default_latency_ms_mean", "e2e_rel_err_max",
                "search_red_pct", "latency_red_pct", "hv_vs_baseline", "search_excl_source_s_mean",
                "search_red_excl_source_pct", "hv_excl_source", "baseline", "run_ids",
-               "adrs_mean", "adrs_std", "hypervolume_mean", "hypervolume_std", "tool_s_mean", "algorithm_s_mean")
+               "adrs_mean", "adrs_std", "hypervolume_mean", "hypervolume_std", "tool_s_mean", "algorithm_s_mean",
+               *lbs.CSV_COLUMNS)
 
 # FPGA (multi-objective) groups: ADRS and normalized hypervolume instead of latencies (issue 6).
 FPGA_MD_COLUMNS = (
@@ -92,30 +107,37 @@ MD_COLUMNS = (
     ("search [h]", lambda r: _pm(r["search_time_h_mean"], r["search_time_h_std"], 2)),
     ("search [s]", lambda r: _pm(r["search_time_s_mean"], r["search_time_s_std"], 1)),
     ("measurements", lambda r: _num(r["n_measurements_mean"], 1, strip=True)),
-    ("Σ task latency [ms]", lambda r: _num(r["tasks_latency_ms_mean"], 4)),
-    ("e2e latency [ms]", lambda r: _pm(r["e2e_latency_ms_mean"], r["e2e_latency_ms_std"], 4)),
-    ("speedup vs PyTorch [×]", lambda r: _num(r["speedup_vs_torch_mean"], 2)),
-    ("TVM default [ms]", lambda r: _num(r["tvm_default_latency_ms_mean"], 4)),
-    ("search red. [%]", lambda r: _num(r["search_red_pct"], 2)),
-    ("latency red. [%]", lambda r: _num(r["latency_red_pct"], 2)),
+    ("Σ task latency [ms]", lambda r: lbs.mark(_num(r["tasks_latency_ms_mean"], 4), lbs.tasks_noisy(r))),
+    ("e2e latency [ms]", lambda r: lbs.mark(_pm(r["e2e_latency_ms_mean"], r["e2e_latency_ms_std"], 4),
+                                            lbs.flag(r["e2e_noisy_any"]))),
+    ("speedup vs PyTorch [×]", lambda r: lbs.speedup_cell(r, "speedup_vs_torch")),
+    ("speedup vs torch.compile [×]", lambda r: lbs.speedup_cell(r, "speedup_vs_torch_compile")),
+    ("speedup vs PyTorch TF32 [×]", lambda r: lbs.speedup_cell(r, "speedup_vs_torch_tf32")),
+    ("TVM default [ms]", lambda r: lbs.mark(_num(r["tvm_default_latency_ms_mean"], 4),
+                                            lbs.flag(r["tvm_default_noisy_any"]))),
+    ("% peak", lambda r: lbs.mark(_num(r["pct_peak_mean"], 1), lbs.tasks_noisy(r))),
+    ("noisy tasks", lambda r: _num(r["n_noisy_tasks_mean"], 2, strip=True)),
+    ("search red. [%]", lambda r: lbs.reduction_cell(r, "search_red")),
+    ("latency red. [%]", lambda r: lbs.reduction_cell(r, "latency_red")),
     ("HV vs {baseline}", lambda r: _hv_cell(r)),
     ("search excl. source [s]", lambda r: _num(r["search_excl_source_s_mean"], 1)),
     ("search red. excl. source [%]", lambda r: _num(r["search_red_excl_source_pct"], 2)),
     ("HV excl. source", lambda r: _num(r["hv_excl_source"], 4)),
 )
-#: columns left out of a group's Markdown table when all its cells are blank (methods without
-#: source tuning or pre-training, i.e. everything but transfer methods such as dgp, have no such time)
-OPTIONAL_MD = {"search excl. source [s]", "search red. excl. source [%]", "HV excl. source"}
+#: columns left out of a group's Markdown table unless the predicate (None: the cell is not blank) holds
+#: for some row: excl. source times exist for transfer methods (dgp) only, TF32 on cuda only
+OPTIONAL_MD = {"search excl. source [s]": None, "search red. excl. source [%]": None, "HV excl. source": None,
+               "speedup vs PyTorch TF32 [×]": None, "noisy tasks": lbs.tasks_noisy}
 
 
 def _hv_cell(r) -> str:
     """HV with a marker when both reductions are negative: the product is then positive although
     the method is slower to search *and* gives slower code than the baseline."""
-    text = _num(r["hv_vs_baseline"], 4)
+    text = lbs.ci_text(r["hv_vs_baseline"], r.get("hv_ci_low"), r.get("hv_ci_high"), 4)
     s, lat = r["search_red_pct"], r["latency_red_pct"]
     if text and s == s and lat == lat and s < 0 and lat < 0:  # (x == x: not NaN)
         text += " (both worse)"
-    return text
+    return lbs.mark(text, lbs.latency_red_noisy(r))
 
 
 # ---------------------------------------------------------------- reading the tracking store
@@ -222,9 +244,9 @@ def load_runs(client, experiments: list[str] | None = None, since: str | None = 
                      "method": tags.get("method", "?"), "model": tags.get("model", "?"),
                      "target": tags.get("target", "?"), "seed": tags.get("seed", "?"),
                      "start_time": run.info.start_time, "record_file": tags.get(RECORD_TAG),
-                     **{m: metrics.get(m, math.nan) for m in RUN_METRICS}})
+                     **{t: tags.get(t) for t in lbs.RUN_TAGS}, **{m: metrics.get(m, math.nan) for m in RUN_METRICS}})
     columns = ["run_id", "experiment", "method", "model", "target", "seed", "start_time", "record_file",
-               *RUN_METRICS]
+               *lbs.RUN_TAGS, *RUN_METRICS]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -288,7 +310,6 @@ def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] 
                 "n_measurements_mean": m["n_measurements"].mean(),
                 "tasks_latency_ms_mean": m["tasks_latency_ms"].mean(),
                 "e2e_latency_ms_mean": lat, "e2e_latency_ms_std": m["e2e_latency_ms"].std(), "n_e2e": n_e2e,
-                "speedup_vs_torch_mean": (m["torch_latency_ms"] / m["e2e_latency_ms"]).mean(),
                 "torch_latency_ms_mean": m["torch_latency_ms"].mean(),
                 "tvm_default_latency_ms_mean": m["tvm_default_latency_ms"].mean(),
                 "e2e_rel_err_max": m["e2e_rel_err"].max(),
@@ -299,6 +320,7 @@ def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] 
                 "adrs_mean": m["adrs"].mean(), "adrs_std": m["adrs"].std(),
                 "hypervolume_mean": m["hypervolume"].mean(), "hypervolume_std": m["hypervolume"].std(),
                 "tool_s_mean": m["tool_s"].mean(), "algorithm_s_mean": m["algorithm_s"].mean(),
+                **lbs.method_stats(m, base, method == baseline),
             })
     table = pd.DataFrame(rows, columns=list(CSV_COLUMNS))
     if not table.empty:
@@ -311,13 +333,6 @@ def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] 
 
 # ---------------------------------------------------------------- Markdown
 
-def _num(x, digits: int, strip: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    text = f"{x:.{digits}f}"
-    return text.rstrip("0").rstrip(".") if strip and "." in text else text
-
-
 def _pm(mean, std, digits: int) -> str:
     text = _num(mean, digits)
     return f"{text} ± {_num(std, digits)}" if text and _num(std, digits) else text
@@ -329,34 +344,38 @@ def md_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(table: pd.DataFrame, notes: dict, header: list[str], plots: dict) -> str:
-    """The leaderboard as Markdown: one section per (model, target) with its table, notes and plot."""
+def to_markdown(table: pd.DataFrame, notes: dict, header: list[str], plots: dict, machine: dict | None = None
+                ) -> str:
+    """The leaderboard as Markdown: one section per (model, target) with its machine line (``machine``),
+    table, notes and plots (``plots``: {(model, target): [(caption, png file), ...]})."""
     parts = ["# tunebench leaderboard", "", *header, ""]
     if table.empty:
         return "\n".join(parts + ["No FINISHED runs match the filters.", ""])
     for (model, target), rows in table.groupby(["model", "target"], sort=False):
         baseline = rows["baseline"].iloc[0]
         parts += [f"## {model} on {target}", ""]
+        if (machine or {}).get((model, target)):
+            parts += [machine[(model, target)], ""]
         records = rows.to_dict("records")
         cols = FPGA_MD_COLUMNS if rows["hypervolume_mean"].notna().any() else MD_COLUMNS
-        cols = [(h, fmt) for h, fmt in cols if h not in OPTIONAL_MD or any(fmt(r) for r in records)]
+        cols = [(h, fmt) for h, fmt in cols
+                if h not in OPTIONAL_MD or any((OPTIONAL_MD[h] or fmt)(r) for r in records)]
         cells = [[fmt(r) for _, fmt in cols] for r in records]
         headers = [h.format(baseline=baseline) for h, _ in cols]
         parts += [md_table(headers, cells), ""]
         parts += [f"- {n}" for n in notes.get((model, target), [])]
-        if plots.get((model, target)):
-            parts += ["", f"![best-so-far curves, {model} on {target}]({plots[(model, target)]})"]
+        for caption, png in plots.get((model, target), []):
+            parts += ["", f"![{caption}, {model} on {target}]({png})"]
         parts.append("")
     parts += ["Means over seeds ± sample std. search red. = 1 − T/T_base, latency red. = 1 − L/L_base with T, L "
               "the means over seeds of search_time_s and e2e_latency_ms; HV = search red. × latency red. × 100 "
               "(seed 001 Eq. 7; \"both worse\" marks a positive HV from two negative reductions). "
-              "Σ task latency = Σ weight × best task latency; speedup vs PyTorch = mean over seeds of "
-              "torch_latency_ms / e2e_latency_ms. \"excl. source\" columns (transfer methods only): the same with "
-              "search_time_excl_source_s, the search time without source-layer tuning and model pre-training "
-              "(seed 001 reports search time this way when a history is given). FPGA groups: ADRS against the "
-              "exhaustive table's true Pareto front and normalized hypervolume (reference point from the target "
-              "config), both of the designs measured at the highest fidelity; tool = tool seconds charged, "
-              "algorithm = search − tool.", ""]
+              "Σ task latency = Σ weight × best task latency. \"excl. source\" columns (transfer methods only): "
+              "the same with search_time_excl_source_s, the search time without source-layer tuning and model "
+              "pre-training (seed 001 reports search time this way when a history is given). FPGA groups: ADRS "
+              "against the exhaustive table's true Pareto front and normalized hypervolume (reference point from "
+              "the target config), both of the designs measured at the highest fidelity; tool = tool seconds "
+              "charged, algorithm = search − tool.", "", lbs.FOOTNOTE, ""]
     return "\n".join(parts)
 
 
@@ -476,30 +495,48 @@ def plot_group(model: str, target: str, curves: dict[str, list[pd.DataFrame]], p
 
 
 def make_plots(client, runs: pd.DataFrame, methods, out: str, notes: dict) -> dict:
-    """Plot every (model, target) group; returns {(model, target): png file name}."""
+    """Plot every (model, target) group; returns {(model, target): [(caption, png file name), ...]}."""
     plots = {}
-    if methods:
-        runs = runs[runs["method"].isin(methods)]
     with tempfile.TemporaryDirectory(prefix="tunebench-lb-") as tmp:
         files = RunFiles(client, tmp)
         for (model, target), group in runs.groupby(["model", "target"], sort=True):
             if group["hypervolume"].notna().any():
                 continue  # FPGA groups: their curves are the MLflow ADRS / hypervolume histories
-            curves: dict[str, list[pd.DataFrame]] = {}
-            for run in group.to_dict("records"):
-                loaded = files.load(run)
-                curve = model_curve(*loaded) if loaded else None
-                if curve is None:
-                    why = "records not available" if loaded is None else "a task without a valid measurement"
-                    notes.setdefault((model, target), []).append(
-                        f"no curve for `{run['method']}` seed {run['seed']} (run {run['run_id'][:8]}): {why}")
-                    continue
-                curves.setdefault(run["method"], []).append(curve)
-            if curves:
-                name = f"curves_{_safe(model)}_{_safe(target)}.png"
-                plot_group(model, target, curves, os.path.join(out, name))
-                plots[(model, target)] = name
+            plots[(model, target)] = _group_plots(model, target, group, files, methods, out,
+                                                  notes.setdefault((model, target), []))
     return plots
+
+
+def _group_plots(model, target, group: pd.DataFrame, files: RunFiles, methods, out: str, notes: list[str]
+                 ) -> list[tuple[str, str]]:
+    """The best-so-far and fraction-of-optimum PNGs of one group (rows: ``methods``, None: all; every
+    method's records count towards the optima)."""
+    curves: dict[str, list[pd.DataFrame]] = {}
+    records: dict[str, list[list[dict]]] = {}
+    for run in group.to_dict("records"):
+        loaded = files.load(run)
+        if loaded is not None:
+            records.setdefault(run["method"], []).append(loaded[0])
+        if methods and run["method"] not in methods:
+            continue
+        curve = model_curve(*loaded) if loaded else None
+        if curve is None:
+            why = "records not available" if loaded is None else "a task without a valid measurement"
+            notes.append(f"no curve for `{run['method']}` seed {run['seed']} (run {run['run_id'][:8]}): {why}")
+            continue
+        curves.setdefault(run["method"], []).append(curve)
+    made, stem = [], f"{_safe(model)}_{_safe(target)}.png"
+    if curves:
+        plot_group(model, target, curves, os.path.join(out, f"curves_{stem}"))
+        made.append(("best-so-far curves", f"curves_{stem}"))
+    shown = set(methods) if methods else None
+    if any(shown is None or m in shown for m in records):
+        noisy = write_optimum_plot(model, target, records, shown, os.path.join(out, f"optimum_{stem}"))
+        made.append(("fraction of the optimum reached", f"optimum_{stem}"))
+        if noisy:
+            notes.append(f"fraction of optimum: the optimum of {len(noisy)} task(s) comes only from measurements "
+                         f"marked noisy ({', '.join(noisy)})")
+    return made
 
 
 # ---------------------------------------------------------------- entry point
@@ -545,7 +582,8 @@ def run_leaderboard(args: argparse.Namespace) -> str:
               f"{len(runs)} FINISHED run(s)."]
     if n_dupes:
         header.append(f"{n_dupes} older run(s) with the same (model, target, method, seed) set aside.")
-    markdown = to_markdown(table, notes, header, plots)
+    machine = {key: lbs.machine_line(group) for key, group in runs.groupby(["model", "target"])}
+    markdown = to_markdown(table, notes, header, plots, machine)
     with open(os.path.join(args.out, "leaderboard.md"), "w") as fh:
         fh.write(markdown)
     csv = table.assign(note=["; ".join(notes.get((m, t), [])) for m, t in zip(table["model"], table["target"])])

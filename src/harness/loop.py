@@ -20,12 +20,14 @@ class TaskResult:
         measurements: every measurement of the task, prior (resumed) ones first, in trial order.
         search_s: the task's search clock in seconds (prior attempts included).
         stop_reason: why the loop ended: ``trials``, ``seconds``, ``early_stopping`` or ``exhausted``.
+        lock_wait_s: seconds spent waiting for another process's device lock (not in ``search_s``).
     """
 
     task: Task
     measurements: list[Measurement] = field(default_factory=list)
     search_s: float = 0.0
     stop_reason: str = ""
+    lock_wait_s: float = 0.0
 
     @property
     def valid(self) -> list[Measurement]:
@@ -98,11 +100,15 @@ def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random
     result = TaskResult(task, measurements=list(prior))
     clock_offset = prior[-1].search_s if prior else 0.0
     t0 = time.perf_counter()
+    waited0 = target.stats.get("lock_wait_s", 0.0)
 
     charged = [0.0]  # simulated targets (table replay): recorded tool seconds added to the clock
 
     def clock() -> float:
-        return clock_offset + time.perf_counter() - t0 + charged[0]
+        """The search clock: wall time, minus waiting for another process's device lock, plus
+        the tool seconds charged by simulated targets."""
+        waited = target.stats.get("lock_wait_s", 0.0) - waited0
+        return clock_offset + time.perf_counter() - t0 - waited + charged[0]
 
     simulated = bool(getattr(target, "simulated_clock", False))
 
@@ -141,4 +147,5 @@ def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random
         if on_batch is not None:
             on_batch(batch, result)
     result.search_s = clock()
+    result.lock_wait_s = target.stats.get("lock_wait_s", 0.0) - waited0
     return result

@@ -48,7 +48,7 @@ from tunebench.methods.autotvm import throughput
 from tunebench.methods.base import Method
 from tunebench.methods.layer_groups import group_key, group_name, task_group
 from tunebench.methods.xgb_model import KnobFeatures, XGBCostModel
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.space import Config, Space, SplitKnob
 from tunebench.task import Measurement
 
 log = logging.getLogger(__name__)

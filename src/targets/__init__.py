@@ -7,13 +7,14 @@ from tunebench.errors import UserError
 TARGET_KINDS = ("llvm", "cuda", "fpga_open", "table", "vivado")
 
 
-def make_target(cfg: dict):
-    """The target for a target config dict (``conf/target/*.yaml``)."""
+def make_target(cfg: dict, measure: dict | None = None):
+    """The target for a target config dict (``conf/target/*.yaml``); ``measure``: the experiment's
+    measurement-protocol settings (used by the TVM targets)."""
     kind = cfg.get("kind")
     if kind in ("llvm", "cuda"):
         from tunebench.targets.tvm_target import TVMTarget
 
-        return TVMTarget(cfg)
+        return TVMTarget(cfg, measure)
     if kind == "fpga_open":
         from tunebench.targets.fpga_open import FPGAOpenTarget
 

@@ -1,11 +1,25 @@
-"""A per-device lock so that measurements never overlap, also across concurrent Hydra jobs."""
+"""A per-device lock so that measurements never overlap, also across concurrent Hydra jobs.
+
+The lock is an exclusive ``flock`` on ``<lock_dir>/<device key>.lock``. The holder writes its pid,
+command line and the time it took the lock into the file, so that a process that has to wait can
+say who it waits for: after ``notice_s`` seconds of waiting it logs one line naming the holder, and
+one more when it gets the lock. The seconds spent waiting are added up in ``wait_s``; the harness
+leaves them out of the task's search clock (they measure the neighbours, not the method).
+
+Within one process the lock is re-entrant: a block that holds it (the end-to-end timing) can call
+code that takes it again (the calibration kernel).
+"""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import tempfile
-from contextlib import contextmanager
+import threading
+import time
+
+log = logging.getLogger(__name__)
 
 
 def lock_path(device_key: str, lock_dir: str | None = None) -> str:
@@ -15,13 +29,121 @@ def lock_path(device_key: str, lock_dir: str | None = None) -> str:
     return os.path.join(lock_dir, f"{safe}.lock")
 
 
-@contextmanager
-def device_lock(device_key: str, lock_dir: str | None = None):
-    """Hold an exclusive ``flock`` on the device's lock file for the duration of the block."""
-    path = lock_path(device_key, lock_dir)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield path
-        finally:
+def _command_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return "?"
+
+
+def holder_of(path: str) -> str:
+    """Who holds the lock file at ``path``, as written by the holder: ``pid N (command), held for S s``."""
+    try:
+        with open(path) as fh:
+            pid_text, since_text, *_ = (fh.read().splitlines() + ["", ""])
+        pid, since = int(pid_text), float(since_text)
+    except (OSError, ValueError):
+        return "an unknown process"
+    return f"pid {pid} ({_command_of(pid)}), held for {time.time() - since:.0f} s"
+
+
+class _Held:
+    """A lock file this process holds: the open file, the in-process mutex and the nesting depth."""
+
+    def __init__(self):
+        self.mutex = threading.RLock()
+        self.fh = None
+        self.depth = 0
+
+
+_HELD: dict[str, _Held] = {}
+_HELD_GUARD = threading.Lock()
+
+
+def _held(path: str) -> _Held:
+    with _HELD_GUARD:
+        return _HELD.setdefault(path, _Held())
+
+
+class DeviceLock:
+    """The lock of one device.
+
+    Args:
+        device_key: names the device (e.g. ``cpu-<host>``); one lock file per key.
+        lock_dir: folder of the lock files (None: ``<tmp>/tunebench-locks``).
+        notice_s: seconds of waiting after which one line names the holder.
+        poll_s: how often a waiting process tries again.
+
+    Attributes:
+        wait_s: seconds spent waiting for other processes through this object, in all.
+
+    Re-entrant per process and thread: every object for the same lock file shares one ``flock``;
+    other threads of the process wait on an in-process mutex.
+    """
+
+    def __init__(self, device_key: str, lock_dir: str | None = None, notice_s: float = 3.0, poll_s: float = 0.05):
+        self.device_key = device_key
+        self.lock_dir = lock_dir
+        self.notice_s = notice_s
+        self.poll_s = poll_s
+        self.wait_s = 0.0
+        self._state: _Held | None = None
+
+    @property
+    def path(self) -> str:
+        return lock_path(self.device_key, self.lock_dir)
+
+    def _acquire(self, path: str):
+        fh = open(path, "a+")
+        t0, noticed = time.perf_counter(), False
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.perf_counter() - t0
+                if not noticed and waited >= self.notice_s:
+                    log.warning("waiting for the %s device lock (%s): held by %s; waited %.0f s so far "
+                                "(not charged to the search clock)", self.device_key, path, holder_of(path), waited)
+                    noticed = True
+                time.sleep(self.poll_s)
+        waited = time.perf_counter() - t0
+        self.wait_s += waited
+        if noticed:
+            log.warning("got the %s device lock after waiting %.1f s", self.device_key, waited)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n{time.time()}\n{_command_of(os.getpid())}\n")
+        fh.flush()
+        return fh
+
+    def __enter__(self) -> "DeviceLock":
+        path = self.path
+        state = _held(path)
+        t0 = time.perf_counter()
+        state.mutex.acquire()
+        if state.depth == 0:
+            self.wait_s += time.perf_counter() - t0  # another thread of this process held it
+            try:
+                state.fh = self._acquire(path)
+            except BaseException:
+                state.mutex.release()
+                raise
+        state.depth += 1
+        self._state = state
+        return self
+
+    def __exit__(self, *exc) -> None:
+        state = self._state
+        state.depth -= 1
+        if state.depth == 0:
+            fh, state.fh = state.fh, None
             fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
+        state.mutex.release()
+
+
+def device_lock(device_key: str, lock_dir: str | None = None) -> DeviceLock:
+    """A :class:`DeviceLock` for a ``with`` block (for callers that keep no lock object)."""
+    return DeviceLock(device_key, lock_dir)

@@ -23,6 +23,7 @@ class FPGATargetBase:
     """Config handling common to FPGA targets. Subclasses implement ``measure``."""
 
     simulated_clock = False  # True: the loop adds each measurement's cost_s to the search clock
+    times_kernels = False  # tool reports, not timings: no calibration, re-timing or peak
 
     def __init__(self, cfg: dict):
         self.cfg = cfg
@@ -43,7 +44,8 @@ class FPGATargetBase:
             raise UserError(f"target.reference_point={self.reference_point}: needs one value per objective "
                             f"{self.objectives}")
         self.batch_size = int(cfg.get("batch_size", 3))
-        self.stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0, "tool_s": 0.0}
+        self.stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0, "tool_s": 0.0,
+                      "protocol_s": 0.0, "lock_wait_s": 0.0}
 
     def fidelity_of(self, fidelity: str | None) -> str:
         f = fidelity or self.fidelities[-1]

@@ -5,9 +5,12 @@ A batch of configs is measured in two phases, like AutoTVM's LocalBuilder/LocalR
 1. **build**: up to ``builder.n_parallel`` worker processes apply the template and compile each
    config to a shared library (cuda: configs that break the GPU's limits are rejected first);
 2. **run**: one runner process times each library with TVM's time evaluator, one at a time, while
-   holding the device's lock, so measurements never overlap (also across concurrent jobs).
+   holding the device's lock, so measurements never overlap (also across concurrent jobs); a noisy
+   timing is timed again and, if it stays noisy, marked (:mod:`tunebench.targets.timing`).
 
 Build and run errors, crashes and timeouts become invalid :class:`Measurement` s with the error text.
+Every worker's TVM thread pool has ``threads`` threads (``num_cores``; TVM's own default would be
+half the logical CPUs on x86), the number the PyTorch baselines use too.
 """
 
 from __future__ import annotations
@@ -16,21 +19,29 @@ import logging
 import os
 import platform
 import shutil
-import statistics
 import tempfile
 import time
 
-import numpy as np
 
 from tunebench.errors import UserError
+from tunebench.protocol.machine import MachineCache
+from tunebench.protocol.noise import CpuMonitor, NoisePolicy
 from tunebench.space import Config, TraceConfig
-from tunebench.targets.devicelock import device_lock
+from tunebench.targets.devicelock import DeviceLock
+from tunebench.targets.timing import TimingProtocol
 from tunebench.targets.workers import WorkerPool
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
 
 HANDLER = "tunebench.targets.tvm_worker:handle"  # default request handler of the worker processes
+PREPARE = "tunebench.targets.tvm_worker:prepare"  # imports TVM in a worker before it reports ready
+
+
+def tvm_version() -> str:
+    import tvm
+
+    return str(tvm.__version__)
 
 
 def cpu_model_name() -> str:
@@ -44,17 +55,20 @@ def cpu_model_name() -> str:
     return platform.processor() or "unknown"
 
 
-class TVMTarget:
+class TVMTarget(TimingProtocol):
     """Real compile-and-time measurement through TVM on a local device.
 
     Args:
         cfg: the target config (``conf/target/llvm.yaml`` or ``cuda.yaml``) as a dict.
+        measure: the experiment's ``measure`` config (noise thresholds, machine cache folder).
     """
 
     objectives = ["latency_s"]  # minimized
     fidelities = ["hw"]
+    times_kernels = True  # the harness calibrates, re-times and reports the peak for this target
+    precision = "float32"
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: dict, measure: dict | None = None):
         self.cfg = cfg
         self.kind = cfg["kind"]
         self.name = cfg.get("name", self.kind)
@@ -64,22 +78,38 @@ class TVMTarget:
         self.runner_cfg = dict(cfg.get("runner", {}))
         self.check_cfg = dict(cfg.get("check", {}))
         self.lock_dir = cfg.get("lock_dir")
+        measure = dict(measure or {})
+        self.policy = NoisePolicy.from_cfg(measure.get("noise"))
+        self.threads = int(cfg.get("num_cores") or os.cpu_count() or 1)
         cache = self.check_cfg.get("reference_cache", "default")
         self.ref_cache_dir = (os.path.join(tempfile.gettempdir(), "tunebench-references") if cache == "default"
                               else (os.path.expanduser(str(cache)) if cache else None))
         self.limits: dict = {}
-        self.stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0}  # cumulative wall seconds
+        # cumulative wall seconds; protocol_s: calibration, re-timing and the peak microbenchmark
+        self._stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0, "protocol_s": 0.0}
         self._probe_device()
+        self.lock = DeviceLock(self.device_key, self.lock_dir, notice_s=float(measure.get("lock_notice_s", 3.0)))
+        self.monitor = CpuMonitor(self.worker_pids, min_window_s=0.1)
+        self.machine = MachineCache({"host": platform.node(), "device": self.device["name"], "kind": self.kind,
+                                     "threads": self.threads, "tvm": tvm_version()}, measure.get("cache_dir"))
         self._builders: WorkerPool | None = None
         self._runner: WorkerPool | None = None
         self._tmpdir: str | None = None
         self._mod_json: dict[str, str] = {}  # task id -> tvm.ir.save_json(task.mod)
 
+    @property
+    def stats(self) -> dict:
+        """Cumulative seconds: build/run phases, output checks, protocol work, waiting for the lock."""
+        return {**self._stats, "lock_wait_s": self.lock.wait_s}
+
+    def worker_pids(self) -> list[int]:
+        return [pid for pool in (self._builders, self._runner) if pool is not None for pid in pool.pids()]
+
     # ---- device ---------------------------------------------------------------------
     def _probe_device(self) -> None:
         import tvm
 
-        n_cores = self.cfg.get("num_cores") or os.cpu_count() or 1
+        n_cores = self.threads
         if self.kind == "llvm":
             mcpu = self.cfg.get("mcpu") or "native"
             if mcpu == "native":
@@ -115,7 +145,7 @@ class TVMTarget:
     def describe(self) -> dict:
         """Device description recorded with every run (plus the TVM target, for methods that compile)."""
         return {**self.device, "tvm_target": dict(self.tvm_target), "objectives": list(self.objectives),
-                "fidelities": list(self.fidelities)}
+                "fidelities": list(self.fidelities), "threads": self.threads, "precision": self.precision}
 
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -123,8 +153,9 @@ class TVMTarget:
         if self._builders is None:
             n = self.builder_cfg.get("n_parallel") or os.cpu_count() or 1
             handler = self.cfg.get("handler") or HANDLER
-            self._builders = WorkerPool(handler, int(n))
-            self._runner = WorkerPool(handler, 1)
+            env = {"TVM_NUM_THREADS": self.threads}
+            self._builders = WorkerPool(handler, int(n), env=env, prepare=PREPARE)
+            self._runner = WorkerPool(handler, 1, env=env, prepare=PREPARE)
             self._tmpdir = tempfile.mkdtemp(prefix="tunebench-build-")
             self._builders.start()
             self._runner.start()
@@ -153,70 +184,82 @@ class TVMTarget:
         return {"task_key": task.id, "mod_json": self._mod_json[task.id], "task_kind": task.kind,
                 "target_kind": self.kind, "target": self.tvm_target, "limits": self.limits}
 
+    def _arg_specs(self, task: Task) -> list:
+        from tunebench.targets.tvm_worker import arg_specs
+
+        return [[list(shape), dtype] for shape, dtype in arg_specs(task.mod)]
+
+    def _build_all(self, task: Task, configs: list, phase: str = "build_phase_s") -> list:
+        """Build ``configs`` in parallel (without the device lock); the wall time counts in ``phase``.
+        Returns the library paths (None where the build failed) and the builders' ``(ok, result or
+        error, wall s)`` per config."""
+        base = self._payload(task)
+        payloads = [{**base, "index": c.index, "trace": c.trace if isinstance(c, TraceConfig) else None,
+                     "path": os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so")}
+                    for c in configs]
+        t0 = time.perf_counter()
+        built = self._builders.map("build", payloads, float(self.builder_cfg.get("timeout_s", 60)))
+        self._stats[phase] += time.perf_counter() - t0
+        return [p["path"] if ok else None for p, (ok, _, _) in zip(payloads, built)], built
+
+    @staticmethod
+    def _remove(paths) -> None:
+        for path in paths:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
     def measure(self, task: Task, configs: list[Config | TraceConfig], fidelity: str | None = None) -> list[Measurement]:
         """Build and time ``configs`` of ``task``; one :class:`Measurement` per config, in order.
         ``fidelity``: None or "hw" (the only one)."""
         if fidelity not in (None, "hw"):
             raise UserError(f"fidelity={fidelity!r} is unknown for target {self.name}; valid: hw")
         from tunebench.targets.templates import get_template
-        from tunebench.targets.tvm_worker import arg_specs
 
         self.start()
         tpl = get_template(task.kind, self.kind)
-        base = self._payload(task)
         results: list[Measurement | None] = [None] * len(configs)
-        to_build, payloads = [], []
+        to_build = []
         for i, cfg in enumerate(configs):
-            is_trace = isinstance(cfg, TraceConfig)
-            err = tpl.check(task.mod, cfg, self.limits) if self.kind == "cuda" and not is_trace else None
+            err = tpl.check(task.mod, cfg, self.limits) if self.kind == "cuda" and not isinstance(cfg, TraceConfig) else None
             if err:
                 results[i] = Measurement(task.id, cfg, valid=False, error=f"invalid config: {err}")
-                continue
-            path = os.path.join(self._tmpdir, f"{task.id}-{cfg.index}-{time.monotonic_ns()}.so")
-            payloads.append({**base, "index": cfg.index, "trace": cfg.trace if is_trace else None, "path": path})
-            to_build.append(i)
-
-        t0 = time.perf_counter()
-        built = self._builders.map("build", payloads, float(self.builder_cfg.get("timeout_s", 60)))
-        self.stats["build_phase_s"] += time.perf_counter() - t0
-        specs = [[list(s), d] for s, d in arg_specs(task.mod)]
+            else:
+                to_build.append(i)
+        paths, built = self._build_all(task, [configs[i] for i in to_build])
         to_run = []
-        for i, payload, (ok, res, wall) in zip(to_build, payloads, built):
+        for i, path, (ok, res, wall) in zip(to_build, paths, built):
             if not ok:
                 results[i] = Measurement(task.id, configs[i], valid=False, error=f"build: {res}", build_s=wall)
             else:
-                to_run.append((i, payload["path"], res["build_s"]))
-
-        rc = self.runner_cfg
-        timeout = float(rc.get("timeout_s", 60))
-        cooldown = float(rc.get("cooldown_s", 0.0))
-        with device_lock(self.device_key, self.lock_dir):
+                to_run.append((i, path, res["build_s"]))
+        with self.lock:
             t0 = time.perf_counter()
             for i, path, build_s in to_run:
-                run_payload = {"path": path, "args": specs, "device": self.device_spec,
-                               "number": int(rc.get("number", 1)), "repeat": int(rc.get("repeat", 3)),
-                               "min_repeat_ms": int(rc.get("min_repeat_ms", 0))}
-                ok, res, wall = self._runner.map("run", [run_payload], timeout)[0]
-                if cooldown:
-                    time.sleep(cooldown)
-                if not ok:
-                    results[i] = Measurement(task.id, configs[i], valid=False, error=f"run: {res}",
-                                             build_s=build_s, run_s=wall)
-                    continue
-                times = res["results_s"]
-                lat = statistics.median(times) if rc.get("statistic", "median") == "median" else statistics.fmean(times)
-                results[i] = Measurement(task.id, configs[i], valid=True, latency_s=lat,
-                                         latency_std_s=float(np.std(times)), gflops=task.flops / lat / 1e9,
-                                         build_s=build_s, run_s=res["run_s"])
-            self.stats["run_phase_s"] += time.perf_counter() - t0
-        for _, path, _ in to_run:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+                results[i] = self._run_one(task, configs[i], path, build_s)
+            self._stats["run_phase_s"] += time.perf_counter() - t0
+        self._remove(path for _, path, _ in to_run)
         for m in results:
             m.cost_s = m.build_s + m.run_s
         return results  # type: ignore[return-value]
+
+    def _run_one(self, task: Task, config, path: str, build_s: float) -> Measurement:
+        rc = self.runner_cfg
+        payload = {"path": path, "args": self._arg_specs(task), "device": self.device_spec,
+                   "number": int(rc.get("number", 1)), "repeat": int(rc.get("repeat", 3)),
+                   "min_repeat_ms": int(rc.get("min_repeat_ms", 0))}
+        ok, res, run_s = self.time_built(payload, float(rc.get("timeout_s", 60)))
+        if cooldown := float(rc.get("cooldown_s", 0.0)):
+            time.sleep(cooldown)
+        if not ok:
+            return Measurement(task.id, config, valid=False, error=f"run: {res}", build_s=build_s, run_s=run_s)
+        stats, verdict, attempts = res
+        lat = stats.median if rc.get("statistic", "median") == "median" else stats.mean
+        return Measurement(task.id, config, valid=True, latency_s=lat, latency_std_s=stats.std,
+                           gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
+                           latency_min_s=stats.min, noisy=verdict.noisy,
+                           noise={**verdict.to_dict(), "attempts": attempts})
 
     def check(self, task: Task, config: Config | TraceConfig) -> tuple[bool, str]:
         """Run ``config`` once and compare its output with the unscheduled task on the host CPU.
@@ -233,9 +276,9 @@ class TVMTarget:
                    "ref_cache_dir": self.ref_cache_dir,
                    "ref_target": {"kind": "llvm", "num-cores": os.cpu_count() or 1,
                                   "mcpu": tvm.target.codegen.llvm_get_system_cpu()}}
-        with device_lock(self.device_key, self.lock_dir):
+        with self.lock:
             ok, res, wall = self._runner.map("check", [payload], float(self.check_cfg.get("timeout_s", 600)))[0]
-        self.stats["check_s"] += wall
+        self._stats["check_s"] += wall
         if not ok:
             return False, f"check failed: {res}"
         detail = f"max abs err {res['max_abs_err']:.3g} (relative {res['rel_err']:.3g}, tolerance {tol:g})"

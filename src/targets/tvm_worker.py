@@ -10,6 +10,17 @@ Requests (``name``, ``payload`` dict):
 - ``"check"``: build config ``index`` (or ``trace``) for ``target``, run it once on fixed random inputs and compare
   the output with the unscheduled PrimFunc compiled for the host CPU (the reference semantics of
   the fused task). Returns ``{"max_abs_err", "ref_max_abs", "rel_err"}``.
+- ``"retime"``: load the libraries at ``paths`` and time them in ``rounds`` interleaved rounds
+  (each round times every library once with ``repeat`` repeats, in an order rotated by one per
+  round, then the calibration kernel). Returns ``{"samples": [[seconds, ...] per library],
+  "calibration": [median seconds per round]}``.
+- ``"calibrate"``: time the calibration kernel (:func:`tunebench.protocol.kernels.calibration_kernel`)
+  for ``target``. Returns ``{"samples": [seconds per repeat]}``.
+- ``"peak"``: the device's FMA throughput and memory bandwidth
+  (:func:`tunebench.protocol.kernels.measure_peak`).
+
+The worker's TVM thread pool has ``TVM_NUM_THREADS`` threads (set by the target when it starts the
+worker), the same number PyTorch baselines use.
 """
 
 from __future__ import annotations
@@ -20,6 +31,14 @@ import numpy as np
 
 _TASKS: dict = {}  # task key -> (mod, template, space)
 _INPUTS: dict = {}  # (device, signature) -> list of tvm tensors
+_CALIBRATION: dict = {}  # target JSON -> (library, argument tensors)
+
+
+def prepare() -> None:
+    """Run at worker start-up, before it reports ready: the imports every request needs."""
+    import tvm  # noqa: F401
+
+    import tunebench.targets.templates  # noqa: F401
 
 
 def _task(payload: dict):
@@ -79,16 +98,20 @@ def _build(payload: dict) -> dict:
     return {"build_s": time.perf_counter() - t0}
 
 
-def _run(payload: dict) -> dict:
-    import tvm
-
-    dev = _device(payload["device"])
+def _inputs(payload: dict, dev) -> list:
     specs = [(tuple(s), d) for s, d in payload["args"]]
     key = (tuple(payload["device"]), tuple(specs))
     if key not in _INPUTS:
         _INPUTS.clear()  # keep one input set alive: layers can be large
         _INPUTS[key] = _random_args(specs, dev, seed=0)
-    args = _INPUTS[key]
+    return _INPUTS[key]
+
+
+def _run(payload: dict) -> dict:
+    import tvm
+
+    dev = _device(payload["device"])
+    args = _inputs(payload, dev)
     t0 = time.perf_counter()
     lib = tvm.runtime.load_module(payload["path"])
     timer = lib.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
@@ -154,7 +177,60 @@ def _reference(mod, payload: dict, specs) -> np.ndarray:
     return ref
 
 
-_HANDLERS = {"build": _build, "run": _run, "check": _check}
+def _calibration(payload: dict, dev):
+    import json
+
+    import tvm
+
+    from tunebench.protocol.kernels import calibration_kernel
+
+    key = json.dumps(payload["target"], sort_keys=True)
+    if key not in _CALIBRATION:
+        lib, args, _ = calibration_kernel(payload["target"])
+        _CALIBRATION[key] = (lib, [tvm.runtime.tensor(a, dev) for a in args])
+    return _CALIBRATION[key]
+
+
+def _time(lib, args, dev, repeat: int, min_repeat_ms: int) -> list[float]:
+    mod = getattr(lib, "mod", lib)
+    timer = mod.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    return [float(r) for r in timer(*args).results]
+
+
+def _calibrate(payload: dict) -> dict:
+    dev = _device(payload["device"])
+    lib, args = _calibration(payload, dev)
+    return {"samples": _time(lib, args, dev, int(payload["repeat"]), int(payload["min_repeat_ms"]))}
+
+
+def _retime(payload: dict) -> dict:
+    import statistics
+
+    import tvm
+
+    dev = _device(payload["device"])
+    args = _inputs(payload, dev)
+    libs = [tvm.runtime.load_module(p) for p in payload["paths"]]
+    cal_lib, cal_args = _calibration(payload, dev)
+    samples: list[list[float]] = [[] for _ in libs]
+    calibration = []
+    rep, min_ms = int(payload["repeat"]), int(payload["min_repeat_ms"])
+    for r in range(int(payload["rounds"])):
+        for k in range(len(libs)):
+            i = (k + r) % len(libs)  # rotate the order, so no library is always first after the calibration
+            samples[i] += _time(libs[i], args, dev, rep, min_ms)
+        calibration.append(statistics.median(_time(cal_lib, cal_args, dev, 3, min_ms)))
+    return {"samples": samples, "calibration": calibration}
+
+
+def _peak(payload: dict) -> dict:
+    from tunebench.protocol.kernels import measure_peak
+
+    return measure_peak(payload["target"], _device(payload["device"]), int(payload["threads"]))
+
+
+_HANDLERS = {"build": _build, "run": _run, "check": _check, "retime": _retime, "calibrate": _calibrate,
+             "peak": _peak}
 
 
 def handle(name: str, payload: dict) -> dict:

@@ -3,7 +3,10 @@
 A config that crashes its worker (segfault, abort), hangs past the timeout or raises becomes an
 error result; the worker is killed and a fresh one started on the next request, and the run goes
 on. Workers are started with the ``spawn`` method (no forked TVM state) and stay alive between
-requests, so TVM is imported once per worker, not once per candidate.
+requests, so TVM is imported once per worker, not once per candidate. A worker imports its
+handler module (and runs its ``prepare`` function, e.g. ``import tvm``) *before* it reports ready:
+start-up never counts against a request's timeout. ``env`` (e.g. ``TVM_NUM_THREADS``) is set in
+the worker before anything is imported.
 """
 
 from __future__ import annotations
@@ -21,12 +24,20 @@ log = logging.getLogger(__name__)
 _CTX = mp.get_context("spawn")
 
 
-def _serve(conn, handler_path: str) -> None:
+def _serve(conn, handler_path: str, env: dict | None = None, prepare: str | None = None) -> None:
     """Worker main loop: receive ``(name, payload)``, reply ``("ok", result)`` or ``("error", text)``."""
     import importlib
+    import os
 
+    os.environ.update(env or {})
     module_name, func_name = handler_path.rsplit(":", 1)
-    handler = getattr(importlib.import_module(module_name), func_name)
+    module = importlib.import_module(module_name)
+    handler = getattr(module, func_name)
+    if prepare:
+        prep_module, prep_name = prepare.rsplit(":", 1)
+        getattr(importlib.import_module(prep_module), prep_name)()
+    elif callable(getattr(module, "prepare", None)):
+        module.prepare()
     conn.send(("ready", None))
     while True:
         try:
@@ -50,11 +61,17 @@ class Worker:
     Args:
         handler_path: ``"module:function"`` of the request handler, importable in a fresh process.
         start_timeout_s: seconds to wait for the worker to import and report ready.
+        env: environment variables set in the worker before it imports anything.
+        prepare: ``"module:function"`` run once at start-up, before the worker reports ready
+            (None: the handler module's ``prepare`` if it has one).
     """
 
-    def __init__(self, handler_path: str, start_timeout_s: float = 120.0):
+    def __init__(self, handler_path: str, start_timeout_s: float = 120.0, env: dict | None = None,
+                 prepare: str | None = None):
         self.handler_path = handler_path
         self.start_timeout_s = start_timeout_s
+        self.env = {k: str(v) for k, v in (env or {}).items()}
+        self.prepare = prepare
         self._proc = None
         self._conn = None
 
@@ -64,7 +81,7 @@ class Worker:
             # cannot restore; our children only need the standard "spawn"
             mp.set_start_method("spawn", force=True)
         parent, child = _CTX.Pipe()
-        proc = _CTX.Process(target=_serve, args=(child, self.handler_path), daemon=True)
+        proc = _CTX.Process(target=_serve, args=(child, self.handler_path, self.env, self.prepare), daemon=True)
         proc.start()
         child.close()
         if not parent.poll(self.start_timeout_s):
@@ -72,6 +89,10 @@ class Worker:
             raise RuntimeError(f"worker for {self.handler_path} did not start in {self.start_timeout_s:.0f} s")
         parent.recv()
         self._proc, self._conn = proc, parent
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     @property
     def alive(self) -> bool:
@@ -117,8 +138,8 @@ class Worker:
 class WorkerPool:
     """``n`` workers serving requests in parallel (one request per worker at a time)."""
 
-    def __init__(self, handler_path: str, n: int):
-        self.workers = [Worker(handler_path) for _ in range(max(1, n))]
+    def __init__(self, handler_path: str, n: int, env: dict | None = None, prepare: str | None = None):
+        self.workers = [Worker(handler_path, env=env, prepare=prepare) for _ in range(max(1, n))]
         self._idle: queue.Queue[Worker] = queue.Queue()
         for w in self.workers:
             self._idle.put(w)
@@ -141,6 +162,9 @@ class WorkerPool:
         """Run ``name`` on every payload; results in order as ``(ok, result_or_error, wall_s)``."""
         futures = [self._executor.submit(self._one, name, p, timeout_s) for p in payloads]
         return [f.result() for f in futures]
+
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers if w.pid is not None]
 
     def close(self) -> None:
         for w in self.workers:

@@ -33,7 +33,6 @@ from tunebench.methods.mfgp import acquisition as acq
 from tunebench.methods.mfgp.designs import nested_random
 from tunebench.methods.mfgp.models import FidelityChain, FitSettings, ICMGP, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
-from tunebench.space import Config
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,110 @@
+"""Helpers shared by the benchmark scripts: where results go, what machine made them, its load.
+
+Results go to the untracked ``benchmarks/results/local/<name>.json`` by default; ``--publish``
+writes the tracked ``benchmarks/results/<name>.json`` (the file docs/BENCHMARKS.md cites), and
+``--out PATH`` anywhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def add_out_args(ap: argparse.ArgumentParser, name: str) -> None:
+    """``--out`` and ``--publish`` for the result file ``<name>.json``."""
+    ap.add_argument("--out", default=None,
+                    help=f"result file (default: benchmarks/results/local/{name}.json, untracked)")
+    ap.add_argument("--publish", action="store_true",
+                    help=f"write the tracked benchmarks/results/{name}.json instead")
+
+
+def out_path(ap: argparse.ArgumentParser, args: argparse.Namespace, name: str) -> str:
+    """The result file the arguments ask for (``--out`` and ``--publish`` together are an error)."""
+    if args.publish and args.out:
+        ap.error("--out and --publish exclude each other")
+    if args.publish:
+        return os.path.join(RESULTS, f"{name}.json")
+    return args.out or os.path.join(RESULTS, "local", f"{name}.json")
+
+
+def _finite(o):
+    """``o`` with every NaN or infinity replaced by None (strict JSON)."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
+def write_json(path: str, data: dict) -> None:
+    """Write ``data`` atomically (temporary file next to ``path``, then rename); NaN becomes null."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(_finite(data), fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def loadavg() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages (``os.getloadavg``), or None where there are none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine_info() -> dict:
+    """CPU model, host, logical CPUs, Python, TVM and PyTorch versions."""
+    import torch
+
+    from tunebench.targets.tvm_target import cpu_model_name, tvm_version
+
+    return {"cpu": cpu_model_name(), "host": platform.node(), "cores": os.cpu_count(),
+            "python": sys.version.split()[0], "tvm": tvm_version(), "torch": torch.__version__}
+
+
+def provenance() -> dict:
+    """Date and time (local) and the git commit of the tunebench sources ("-dirty" when modified)."""
+    from tunebench.harness.experiment import git_commit
+
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git_commit": git_commit()}
+
+
+CRASH = 4  # exit code of an unexpected error (a traceback), distinct from every verdict
+
+
+def run_main(main) -> int:
+    """``main()``'s exit code; a :class:`~tunebench.errors.UserError` prints ``error: ...`` and
+    gives 2, any other exception its traceback and :data:`CRASH`."""
+    import traceback
+
+    from tunebench.errors import UserError
+
+    try:
+        return main()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # noqa: BLE001 - any failure must not read as a verdict (exit 1)
+        traceback.print_exc()
+        return CRASH

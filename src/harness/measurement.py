@@ -1,0 +1,242 @@
+"""What the harness does around each task so that its numbers carry evidence of their quality.
+
+For a target that times kernels (``target.times_kernels``: llvm, cuda), with the ``measure``
+config (:class:`ProtocolSettings`):
+
+- once per run: the machine's peak (FMA GFLOP/s and memory GB/s; measured once per machine and
+  cached), so "% of peak" is measured, not assumed;
+- before each task: optionally wait for a quiet machine (``measure.wait_for_quiet``), then time
+  the calibration kernel; after the task, time it again: the drift and the slowdown against the
+  machine's quiet reference say whether the task ran on a busy machine;
+- after each task: the ``retime.top_k`` fastest distinct configs are re-timed in interleaved
+  rounds (:meth:`~tunebench.targets.timing.TimingProtocol.retime`); the reported best is the
+  fastest re-timed config whose output matches the reference. The record file keeps the search
+  timings; ``retimed.jsonl`` the re-timings.
+
+None of this is charged to the task's search clock: it happens before the clock starts or after it
+stops. FPGA targets report tool results, not timings; for them only the output-free best choice
+remains (:func:`best_of_fidelity`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass
+
+from tunebench.errors import UserError
+from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, wait_for_quiet
+from tunebench.task import Measurement
+
+log = logging.getLogger(__name__)
+
+
+def _positive_int(section: dict, name: str, default: int, where: str) -> int:
+    value = section.get(name, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UserError(f"{where}.{name}={value!r}: must be a positive integer")
+    return value
+
+
+def _known(section: dict, valid: tuple, where: str) -> dict:
+    section = dict(section or {})
+    unknown = sorted(set(section) - set(valid))
+    if unknown:
+        raise UserError(f"{where}.{unknown[0]} is unknown; valid: {', '.join(valid)}")
+    return section
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """The ``measure`` config (documented in ``conf/config.yaml``)."""
+
+    policy: NoisePolicy = NoisePolicy()
+    calibrate: bool = True
+    peak: bool = True
+    top_k: int = 3
+    rounds: int = 5
+    repeat: int = 3
+    wait_for_quiet: bool = False
+    max_wait_s: float = 600.0
+
+    @classmethod
+    def from_cfg(cls, cfg: dict | None) -> "ProtocolSettings":
+        """From ``cfg["measure"]``; a bad or unknown value raises UserError."""
+        m = _known(cfg, ("noise", "calibrate", "peak", "retime", "wait_for_quiet", "cache_dir", "lock_notice_s"),
+                   "measure")
+        retime = _known(m.get("retime"), ("top_k", "rounds", "repeat"), "measure.retime")
+        quiet = _known(m.get("wait_for_quiet"), ("enabled", "max_wait_s"), "measure.wait_for_quiet")
+        for key in ("calibrate", "peak"):
+            if not isinstance(m.get(key, True), bool):
+                raise UserError(f"measure.{key}={m[key]!r}: must be true or false")
+        if not isinstance(quiet.get("enabled", False), bool):
+            raise UserError(f"measure.wait_for_quiet.enabled={quiet['enabled']!r}: must be true or false")
+        max_wait = quiet.get("max_wait_s", 600.0)
+        if not isinstance(max_wait, (int, float)) or isinstance(max_wait, bool) or max_wait < 0:
+            raise UserError(f"measure.wait_for_quiet.max_wait_s={max_wait!r}: must be a non-negative number")
+        notice = m.get("lock_notice_s", 3.0)
+        if not isinstance(notice, (int, float)) or isinstance(notice, bool) or notice < 0:
+            raise UserError(f"measure.lock_notice_s={notice!r}: must be a non-negative number of seconds")
+        return cls(policy=NoisePolicy.from_cfg(m.get("noise")), calibrate=m.get("calibrate", True),
+                   peak=m.get("peak", True), top_k=_positive_int(retime, "top_k", 3, "measure.retime"),
+                   rounds=_positive_int(retime, "rounds", 5, "measure.retime"),
+                   repeat=_positive_int(retime, "repeat", 3, "measure.retime"),
+                   wait_for_quiet=bool(quiet.get("enabled", False)), max_wait_s=float(max_wait))
+
+
+def best_of_fidelity(result, target, check: bool, max_tries: int = 3) -> tuple[Measurement | None, list]:
+    """The fastest valid config whose output matches the reference (tries the next on a mismatch).
+    On a multi-fidelity target only the highest fidelity's measurements rank (a cheap estimate is
+    no result)."""
+    ranked = result.ranked(target.fidelities[-1])
+    return _first_checked(ranked[:max_tries] if check else ranked[:1], result.task, target, check)
+
+
+def _first_checked(candidates: list[Measurement], task, target, check: bool) -> tuple[Measurement | None, list]:
+    if not check:
+        return (candidates[0] if candidates else None), []
+    checks = []
+    for m in candidates:
+        ok, detail = target.check(task, m.config)
+        checks.append({"task_id": m.task_id, "trial": m.trial, "index": m.config.index, "ok": ok, "detail": detail})
+        if ok:
+            return m, checks
+        log.error("task %s: config %d gives a wrong output (%s); it is not a result", task.name,
+                  m.config.index, detail)
+    return None, checks
+
+
+def _distinct(ranked: list[Measurement], k: int) -> list[Measurement]:
+    """The first ``k`` measurements of different configs (a config may have been measured twice)."""
+    seen, out = set(), []
+    for m in ranked:
+        key = json.dumps(m.config.to_dict(), sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+        if len(out) == k:
+            break
+    return out
+
+
+class MeasurementProtocol:
+    """The per-run and per-task protocol steps of one run (module docstring).
+
+    Args:
+        target: the run's target; settings: the ``measure`` config; run_dir: the run's folder
+            (``retimed.jsonl`` goes there).
+    """
+
+    def __init__(self, target, settings: ProtocolSettings, run_dir: str):
+        self.target = target
+        self.s = settings
+        self.timed = bool(target.times_kernels)
+        self.retime_path = os.path.join(run_dir, "retimed.jsonl")
+        self.peak: dict | None = None
+        self.n_noisy_tasks = 0
+        self.max_slowdown = 0.0
+
+    # ---- run ---------------------------------------------------------------------------------
+    def start_run(self) -> dict:
+        """The peak (once per machine, then cached); returns run metrics."""
+        if not (self.timed and self.s.peak):
+            return {}
+        self.peak = self.target.peak()
+        log.info("machine peak (%d threads): %.1f GFLOP/s FMA, %.1f GB/s memory%s", self.peak["threads"],
+                 self.peak["fma_gflops"], self.peak["mem_gbps"], " (measured on a busy machine)"
+                 if self.peak.get("noisy") else "")
+        return {"peak_gflops": self.peak["fma_gflops"], "peak_mem_gbps": self.peak["mem_gbps"]}
+
+    # ---- around a task -----------------------------------------------------------------------
+    def wait_if_busy(self, what: str) -> None:
+        """With ``measure.wait_for_quiet.enabled``: wait until other processes leave the CPU."""
+        if self.timed and self.s.wait_for_quiet:
+            monitor = CpuMonitor(self.target.worker_pids)
+            wait_for_quiet(monitor, self.s.policy.foreign_cpu_max, self.s.max_wait_s, what)
+
+    def before_task(self, what: str) -> dict | None:
+        """Wait for a quiet machine (when configured) and time the calibration kernel."""
+        if not self.timed:
+            return None
+        self.wait_if_busy(what)
+        return self.target.calibrate() if self.s.calibrate else None
+
+    def after_task(self, pre: dict | None) -> dict | None:
+        """The calibration after a task and its verdict (drift from ``pre``, slowdown)."""
+        if pre is None:
+            return None
+        post = self.target.calibrate()
+        slowdowns = [c["slowdown"] for c in (pre, post) if c["slowdown"] is not None]
+        drift = post["median_s"] / pre["median_s"] - 1.0
+        verdict = judge(self.s.policy, slowdown=max(slowdowns) if slowdowns else None, drift=drift)
+        self.max_slowdown = max([self.max_slowdown, *slowdowns])
+        return {"post": post, "drift": drift, "verdict": verdict}
+
+    # ---- the reported best -------------------------------------------------------------------
+    def final_best(self, result, check: bool) -> tuple[Measurement | None, list, list]:
+        """The task's reported best: ``(measurement with the re-timed latency, output checks,
+        re-timing rows)``. Targets that do not time kernels: :func:`best_of_fidelity`."""
+        if not self.timed:
+            best, checks = best_of_fidelity(result, self.target, check)
+            return best, checks, []
+        cands = _distinct(result.ranked(), self.s.top_k)
+        retimed = self.target.retime(result.task, [m.config for m in cands], self.s.rounds, self.s.repeat)
+        pairs = [(m, r) for m, r in zip(cands, retimed) if r is not None]
+        if cands and not pairs:  # no candidate built again: the search timings are all there is
+            log.warning("task %s: re-timing failed for all %d candidates; reporting the search timing",
+                        result.task.name, len(cands))
+            best, checks = _first_checked(cands, result.task, self.target, check)
+            return best, checks, []
+        pairs.sort(key=lambda p: p[1]["stats"].median)
+        finals = [_with_retime(m, r, result.task.flops) for m, r in pairs]
+        best, checks = _first_checked(finals, result.task, self.target, check)
+        rows = [_retime_row(m, r, best) for m, r in pairs]
+        with open(self.retime_path, "a") as fh:
+            fh.writelines(json.dumps(row) + "\n" for row in rows)
+        return best, checks, rows
+
+    def task_metrics(self, best: Measurement | None, pre: dict | None, after: dict | None, peak_share) -> dict:
+        """Per-task protocol metrics (the harness prefixes them with the task id)."""
+        out = {}
+        if pre is not None and after is not None:
+            out.update(calib_pre_ms=pre["median_s"] * 1e3, calib_post_ms=after["post"]["median_s"] * 1e3,
+                       calib_drift=after["drift"], calib_noisy=float(after["verdict"].noisy))
+            if pre["loadavg"] is not None:
+                out["loadavg"] = pre["loadavg"]
+        if best is not None and self.timed:
+            noisy = best.noisy or bool(after and after["verdict"].noisy)
+            self.n_noisy_tasks += noisy
+            out.update(best_latency_min_ms=best.latency_min_s * 1e3, best_cv=best.noise.get("cv", math.nan),
+                       best_noisy=float(noisy))
+            if self.peak and peak_share is not None:
+                out["pct_peak"] = peak_share
+        return out
+
+    def warn_if_noisy(self, task, best: Measurement | None, after: dict | None) -> None:
+        reasons = list(best.noise.get("reasons", [])) if best is not None and best.noisy else []
+        reasons += after["verdict"].reasons if after and after["verdict"].noisy else []
+        reasons = list(dict.fromkeys(reasons))
+        if reasons:
+            log.warning("task %s: NOISY -- its best latency was timed on a busy machine (%s); it is "
+                        "marked noisy in the records, metrics and leaderboard", task.name, "; ".join(reasons))
+
+
+def _with_retime(m: Measurement, r: dict, flops: int) -> Measurement:
+    """The search measurement ``m`` with its latency replaced by the re-timing ``r``."""
+    stats, verdict = r["stats"], r["verdict"]
+    return dataclasses.replace(m, latency_s=stats.median, latency_std_s=stats.std, latency_min_s=stats.min,
+                               gflops=flops / stats.median / 1e9, objectives={"latency_s": stats.median},
+                               noisy=verdict.noisy, noise={**verdict.to_dict(), "retimed_n": stats.n,
+                                                           "search_latency_s": m.latency_s})
+
+
+def _retime_row(m: Measurement, r: dict, best: Measurement | None) -> dict:
+    stats = r["stats"]
+    return {"task_id": m.task_id, "trial": m.trial, "index": m.config.index, "config": m.config.to_dict(),
+            "search_latency_s": m.latency_s, "search_noisy": m.noisy, "latency_s": stats.median,
+            "latency_min_s": stats.min, "latency_mean_s": stats.mean, "latency_std_s": stats.std, "cv": stats.cv,
+            "n": stats.n, "calibration_s": r["calibration"], **r["verdict"].to_dict(),
+            "chosen": best is not None and best.trial == m.trial}

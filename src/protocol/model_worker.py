@@ -1,0 +1,161 @@
+"""Worker-process handler that times one whole model (a *row* of the end-to-end comparison).
+
+Each row runs in its own worker process (:class:`tunebench.targets.workers.Worker`), started with
+``TVM_NUM_THREADS`` / ``OMP_NUM_THREADS`` set to the thread count of the tuned kernels, so every
+row runs with the same threads and nothing else of the harness shares its process. The harness
+loads every row once and then times them in interleaved blocks (A B A B ...).
+
+Requests (``name``, ``payload``):
+
+- ``"load_tvm"``: ``lib_path`` (an exported Relax executable), ``inputs`` and ``params`` (numpy),
+  ``device`` (``["cpu", 0]`` / ``["cuda", i]``): load it on a Relax VM and run it once.
+- ``"load_torch"``: ``module`` (a ``torch.nn.Module``), ``inputs`` (tensors), ``device`` (``cpu`` /
+  ``cuda``), ``threads``, ``tf32`` (allow TF32 tensor cores for matmul and cuDNN; False = strict
+  FP32), ``compile`` (wrap the module in ``torch.compile``; the first call compiles): run it once
+  under ``torch.inference_mode``.
+- ``"time"``: ``n`` samples after ``warmup`` untimed ones. A sample is the mean time of ``number``
+  back-to-back inferences, ``number`` chosen so that a sample takes at least ``min_sample_ms``
+  (TVM's time evaluator does this for TVM rows; PyTorch rows count calls the same way), so
+  that a sub-millisecond model is not timed at the resolution of one call. Returns
+  ``{"samples": [seconds per inference, ...]}``.
+
+Both loads return ``{"outputs": [numpy arrays], "load_s": seconds}``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+_ROW: dict = {}  # the loaded row: "call" (runs one inference), "sync", "tvm_timer"
+
+
+def keep_freed_memory() -> bool:
+    """With ``TUNEBENCH_KEEP_FREED_MEMORY=1`` (the default of every row): glibc malloc never serves
+    large blocks by ``mmap`` and never returns freed memory to the kernel (``mallopt``).
+
+    Eager PyTorch allocates every intermediate tensor afresh. With glibc's defaults each large one
+    is a fresh ``mmap`` whose pages fault in, zeroed, on every call: on the project machine that
+    made a 3x3 conv 2-7x slower than with a caching allocator, by an amount that changed from
+    process to process and within a process (PyTorch's CPU performance guide advises jemalloc or
+    tcmalloc for this reason). TVM's VM plans its memory once, so the setting removes noise from
+    the baselines without helping the tuned model. Returns whether it was applied."""
+    import ctypes
+    import ctypes.util
+    import os
+
+    if os.environ.get("TUNEBENCH_KEEP_FREED_MEMORY") != "1":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        m_trim_threshold, m_mmap_max = -1, -4  # <malloc.h>
+        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
+    except (OSError, AttributeError):  # not glibc
+        return False
+
+
+def prepare_tvm() -> None:
+    keep_freed_memory()
+    import tvm  # noqa: F401
+
+
+def prepare_torch() -> None:
+    keep_freed_memory()
+    import torch  # noqa: F401
+
+
+def _flat(out) -> list[np.ndarray]:
+    if hasattr(out, "detach"):
+        return [out.detach().cpu().numpy()]
+    if hasattr(out, "numpy"):
+        return [out.numpy()]
+    return [a for item in out for a in _flat(item)]
+
+
+def _load_tvm(payload: dict) -> dict:
+    import tvm
+    from tvm import relax
+
+    t0 = time.perf_counter()
+    kind, idx = payload["device"]
+    dev = tvm.cpu(int(idx)) if kind == "cpu" else tvm.cuda(int(idx))
+    vm = relax.VirtualMachine(tvm.runtime.load_module(payload["lib_path"]), dev)
+    args = [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in payload["inputs"]]
+    args += [tvm.runtime.tensor(p, dev) for p in payload["params"]]
+    out = _flat(vm["main"](*args))
+    _ROW.clear()
+    _ROW.update(kind="tvm", vm=vm, dev=dev, args=args, call=lambda: vm["main"](*args), sync=dev.sync)
+    return {"outputs": out, "load_s": time.perf_counter() - t0}
+
+
+def _load_torch(payload: dict) -> dict:
+    import torch
+
+    t0 = time.perf_counter()
+    torch.set_num_threads(int(payload["threads"]))
+    cuda = str(payload["device"]).startswith("cuda")
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = bool(payload["tf32"])
+        torch.backends.cudnn.allow_tf32 = bool(payload["tf32"])
+    module = payload["module"].to(payload["device"]).eval()
+    inputs = tuple(x.to(payload["device"]) for x in payload["inputs"])
+    if payload.get("compile"):
+        module = torch.compile(module)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    def call():
+        with torch.inference_mode():
+            return module(*inputs)
+
+    out = _flat(call())
+    sync()
+    _ROW.clear()
+    _ROW.update(kind="torch", call=call, sync=sync)
+    return {"outputs": out, "load_s": time.perf_counter() - t0}
+
+
+def _calls_per_sample(min_sample_s: float) -> int:
+    """How many back-to-back inferences make one sample of at least ``min_sample_s`` (the same
+    doubling TVM's time evaluator does), measured once per row."""
+    if "number" not in _ROW:
+        call, sync, number = _ROW["call"], _ROW["sync"], 1
+        while True:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(number):
+                call()
+            sync()
+            if time.perf_counter() - t0 >= min_sample_s or number >= 1 << 20:
+                break
+            number *= 2
+        _ROW["number"] = number
+    return _ROW["number"]
+
+
+def _time(payload: dict) -> dict:
+    """``warmup`` untimed samples, then ``n`` timed ones (GPU: synchronized before and after)."""
+    n, warmup, min_s = int(payload["n"]), int(payload.get("warmup", 0)), float(payload.get("min_sample_ms", 0)) / 1e3
+    if _ROW["kind"] == "tvm":
+        timer = _ROW["vm"].time_evaluator("main", _ROW["dev"], number=1, repeat=n + warmup,
+                                          min_repeat_ms=int(payload.get("min_sample_ms", 0)))
+        return {"samples": [float(s) for s in timer(*_ROW["args"]).results][warmup:]}
+    call, sync = _ROW["call"], _ROW["sync"]
+    number = _calls_per_sample(min_s)
+    samples = []
+    for _ in range(n + warmup):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(number):
+            call()
+        sync()
+        samples.append((time.perf_counter() - t0) / number)
+    return {"samples": samples[warmup:]}
+
+
+_HANDLERS = {"load_tvm": _load_tvm, "load_torch": _load_torch, "time": _time}
+
+
+def handle(name: str, payload: dict) -> dict:
+    """Entry point used by :class:`tunebench.targets.workers.Worker`."""
+    return _HANDLERS[name](payload)

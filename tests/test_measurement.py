@@ -1,0 +1,208 @@
+"""The timing protocol on a real llvm target (calibration, noise marking, re-timing), the choice of the
+reported best, and clocks that leave out waiting for another process's device lock."""
+
+import json
+import os
+import subprocess
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conftest import TINY_LAYER, load_conf
+from test_protocol import hold_lock
+from tunebench.datasets import model_tasks
+from tunebench.harness.loop import tune_task
+from tunebench.harness.measurement import MeasurementProtocol, ProtocolSettings
+from tunebench.methods import Budget, make_method
+from tunebench.protocol.noise import Verdict
+from tunebench.protocol.stats import summarize
+from tunebench.targets.templates import get_template
+from tunebench.targets.tvm_target import TVMTarget
+from tunebench.task import Measurement
+
+from test_loop import FakeTarget, _task as make_task
+
+
+@pytest.fixture(scope="module")
+def tiny_task():
+    tasks, _ = model_tasks({"name": "layers", "layers": [TINY_LAYER]}, "llvm")
+    task = tasks[0]
+    task.space = get_template(task.kind, "llvm").make_space(task.mod)
+    return task
+
+
+def llvm(tmp_path, **noise) -> TVMTarget:
+    cfg = load_conf("target/llvm.yaml")
+    cfg.update(lock_dir=str(tmp_path))
+    cfg["runner"].update(repeat=3, min_repeat_ms=5)
+    return TVMTarget(cfg, {"cache_dir": str(tmp_path / "cache"), "noise": noise})
+
+
+def test_calibration_sets_and_uses_the_machine_reference(tmp_path):
+    target = llvm(tmp_path)
+    try:
+        first = target.calibrate()
+        assert first["median_s"] > 0 and first["min_s"] <= first["median_s"]
+        if not first["noisy"]:
+            assert first["slowdown"] == pytest.approx(1.0) and target.machine.calibration_reference() == first["median_s"]
+        target.machine.offer_calibration(first["median_s"] / 10)  # pretend the machine once was 10x faster
+        slow = target.calibrate()
+        assert slow["slowdown"] > 5 and slow["noisy"] and any(r.startswith("slowdown") for r in slow["reasons"])
+    finally:
+        target.close()
+
+
+def test_noisy_timings_are_remeasured_then_marked(tmp_path, tiny_task):
+    cfgs = [tiny_task.space.get(i) for i in (0, 7)]
+    strict = llvm(tmp_path, cv_max=0.0, remeasure=2)  # every timing is "noisy"
+    loose = llvm(tmp_path, cv_max=10.0, foreign_cpu_max=100.0, remeasure=2)
+    try:
+        for m in strict.measure(tiny_task, cfgs):
+            assert m.valid and m.noisy and m.noise["attempts"] == 3 and m.noise["reasons"][0].startswith("rcv")
+            assert m.latency_min_s <= m.latency_s and m.noise["cv"] >= 0
+        for m in loose.measure(tiny_task, cfgs):
+            assert m.valid and not m.noisy and m.noise["attempts"] == 1
+        rec = m.to_record()
+        assert rec["noisy"] is False and rec["noise"]["attempts"] == 1 and rec["latency_min_s"] > 0
+        assert Measurement.from_record(rec, tiny_task.space).noise == m.noise
+    finally:
+        strict.close()
+        loose.close()
+
+
+def test_retime_interleaves_the_candidates_with_the_calibration(tmp_path, tiny_task):
+    target = llvm(tmp_path)
+    try:
+        target.calibrate()  # the machine's reference, as the harness takes it before every task
+        out = target.retime(tiny_task, [tiny_task.space.get(i) for i in (1, 2, 3)], rounds=3, repeat=2)
+    finally:
+        target.close()
+    assert len(out) == 3
+    for r in out:
+        assert r["stats"].n == 6 and r["stats"].median > 0 and len(r["calibration"]) == 3
+        assert {"rcv", "slowdown", "drift"} <= set(r["verdict"].signals)
+    assert target.stats["protocol_s"] > 0
+
+
+class RetimeTarget:
+    """Search timings from the fake loop target; re-timings given by hand (the search's best is not the
+    re-timed best), output checks that fail for one config."""
+
+    times_kernels = True
+    fidelities = ["hw"]
+
+    def __init__(self, retimed_ms: dict, wrong: set = frozenset()):
+        self.retimed_ms, self.wrong, self.asked = retimed_ms, set(wrong), []
+
+    def retime(self, task, configs, rounds, repeat):
+        self.asked.append([c.index for c in configs])
+        return [{"stats": summarize([self.retimed_ms[c.index] / 1e3] * 4), "calibration": [1e-4] * rounds,
+                 "verdict": Verdict(signals={"rcv": 0.0})} for c in configs]
+
+    def check(self, task, config):
+        return config.index not in self.wrong, "fake check"
+
+
+def test_reported_best_is_the_fastest_retimed_config_that_passes_its_check(tmp_path):
+    task = make_task()
+    search = {0: 1.0, 1: 2.0, 2: 3.0, 3: 4.0}  # search latencies (ms) of configs 0..3
+    result = SimpleNamespace(task=task, ranked=lambda: [
+        Measurement(task.id, task.space.get(i), valid=True, latency_s=ms / 1e3, trial=i) for i, ms in search.items()])
+    target = RetimeTarget({0: 3.5, 1: 1.5, 2: 2.5}, wrong={1})
+    proto = MeasurementProtocol(target, ProtocolSettings(top_k=3), str(tmp_path))
+    best, checks, rows = proto.final_best(result, check=True)
+    assert target.asked == [[0, 1, 2]]  # the search's top 3
+    assert [c["index"] for c in checks] == [1, 2] and [c["ok"] for c in checks] == [False, True]
+    assert best.config.index == 2 and best.latency_s == pytest.approx(2.5e-3)  # re-timed, not the search's 3 ms
+    assert best.noise["search_latency_s"] == pytest.approx(3e-3) and best.gflops == pytest.approx(task.flops / 2.5e-3 / 1e9)
+    lines = [json.loads(x) for x in open(tmp_path / "retimed.jsonl")]
+    assert [(r["index"], r["chosen"]) for r in lines] == [(1, False), (2, True), (0, False)]
+    assert lines[1]["search_latency_s"] == pytest.approx(3e-3) and lines[1]["latency_s"] == pytest.approx(2.5e-3)
+    best, checks, _ = proto.final_best(result, check=False)
+    assert best.config.index == 1 and checks == []  # unchecked: simply the fastest re-timed
+
+
+def test_protocol_settings_validate_every_key():
+    s = ProtocolSettings.from_cfg({"retime": {"top_k": 5}, "noise": {"cv_max": 0.1}, "wait_for_quiet": {"enabled": True}})
+    assert (s.top_k, s.rounds, s.policy.cv_max, s.wait_for_quiet) == (5, 5, 0.1, True)
+    from tunebench.errors import UserError
+
+    for bad, match in (({"retime": {"top_k": 0}}, r"measure\.retime\.top_k=0"),
+                       ({"retime": {"topk": 1}}, r"measure\.retime\.topk is unknown"),
+                       ({"calibrate": "yes"}, r"measure\.calibrate='yes'"),
+                       ({"wait_for_quiet": {"max_wait_s": -1}}, r"max_wait_s=-1"),
+                       ({"colour": 1}, r"measure\.colour is unknown")):
+        with pytest.raises(UserError, match=match):
+            ProtocolSettings.from_cfg(bad)
+
+
+# ---- clocks --------------------------------------------------------------------------------------
+
+class WaitingTarget(FakeTarget):
+    """Each batch 'waits' 2 s for another process's lock (added to the counter, not slept)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stats = {"lock_wait_s": 0.0}
+
+    def measure(self, task, configs, fidelity=None):
+        self.stats["lock_wait_s"] += 2.0
+        return super().measure(task, configs)
+
+
+def test_search_clock_leaves_out_lock_waits():
+    task = make_task()
+    res = tune_task(task, make_method({"name": "random"}), WaitingTarget(), Budget(trials_per_task=8),
+                    np.random.default_rng(0))
+    assert res.lock_wait_s == pytest.approx(4.0)  # two batches of 4
+    assert res.search_s < 1.0 and all(m.search_s < 1.0 for m in res.measurements)
+
+
+def test_a_run_blocked_by_a_held_lock_says_so_and_does_not_charge_the_wait(tiny_cfg, monkeypatch, caplog):
+    """Another process takes the device lock right when the first batch is about to be timed."""
+    from mlflow.tracking import MlflowClient
+
+    import tunebench.harness.experiment as experiment
+    from tunebench.targets.tvm_target import TVMTarget as Real
+
+    lock_dir = tiny_cfg["workdir"] + "/locks"
+    tiny_cfg["target"]["lock_dir"] = lock_dir
+    tiny_cfg["e2e"]["enabled"] = False
+    holder: list[subprocess.Popen] = []
+    real_make = experiment.make_method
+
+    def make_method(cfg):
+        method = real_make(cfg)
+        ask = method.ask
+
+        def ask_then_block(n):
+            if not holder:  # the first ask of the run: from now on the lock is held for 6 s
+                holder.append(hold_lock(f"cpu-{os.uname().nodename}", lock_dir, 6.0))
+            return ask(n)
+
+        method.ask = ask_then_block
+        return method
+
+    monkeypatch.setattr(experiment, "make_method", make_method)
+    with caplog.at_level("WARNING"):
+        run_id = experiment.run_experiment(tiny_cfg)
+    holder[0].wait()
+    m = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db").get_run(run_id).data.metrics
+    tid = next(k.split(".")[0] for k in m if k.endswith(".trials"))
+    assert m["lock_wait_s"] > 4.0 and m[f"{tid}.lock_wait_s"] == pytest.approx(m["lock_wait_s"], abs=0.5)
+    assert m["search_time_s"] < 4.5  # six tiny trials; the 6 s the lock was held are not in it
+    waits = [r.getMessage() for r in caplog.records if "waiting for the" in r.getMessage()]
+    assert len(waits) == 1 and f"held by pid {holder[0].pid} (" in waits[0]
+    assert Real is TVMTarget
+
+
+def test_a_short_build_timeout_does_not_count_the_workers_tvm_import(tmp_path, tiny_task):
+    """Workers import TVM before they report ready: the first builds of a fresh target fit in 2 s."""
+    target = llvm(tmp_path)
+    target.builder_cfg["timeout_s"] = 2
+    try:
+        ms = target.measure(tiny_task, [tiny_task.space.get(i) for i in (3, 4)])
+    finally:
+        target.close()
+    assert all(m.valid for m in ms), [m.error for m in ms]
