@@ -276,7 +276,7 @@ def e2e_metrics(lat: dict) -> dict:
     ``_latency_min_ms``, ``_latency_mean_ms``, ``_latency_std_ms``, ``_latency_cv``, ``_n_runs``,
     ``_latency_rcv``, ``_noisy``, ``_rel_err``, ``_compile_s`` (prefixes in :data:`ROW_PREFIX`); ``speedup_vs_<row>``
     with ``_ci_low``/``_ci_high``; and the protocol's ``e2e_calib_slowdown``, ``e2e_calib_drift``,
-    ``e2e_foreign_cpu``, ``e2e_attempts``."""
+    ``e2e_foreign_cpu``, ``e2e_loadavg``, ``e2e_attempts``."""
     out = {}
     for row, res in lat["rows"].items():
         p, st = ROW_PREFIX[row], res["stats"]
@@ -289,7 +289,7 @@ def e2e_metrics(lat: dict) -> dict:
         if math.isfinite(lo):
             out[f"speedup_vs_{base}_ci_low"], out[f"speedup_vs_{base}_ci_high"] = lo, hi
     extra = {"e2e_calib_slowdown": lat["slowdown"], "e2e_calib_drift": lat["drift"],
-             "e2e_foreign_cpu": lat["foreign_cpu"], "e2e_attempts": lat["attempts"]}
+             "e2e_foreign_cpu": lat["foreign_cpu"], "e2e_loadavg": lat["loadavg"], "e2e_attempts": lat["attempts"]}
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
 
