@@ -32,7 +32,7 @@ def lock_path(device_key: str, lock_dir: str | None = None) -> str:
 def _command_of(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+            return " ".join(fh.read().replace(b"\0", b" ").decode(errors="replace").split())[:200]
     except OSError:
         return "?"
 
