@@ -10,8 +10,8 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tunebench.errors import UserError
-from tunebench.harness.cli import check_overrides, fail, setup_logging
+from tunebench.errors import TrackingOutage, UserError
+from tunebench.harness.cli import fail, setup_logging
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
 
@@ -23,9 +23,14 @@ def main(cfg: DictConfig) -> None:
 
     setup_logging()
     try:
-        run_id = run_experiment(OmegaConf.to_container(cfg, resolve=True))
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)  # resume= refuses those that conflict
+        run_id = run_experiment(OmegaConf.to_container(cfg, resolve=True), overrides)
     except UserError as exc:
         fail(str(exc))
+    except TrackingOutage as exc:  # every measurement kept; resume=<run id> delivers the rest
+        fail(str(exc), code=1)
     except E2EError as exc:  # the run is marked FAILED; its records and task results are kept
         fail(f"end-to-end check failed: {exc}", code=1)
     print(f"mlflow run {run_id}", flush=True)
@@ -33,7 +38,9 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     try:
-        check_overrides(sys.argv[1:], CONF_DIR)
+        from tunebench.harness.preflight import preflight
+
+        preflight(sys.argv[1:], CONF_DIR)  # every job of the sweep composed and validated first
     except UserError as exc:
         fail(str(exc))
     main()

@@ -6,3 +6,13 @@ class UserError(Exception):
 
     The message names the bad value and what is valid.
     """
+
+
+class TrackingOutage(Exception):
+    """The MLflow tracking server went down during a run and was still down at its end: printed as
+    one line (``error: ...``), exit code 1.
+
+    Nothing measured is lost (the record file is complete); the message names the server, since
+    when it is down, where the undelivered tracking calls are spooled, and the ``resume=<run id>``
+    command that delivers them.
+    """

@@ -71,17 +71,26 @@ def test_a_wrong_best_config_is_not_the_result(tiny_cfg):
 
 
 def test_reference_outputs_are_cached_and_read_back(tasks, tmp_path):
+    from tunebench.safe_files import read_hashed
+
     right, _ = tasks
     payload = {**_payload(right, 3), "ref_cache_dir": str(tmp_path)}
     first = tvm_worker._check(payload)
-    files = list(tmp_path.glob("*.npy"))
-    assert len(files) == 1 and first["rel_err"] <= 1e-4
-    ref = np.load(files[0])
+    files = list(tmp_path.glob("*.ref"))
+    assert len(files) == 1 and first["rel_err"] <= 1e-4 and first["reference_note"] is None
+    meta, data = read_hashed(str(files[0]))
+    ref = np.frombuffer(data, dtype=meta["dtype"]).reshape(meta["shape"])
     assert np.max(np.abs(ref)) == pytest.approx(first["ref_max_abs"])
-    # the next check reads the file: a tampered reference now makes the same kernel "wrong"
-    np.save(files[0], ref + 10.0)
-    assert tvm_worker._check(payload)["rel_err"] > 0.1
+    # the next check reads the file: its mtime stays, the result is the same
+    mtime = files[0].stat().st_mtime_ns
+    assert tvm_worker._check(payload)["reference_note"] is None and files[0].stat().st_mtime_ns == mtime
+    # a tampered reference fails its hash: discarded and computed again, never trusted
+    blob = files[0].read_bytes()
+    files[0].write_bytes(blob[:-len(data)] + (ref + 10.0).astype(ref.dtype).tobytes())
+    again = tvm_worker._check(payload)
+    assert again["rel_err"] <= 1e-4 and "discarded" in again["reference_note"]
+    assert files[0].read_bytes() == blob  # stored again
     # another workload (other layer) gets its own file
     other, _ = model_tasks({"name": "layers", "layers": [dict(TINY_LAYER, out_channels=8)]}, "llvm")
     tvm_worker._check({**_payload(other[0], 0), "ref_cache_dir": str(tmp_path)})
-    assert len(list(tmp_path.glob("*.npy"))) == 2
+    assert len(list(tmp_path.glob("*.ref"))) == 2

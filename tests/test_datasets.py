@@ -242,9 +242,11 @@ def test_layers_model_one_task_per_distinct_layer():
 
 
 def test_layers_model_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="misses keys"):
+    from tunebench.errors import UserError
+
+    with pytest.raises(UserError, match=r"model.layers\[0\] misses height"):
         model_tasks({"name": "layers", "layers": [{"in_channels": 3}]}, "llvm")
-    with pytest.raises(ValueError, match="layers"):
+    with pytest.raises(UserError, match="model.layers=None: must be a non-empty list"):
         model_tasks({"name": "layers"}, "llvm")
 
 

@@ -4,7 +4,7 @@ import os
 import pytest
 
 from tunebench.errors import UserError
-from tunebench.harness.cli import check_overrides
+from tunebench.harness.preflight import check_overrides
 from tunebench.harness.experiment import make_budget
 from tunebench.harness.records import RecordFile, read_records
 from tunebench.harness.tracking import check_reachable, flatten

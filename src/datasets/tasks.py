@@ -32,7 +32,8 @@ from tvm import relax, s_tir
 from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract_tasks
 
 from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
-from tunebench.datasets.zoo import MODELS, build_model, layers_model, normalize_layer
+from tunebench.datasets.layer_spec import check_layer_list
+from tunebench.datasets.zoo import MODELS, build_model, layers_model
 from tunebench.task import Task
 
 log = logging.getLogger(__name__)
@@ -300,10 +301,7 @@ def model_tasks(model_cfg: Mapping, target_kind: str = "llvm") -> tuple[list[Tas
     seed = int(model_cfg.get("seed", 0) or 0)
     layers = None
     if name == LAYERS_MODEL:
-        raw = model_cfg.get("layers")
-        if not raw:
-            raise ValueError("model 'layers' needs a non-empty 'layers' list of shape dicts")
-        layers = [normalize_layer(dict(s)) for s in raw]
+        layers = check_layer_list(model_cfg.get("layers"))
     elif name not in MODELS:
         valid = ", ".join(sorted(MODELS) + [LAYERS_MODEL])
         raise ValueError(f"unknown model {name!r}; valid models: {valid}")

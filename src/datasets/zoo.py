@@ -26,6 +26,8 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
+from tunebench.datasets.layer_spec import check_layer_list
+
 IMAGENET_INPUT = (1, 3, 224, 224)
 NUM_CLASSES = 1000
 
@@ -215,29 +217,7 @@ def build_model(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
 
 # ---- per-layer model -------------------------------------------------------------------------
 
-LAYER_KEYS = ("in_channels", "height", "width", "out_channels", "kernel", "stride", "padding")
-LAYER_DEFAULTS = {"batch": 1, "groups": 1, "relu": True}
-
-
-def normalize_layer(shape: dict) -> dict:
-    """Validate a layer shape dict and fill in defaults (``batch=1, groups=1, relu=True``).
-
-    Raises:
-        ValueError: a required key is missing, a key is unknown, or a value is invalid.
-    """
-    missing = [k for k in LAYER_KEYS if k not in shape]
-    if missing:
-        raise ValueError(f"layer shape {shape} misses keys {missing}; required: {list(LAYER_KEYS)}")
-    unknown = sorted(set(shape) - set(LAYER_KEYS) - set(LAYER_DEFAULTS))
-    if unknown:
-        raise ValueError(f"layer shape {shape} has unknown keys {unknown}; "
-                         f"valid: {list(LAYER_KEYS) + list(LAYER_DEFAULTS)}")
-    out = {**LAYER_DEFAULTS, **shape}
-    out = {k: (bool(v) if k == "relu" else int(v)) for k, v in out.items()}
-    if out["in_channels"] % out["groups"] or out["out_channels"] % out["groups"]:
-        raise ValueError(f"layer shape {shape}: groups={out['groups']} must divide in_channels "
-                         f"and out_channels")
-    return out
+# Layer specs (keys, defaults, checks): :mod:`tunebench.datasets.layer_spec`.
 
 
 class LayersModel(nn.Module):
@@ -252,9 +232,7 @@ class LayersModel(nn.Module):
 
     def __init__(self, shapes: Sequence[dict]):
         super().__init__()
-        self.shapes = [normalize_layer(s) for s in shapes]
-        if not self.shapes:
-            raise ValueError("layers model needs at least one layer shape")
+        self.shapes = check_layer_list(list(shapes))
         self.convs = nn.ModuleList(
             nn.Conv2d(s["in_channels"], s["out_channels"], s["kernel"], stride=s["stride"],
                       padding=s["padding"], groups=s["groups"], bias=True) for s in self.shapes)

@@ -1,4 +1,4 @@
-"""Command-line glue: one-line errors for bad overrides before Hydra composes anything."""
+"""Command-line glue: one-line errors, logging set-up, and composing a config outside ``run.py``."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import logging
 import os
 import sys
 
-from tunebench.errors import UserError
 
-GROUPS = ("method", "model", "target", "budget")
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
 
 
@@ -26,30 +24,12 @@ def compose_config(overrides: list[str], conf_dir: str = CONF_DIR) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    check_overrides(overrides, conf_dir)
+    from tunebench.harness.preflight import check_overrides
+
+    check_overrides(overrides, conf_dir, multirun=False)
     with initialize_config_dir(config_dir=os.path.abspath(conf_dir), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     return OmegaConf.to_container(cfg, resolve=True)
-
-
-def group_options(conf_dir: str, group: str) -> list[str]:
-    folder = os.path.join(conf_dir, group)
-    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
-
-
-def check_overrides(argv: list[str], conf_dir: str) -> None:
-    """Raise :class:`UserError` when an override names an unknown method/model/target/budget."""
-    for arg in argv:
-        if "=" not in arg or arg.startswith("-"):
-            continue
-        key, value = arg.split("=", 1)
-        key = key.lstrip("+~")
-        if key not in GROUPS:
-            continue
-        valid = group_options(conf_dir, key)
-        for v in value.split(","):
-            if v.strip() not in valid:
-                raise UserError(f"{key}={v.strip()!r} is unknown; valid: {', '.join(valid)}")
 
 
 def fail(msg: str, code: int = 2) -> None:

@@ -23,14 +23,13 @@ from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
-from tunebench.harness.records import RecordFile, read_records
-from tunebench.harness.tracking import Tracker
+from tunebench.harness.records import RECORD_TAG, RecordFile, read_records  # noqa: F401 (RECORD_TAG: re-exported)
+from tunebench.harness.tracking import Tracker, check_reachable, resolve_uri
 from tunebench.methods import Budget, make_method
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
 
-RECORD_TAG = "tunebench.record_file"
 
 
 def git_commit() -> str:
@@ -95,25 +94,6 @@ def _attach_spaces(tasks: list[Task], target_kind: str) -> None:
         t.space = get_template(t.kind, target_kind).make_space(t.mod)
 
 
-def _load_resume(tracker: Tracker, run_id: str) -> tuple[dict, str]:
-    run = tracker.get_run(run_id)
-    path = run.data.tags.get(RECORD_TAG)
-    if not path or not os.path.exists(path):
-        raise UserError(f"resume={run_id}: its record file {path!r} is not on this machine")
-    cfg_path = os.path.join(os.path.dirname(path), "config.yaml")
-    with open(cfg_path) as fh:
-        return yaml.safe_load(fh), path
-
-
-def validate_protocol(cfg: dict) -> None:
-    """Check the ``measure`` and ``e2e`` settings (UserError on a bad value) before anything starts."""
-    from tunebench.harness.e2e_timing import E2ESettings
-    from tunebench.harness.measurement import ProtocolSettings
-
-    ProtocolSettings.from_cfg(cfg.get("measure"))
-    E2ESettings.from_cfg(cfg.get("e2e"))
-
-
 def run_conditions(target) -> dict:
     """Run tags every table must state: precision and thread count (targets that time kernels)."""
     if not target.times_kernels:
@@ -122,73 +102,121 @@ def run_conditions(target) -> dict:
             "threads": "GPU" if target.kind == "cuda" else str(target.threads)}
 
 
-def run_experiment(cfg: dict) -> str:
-    """Run one experiment from a resolved config dict; returns the MLflow run id."""
-    workdir = os.path.abspath(cfg.get("workdir") or os.getcwd())
-    tracking = cfg.get("tracking") or {}
-    resume_id = cfg.get("resume")
-    budget = None
-    cfg = apply_method_overrides(cfg)
-    if not resume_id:
-        # validate the budget and build the method first: a bad value fails before anything else,
-        # and a method's one-time imports (MetaSchedule's TVMScript intrinsics) run before MLflow's
-        # thousands of modules make TVMScript parsing 2-3x slower (inspect.getmodule scans sys.modules)
-        budget = make_budget(cfg.get("budget") or {})
-        make_method(cfg["method"])
-        validate_protocol(cfg)
-    tracker = Tracker(tracking.get("uri"), cfg.get("experiment", "tunebench"), workdir,
-                      tracking.get("artifact_root"))
-    record_path = None
-    if resume_id:  # the run's own saved config, validated the same way
-        saved, record_path = _load_resume(tracker, resume_id)
-        saved["resume"], saved["tracking"] = resume_id, tracking
-        cfg = saved
-        budget = make_budget(cfg.get("budget") or {})
-        make_method(cfg["method"])
-        validate_protocol(cfg)
-    seed = int(cfg.get("seed", 0))
-    # records of earlier runs for transfer methods (method.history=...): read before the run starts
-    history = History.load(cfg["method"].get("history"), tracker.client, workdir)
-    if len(history):
-        log.info("history: %d records of %d tasks from %s", len(history), len(history.tasks),
-                 ", ".join(history.sources))
-
-    from tunebench.datasets import model_tasks
-    from tunebench.targets import make_target
-
+def _check_model_target(cfg: dict) -> None:
     from tunebench.fpga.kernels import KERNELS
-    from tunebench.fpga.tasks import FPGA_TARGETS, fpga_tasks, is_fpga_model
+    from tunebench.fpga.tasks import FPGA_TARGETS, is_fpga_model
 
     if is_fpga_model(cfg["model"]) != (cfg["target"].get("kind") in FPGA_TARGETS):
         raise UserError(f"model={cfg['model'].get('name')} and target={cfg['target'].get('name')} do not go "
-                        f"together: FPGA kernels ({', '.join('hls_' + k for k in KERNELS)}) need target fpga_open/table/vivado, "
-                        f"DNN models need llvm/cuda")
-    target = make_target(cfg["target"], cfg.get("measure"))
+                        f"together: FPGA kernels ({', '.join('hls_' + k for k in KERNELS)}) need target "
+                        "fpga_open/table/vivado, DNN models need llvm/cuda")
+
+
+def _load_tasks(cfg: dict, target) -> tuple[list[Task], object]:
+    """The model's tasks (with their search spaces) and the imported model (None for FPGA kernels)."""
+    from tunebench.datasets import model_tasks
+    from tunebench.fpga.tasks import fpga_tasks, is_fpga_model
+
     if is_fpga_model(cfg["model"]):
-        tasks, _imported = fpga_tasks(cfg["model"], target.kind), None
+        tasks, imported = fpga_tasks(cfg["model"], target.kind), None
     else:
-        tasks, _imported = model_tasks(cfg["model"], target.kind)
+        tasks, imported = model_tasks(cfg["model"], target.kind)
         _attach_spaces(tasks, target.kind)
     if not tasks:
         raise UserError(f"model={cfg['model'].get('name')}: no conv2d/depthwise/dense tasks found")
+    return tasks, imported
 
+
+def _open_tracker(cfg: dict) -> Tracker:
+    tracking = cfg.get("tracking") or {}
+    return Tracker(tracking.get("uri"), cfg.get("experiment", "tunebench"), cfg["workdir"],
+                   tracking.get("artifact_root"), outage_wait_s=tracking.get("outage_wait_s", 60))
+
+
+def _new_run_dir(cfg: dict, run_id: str, target, tracker: Tracker) -> str:
+    """The run's records folder with its config; returns the record file's path."""
+    run_dir = os.path.join(cfg["workdir"], cfg.get("records_dir") or "records", run_id)
+    os.makedirs(run_dir, exist_ok=True)
+    tracker.attach_spool(run_dir)  # a tracking server that goes down: its calls are spooled here
+    with open(os.path.join(run_dir, "config.yaml"), "w") as fh:
+        yaml.safe_dump(cfg, fh, sort_keys=False)
+    record_path = os.path.join(run_dir, "records.jsonl")
+    tracker.set_tags({RECORD_TAG: record_path, "device_info": json.dumps(target.describe())})
+    return record_path
+
+
+def _prepare(cfg: dict, tracker: Tracker | None):
+    """Everything a run needs, checked before the run exists: target, compatibility, tasks, store,
+    history. A failure closes the target and removes a tracking store this call created."""
+    from tunebench.methods import check_compatible
+    from tunebench.targets import make_target
+
+    _check_model_target(cfg)
+    target = make_target(cfg["target"], cfg.get("measure"))
+    created_store = None
+    try:
+        check_compatible(cfg["method"], {**target.describe(), "name": cfg["target"].get("name")})
+        tasks, imported = _load_tasks(cfg, target)
+        target.validate_tasks(tasks)
+        if tracker is None:
+            created_store = new_store_path(cfg)
+            tracker = _open_tracker(cfg)
+        # records of earlier runs for transfer methods (method.history=...): read before the run starts
+        history = History.load(cfg["method"].get("history"), tracker.client, cfg["workdir"])
+    except BaseException:
+        target.close()
+        discard_store(created_store)
+        raise
+    if len(history):
+        log.info("history: %d records of %d tasks from %s", len(history), len(history.tasks),
+                 ", ".join(history.sources))
+    return target, tasks, imported, tracker, history
+
+
+def run_experiment(cfg: dict, overrides: list[str] | None = None) -> str:
+    """Run one experiment from a resolved config dict; returns the MLflow run id.
+
+    ``overrides``: the command line's overrides (``resume=`` refuses those that conflict with the
+    run's saved config). Every check runs before the MLflow run or its records folder exists.
+    """
+    from tunebench.harness.config_check import validate_config
+    from tunebench.harness.resume import plan_resume
+
+    cfg = {**cfg, "workdir": os.path.abspath(cfg.get("workdir") or os.getcwd())}
+    resume_id, tracker, record_path = cfg.get("resume"), None, None
+    if resume_id:
+        created_store = new_store_path(cfg)
+        tracker = _open_tracker(cfg)
+        try:
+            plan = plan_resume(tracker, resume_id, cfg, overrides)
+        except UserError:
+            discard_store(created_store)
+            raise
+        if plan.finished:
+            log.info("resume=%s: the run is FINISHED; nothing to do", resume_id)
+            return resume_id
+        cfg, record_path = plan.cfg, plan.record_path
+    # a bad value fails before anything else, and a method's one-time imports (MetaSchedule's
+    # TVMScript intrinsics) run before MLflow's thousands of modules make TVMScript parsing 2-3x
+    # slower (inspect.getmodule scans sys.modules)
+    validate_config(cfg)
+    check_reachable(resolve_uri((cfg.get("tracking") or {}).get("uri"), cfg["workdir"]))
+    cfg = apply_method_overrides(cfg)
+    budget, seed = make_budget(cfg.get("budget") or {}), int(cfg.get("seed", 0))
+    target, tasks, imported, tracker, history = _prepare(cfg, tracker)
     names = {"method": cfg["method"]["name"], "model": cfg["model"]["name"], "target": cfg["target"]["name"]}
     if resume_id:
+        tracker.attach_spool(os.path.dirname(record_path))  # tracking calls an outage kept: replayed first
         tracker.reopen(resume_id)
         run_id = resume_id
     else:
         run_id = tracker.start(run_name=f"{names['method']}-{names['model']}-{names['target']}-s{seed}",
                                params=cfg, tags={**names, "seed": seed, "device": target.describe()["name"],
                                                  "git_commit": git_commit(), **run_conditions(target)})
-        run_dir = os.path.join(workdir, cfg.get("records_dir", "records"), run_id)
-        record_path = os.path.join(run_dir, "records.jsonl")
-        os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "config.yaml"), "w") as fh:
-            yaml.safe_dump(cfg, fh, sort_keys=False)
-        tracker.set_tags({RECORD_TAG: record_path, "device_info": json.dumps(target.describe())})
     status = "FAILED"
     try:
-        _tune_all(cfg, tasks, _imported, target, budget, seed, tracker, run_id, record_path, history)
+        record_path = record_path or _new_run_dir(cfg, run_id, target, tracker)
+        _tune_all(cfg, tasks, imported, target, budget, seed, tracker, run_id, record_path, history)
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
@@ -197,6 +225,33 @@ def run_experiment(cfg: dict) -> str:
         target.close()
         tracker.end(status)
     return run_id
+
+
+def new_store_path(cfg: dict) -> str | None:
+    """The embedded store's database file when this run would create it (else None)."""
+    uri = resolve_uri((cfg.get("tracking") or {}).get("uri"), cfg["workdir"])
+    path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    return path if path and not os.path.exists(path) else None
+
+
+def discard_store(path: str | None) -> None:
+    """Remove an embedded store created by a run that then failed a check (no empty ``mlflow.db``);
+    kept if it holds a run (another job of a parallel sweep may have started one meanwhile)."""
+    import sqlite3
+
+    if not path or not os.path.exists(path):
+        return
+    db = sqlite3.connect(path)
+    try:
+        if db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]:
+            return
+    except sqlite3.Error:
+        return
+    finally:
+        db.close()
+    for p in (path, f"{path}.lock"):
+        if os.path.exists(p):
+            os.remove(p)
 
 
 def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, tracker: Tracker) -> str | None:
@@ -261,10 +316,22 @@ def _on_batch_for(task, row, prior, records, tracker, progress):
     return on_batch
 
 
+def _prior_measurements(task: Task, recs: list[dict]) -> list[Measurement]:
+    """A resumed task's earlier measurements; a record that does not fit the task's space is skipped
+    (logged with its trial number), never a crash."""
+    out = []
+    for r in recs:
+        try:
+            out.append(Measurement.from_record(r, task.space))
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            log.warning("task %s: record of trial %s skipped (%s)", task.name, r.get("trial"), exc)
+    return out
+
+
 def _tune_one(ctx: dict, task: Task, prior_recs: list, totals: RunTotals) -> None:
     """Tune one task, then its protocol steps (calibration, re-timing, checks) and metrics."""
     cfg, target, tracker, protocol = ctx["cfg"], ctx["target"], ctx["tracker"], ctx["protocol"]
-    prior = [Measurement.from_record(r, task.space) for r in prior_recs]
+    prior = _prior_measurements(task, prior_recs)
     row = ctx["progress"].start_task(task, ctx["budget"].trials_per_task, prior)
     on_batch = _on_batch_for(task, row, prior, ctx["records"], tracker, ctx["progress"])
     if ctx["fpga"] is not None:
@@ -284,8 +351,13 @@ def _tune_one(ctx: dict, task: Task, prior_recs: list, totals: RunTotals) -> Non
                and math.isfinite(v)}
     n = len(result.measurements)
     n_noisy = sum(m.noisy for m in result.measurements)
+    from tunebench.harness.measurement import UNCHECKED_TAG, check_metrics
+
     metrics.update(trials=n, invalid=result.n_invalid, search_s=result.search_s, lock_wait_s=result.lock_wait_s,
-                   n_noisy=n_noisy, check_ok=float(best is not None and (not ctx["check"] or checks[-1]["ok"])))
+                   n_noisy=n_noisy, **check_metrics(best, checks, ctx["check"]))
+    if metrics.get("unchecked"):  # a check that could not be performed: never counted as passed
+        ctx.setdefault("unchecked", []).append(task.name)
+        tracker.set_tags({UNCHECKED_TAG: ",".join(ctx["unchecked"])})
     share = None
     if best is not None:
         totals.best[task.id] = best

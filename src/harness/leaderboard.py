@@ -42,8 +42,9 @@ Statistics, noise marks and machine (:mod:`tunebench.harness.leaderboard_stats`)
     Speedups vs PyTorch eager / torch.compile / PyTorch TF32 with 95 % bootstrap intervals (over
     seeds; a single seed: its own interval over interleaved rounds), intervals of the reductions and
     HV against the baseline, better/worse only when an interval excludes 1, ``(noisy)`` on every
-    value that rests on a timing marked noisy, and above each table the runs' precision, threads,
-    device and measured peak.
+    value that rests on a timing marked noisy, ``(unchecked)`` on Σ task latency and % peak when a
+    run reported a task best whose output check could not be performed, and above each table the
+    runs' precision, threads, device and measured peak.
 
 Fraction of the optimum (:mod:`tunebench.harness.optimum_curves`)
     Per group a second PNG after Kernel Tuner's benchmark methodology: mean over tasks of
@@ -107,7 +108,7 @@ MD_COLUMNS = (
     ("search [h]", lambda r: _pm(r["search_time_h_mean"], r["search_time_h_std"], 2)),
     ("search [s]", lambda r: _pm(r["search_time_s_mean"], r["search_time_s_std"], 1)),
     ("measurements", lambda r: _num(r["n_measurements_mean"], 1, strip=True)),
-    ("Σ task latency [ms]", lambda r: lbs.mark(_num(r["tasks_latency_ms_mean"], 4), lbs.tasks_noisy(r))),
+    ("Σ task latency [ms]", lambda r: lbs.tasks_cell(_num(r["tasks_latency_ms_mean"], 4), r)),
     ("e2e latency [ms]", lambda r: lbs.mark(_pm(r["e2e_latency_ms_mean"], r["e2e_latency_ms_std"], 4),
                                             lbs.flag(r["e2e_noisy_any"]))),
     ("speedup vs PyTorch [×]", lambda r: lbs.speedup_cell(r, "speedup_vs_torch")),
@@ -115,7 +116,7 @@ MD_COLUMNS = (
     ("speedup vs PyTorch TF32 [×]", lambda r: lbs.speedup_cell(r, "speedup_vs_torch_tf32")),
     ("TVM default [ms]", lambda r: lbs.mark(_num(r["tvm_default_latency_ms_mean"], 4),
                                             lbs.flag(r["tvm_default_noisy_any"]))),
-    ("% peak", lambda r: lbs.mark(_num(r["pct_peak_mean"], 1), lbs.tasks_noisy(r))),
+    ("% peak", lambda r: lbs.tasks_cell(_num(r["pct_peak_mean"], 1), r)),
     ("noisy tasks", lambda r: _num(r["n_noisy_tasks_mean"], 2, strip=True)),
     ("search red. [%]", lambda r: lbs.reduction_cell(r, "search_red")),
     ("latency red. [%]", lambda r: lbs.reduction_cell(r, "latency_red")),
@@ -244,9 +245,10 @@ def load_runs(client, experiments: list[str] | None = None, since: str | None = 
                      "method": tags.get("method", "?"), "model": tags.get("model", "?"),
                      "target": tags.get("target", "?"), "seed": tags.get("seed", "?"),
                      "start_time": run.info.start_time, "record_file": tags.get(RECORD_TAG),
-                     **{t: tags.get(t) for t in lbs.RUN_TAGS}, **{m: metrics.get(m, math.nan) for m in RUN_METRICS}})
+                     **{t: tags.get(t) for t in lbs.RUN_TAGS}, **{c: tags.get(t) for c, t in lbs.EXTRA_TAGS.items()},
+                     **{m: metrics.get(m, math.nan) for m in RUN_METRICS}})
     columns = ["run_id", "experiment", "method", "model", "target", "seed", "start_time", "record_file",
-               *lbs.RUN_TAGS, *RUN_METRICS]
+               *lbs.RUN_TAGS, *lbs.EXTRA_TAGS, *RUN_METRICS]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -15,6 +15,9 @@ Per method row (``method_stats``):
   blank without an interval.
 - noise: ``<source>_noisy_any`` is True when some run marked that timing noisy, False when the runs
   logged it clean, None when no run logged it; ``noisy`` lists the noisy sources.
+- unchecked: ``n_unchecked_runs`` counts the runs with a task whose reported best could not be
+  output-checked (run tag ``tunebench.unchecked_tasks``); values resting on task bests (Σ task
+  latency, % peak) then carry ``(unchecked)``.
 - machine: distinct ``precision``/``threads``/``device`` tags and the mean measured peak.
 """
 
@@ -25,6 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tunebench.harness.measurement import UNCHECKED_TAG
 from tunebench.protocol.stats import LEVEL, N_BOOT, bootstrap_ci, ratio_of_means_ci, reduction_product_ci, verdict
 
 #: speedup metric -> prefix of its reference latency (``<prefix>_latency_ms``, ``<prefix>_noisy``)
@@ -36,6 +40,8 @@ RUN_METRICS = (*(f"{s}_noisy" for s in NOISE_SOURCES), "torch_compile_latency_ms
                "n_noisy_tasks", "n_noisy_measurements", "calib_max_slowdown", "lock_wait_s",
                "peak_gflops", "peak_mem_gbps", "tasks_gflops", "pct_peak")
 RUN_TAGS = ("precision", "threads", "device")
+#: run tags read into columns of their own: column -> tag
+EXTRA_TAGS = {"unchecked_tasks": UNCHECKED_TAG}
 REDUCTIONS = {"search_red": "search_time_s", "latency_red": "e2e_latency_ms"}
 CSV_COLUMNS = (
     *(f"{k}_{s}" for k in SPEEDUPS for s in ("mean", "std", "ci_low", "ci_high", "verdict")),
@@ -44,8 +50,9 @@ CSV_COLUMNS = (
     *(f"{s}_noisy_any" for s in NOISE_SOURCES), "baseline_e2e_noisy_any", "noisy",
     "n_noisy_tasks_mean", "n_noisy_tasks_max", "n_noisy_measurements_mean", "calib_max_slowdown_max",
     "lock_wait_s_mean", "precision", "threads", "device", "peak_gflops_mean", "peak_mem_gbps_mean",
-    "tasks_gflops_mean", "pct_peak_mean")
+    "tasks_gflops_mean", "pct_peak_mean", "n_unchecked_runs", "unchecked_tasks")
 NOISY = " (noisy)"
+UNCHECKED = " (unchecked)"
 NOT_RECORDED = "not recorded"
 
 
@@ -100,6 +107,14 @@ def noise_stats(m: pd.DataFrame, base: pd.DataFrame) -> dict:
     return out
 
 
+def unchecked_stats(m: pd.DataFrame) -> dict:
+    """How many of the runs ``m`` have tasks whose best could not be output-checked, and which tasks
+    (``seed <s>: <tasks>``, one entry per such run)."""
+    tags = m["unchecked_tasks"] if "unchecked_tasks" in m else pd.Series([None] * len(m), index=m.index)
+    hit = [(seed, tag) for seed, tag in zip(m["seed"], tags) if isinstance(tag, str) and tag]
+    return {"n_unchecked_runs": len(hit), "unchecked_tasks": "; ".join(f"seed {s}: {t}" for s, t in hit)}
+
+
 def tag_values(values) -> list[str]:
     """Distinct tag values, sorted; "not recorded" added when some runs lack the tag and others have it."""
     present = sorted({str(v) for v in values if isinstance(v, str) and v})
@@ -121,7 +136,8 @@ def method_stats(m: pd.DataFrame, base: pd.DataFrame, is_baseline: bool) -> dict
         out.update(speedup_stats(m, key))
     out["torch_compile_latency_ms_mean"] = m["torch_compile_latency_ms"].mean()
     out["torch_tf32_latency_ms_mean"] = m["torch_tf32_latency_ms"].mean()
-    out.update(reduction_stats(m, base, is_baseline), **noise_stats(m, base), **machine_stats(m))
+    out.update(reduction_stats(m, base, is_baseline), **noise_stats(m, base), **machine_stats(m),
+               **unchecked_stats(m))
     return out
 
 
@@ -194,6 +210,18 @@ def tasks_noisy(r: dict) -> bool:
     return _finite(r.get("n_noisy_tasks_max")) and r["n_noisy_tasks_max"] > 0
 
 
+def tasks_unchecked(r: dict) -> bool:
+    """Some run of the row reported a task best whose output check could not be performed."""
+    return _finite(r.get("n_unchecked_runs")) and r["n_unchecked_runs"] > 0
+
+
+def tasks_cell(text: str, r: dict) -> str:
+    """A value resting on the task bests (Σ task latency, % peak): ``(noisy)`` for noisy tasks,
+    ``(unchecked)`` for task bests whose output could not be checked."""
+    text = mark(text, tasks_noisy(r))
+    return text + UNCHECKED if text and tasks_unchecked(r) else text
+
+
 FOOTNOTE = (
     "e2e and PyTorch latencies are the medians of each run's timing samples (older runs: means). speedup vs "
     "PyTorch / torch.compile / PyTorch TF32 = mean over seeds of the run's speedup_vs_torch / _torch_compile / "
@@ -209,7 +237,9 @@ FOOTNOTE = (
     "(noisy): the value rests on at least one timing the harness marked noisy (tuned model, PyTorch variant, TVM "
     "default, the baseline's e2e for latency red. and HV, noisy tasks for Σ task latency and % peak); the CSV "
     "has a *_noisy_any column per timing and lists the noisy ones in `noisy`. noisy tasks = mean over seeds of "
-    "the tasks whose reported best latency is marked noisy (shown when there are some). % peak = 100 × "
+    "the tasks whose reported best latency is marked noisy (shown when there are some). (unchecked): some run's "
+    "Σ task latency and % peak rest on a task best whose output check could not be performed (the CSV's "
+    "n_unchecked_runs and unchecked_tasks say which). % peak = 100 × "
     "tasks_gflops / peak_gflops (Σ weight × FLOPs / Σ weight × best task latency, over the FMA peak measured on "
     "the machine at the run's thread count), mean over seeds. The line above each table gives its runs' "
     "precision, threads, device and measured peak (FMA GFLOP/s, memory GB/s). Fraction of the optimum "

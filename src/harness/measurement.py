@@ -33,6 +33,9 @@ from tunebench.task import Measurement
 
 log = logging.getLogger(__name__)
 
+CHECK_OK, CHECK_WRONG, CHECK_UNCHECKED = "ok", "wrong", "unchecked"  # the ``status`` of a check entry
+UNCHECKED_TAG = "tunebench.unchecked_tasks"  # run tag: the tasks whose reported best could not be checked
+
 
 def _positive_int(section: dict, name: str, default: int, where: str) -> int:
     value = section.get(name, default)
@@ -96,17 +99,37 @@ def best_of_fidelity(result, target, check: bool, max_tries: int = 3) -> tuple[M
 
 
 def _first_checked(candidates: list[Measurement], task, target, check: bool) -> tuple[Measurement | None, list]:
+    """The first candidate whose output check passes, trying the next after a wrong output. A check
+    that could not be performed (``target.check`` gives ``ok`` None) ends the search: that candidate
+    is the result, its check entry has ``"status": "unchecked"`` and the reason, and a warning says so."""
     if not check:
         return (candidates[0] if candidates else None), []
     checks = []
     for m in candidates:
         ok, detail = target.check(task, m.config)
-        checks.append({"task_id": m.task_id, "trial": m.trial, "index": m.config.index, "ok": ok, "detail": detail})
-        if ok:
+        status = CHECK_OK if ok is True else (CHECK_WRONG if ok is False else CHECK_UNCHECKED)
+        checks.append({"task_id": m.task_id, "trial": m.trial, "index": m.config.index, "ok": status == CHECK_OK,
+                       "status": status, "detail": detail})
+        if status == CHECK_OK:
+            return m, checks
+        if status == CHECK_UNCHECKED:
+            log.warning("task %s: the output of config %d could not be checked (%s); its result is reported "
+                        "UNCHECKED (check_ok 0, %s tag)", task.name, m.config.index, detail, UNCHECKED_TAG)
             return m, checks
         log.error("task %s: config %d gives a wrong output (%s); it is not a result", task.name,
                   m.config.index, detail)
     return None, checks
+
+
+def check_metrics(best: Measurement | None, checks: list, check: bool) -> dict:
+    """A task's check metrics: ``check_ok`` (1 only when the reported best passed its check, or
+    checks are off) and ``unchecked`` = 1 when its check could not be performed."""
+    last = checks[-1] if checks else {}
+    passed = last.get("ok") is True and last.get("status", CHECK_OK) == CHECK_OK
+    out = {"check_ok": float(best is not None and (not check or passed))}
+    if best is not None and last.get("status") == CHECK_UNCHECKED:
+        out["unchecked"] = 1.0
+    return out
 
 
 def _distinct(ranked: list[Measurement], k: int) -> list[Measurement]:

@@ -7,9 +7,13 @@ A process killed mid-write can leave a truncated last line; :func:`read_records`
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 from tunebench.task import Measurement, Task
+
+log = logging.getLogger(__name__)
+RECORD_TAG = "tunebench.record_file"  # MLflow run tag: the path of the run's record file
 
 
 def record_line(m: Measurement, task: Task) -> dict:
@@ -18,18 +22,47 @@ def record_line(m: Measurement, task: Task) -> dict:
             "flops": task.flops}
 
 
+REQUIRED = ("task_id", "trial")  # what every reader needs; a resumed task also checks config and index
+
+
+def _problem(rec) -> str | None:
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__}, not a record"
+    missing = [k for k in REQUIRED if k not in rec]
+    if missing:
+        return f"misses {', '.join(missing)}"
+    if not isinstance(rec["trial"], int) or not isinstance(rec.get("config", {}), dict):
+        return "trial or config of the wrong type"
+    return None
+
+
 def read_records(path: str) -> list[dict]:
-    """All complete records in ``path`` (a missing file has none)."""
+    """All complete, readable records in ``path`` (a missing file has none).
+
+    A line that is not a record (garbage, a half-written line in the middle, a missing field) is
+    skipped and logged with ``path:line``; the truncated final line of a killed run is dropped.
+    """
     if not os.path.exists(path):
         return []
-    out = []
+    out, skipped = [], 0
     with open(path, "rb") as fh:
-        for raw in fh:
+        for lineno, raw in enumerate(fh, 1):
             if not raw.endswith(b"\n"):
                 break  # truncated final line of a killed run
-            line = raw.strip()
-            if line:
-                out.append(json.loads(line))
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+                problem = _problem(rec)
+            except (ValueError, UnicodeDecodeError) as exc:
+                problem = f"not JSON ({type(exc).__name__})"
+            if problem:
+                skipped += 1
+                log.warning("%s:%d: unreadable record skipped (%s)", path, lineno, problem)
+                continue
+            out.append(rec)
+    if skipped:
+        log.warning("%s: %d unreadable line(s) skipped, %d records read", path, skipped, len(out))
     return out
 
 

@@ -6,7 +6,7 @@ import inspect
 
 from tunebench.errors import UserError
 from tunebench.methods.autotvm import AutoTVM
-from tunebench.methods.base import Budget, Method
+from tunebench.methods.base import Budget, Method, TargetNeeds
 from tunebench.methods.ann import ANN
 from tunebench.methods.bt import BoostedTrees
 from tunebench.methods.cgp import CGP
@@ -49,4 +49,22 @@ def make_method(cfg: dict) -> Method:
     return cls(**cfg)
 
 
-__all__ = ["Budget", "Method", "METHODS", "make_method"]
+def check_compatible(method_cfg: dict, target_info: dict) -> None:
+    """Raise :class:`UserError` when the method cannot run on the target (``Method.needs``)."""
+    name = method_cfg.get("name")
+    problems = METHODS[name].needs.problems(target_info)
+    if problems:
+        fits = [t for t, info in KNOWN_TARGETS.items() if not METHODS[name].needs.problems(info)]
+        raise UserError(f"method={name} cannot run on target={target_info.get('name', target_info.get('kind'))}: "
+                        f"it needs {'; '.join(problems)}; targets it runs on: {', '.join(fits)}")
+
+
+# what the shipped targets offer (for the message of check_compatible; the check uses the real target)
+KNOWN_TARGETS = {
+    "llvm": {"objectives": ["latency_s"], "fidelities": ["hw"], "tvm_target": {"kind": "llvm"}},
+    "cuda": {"objectives": ["latency_s"], "fidelities": ["hw"], "tvm_target": {"kind": "cuda"}},
+    **{k: {"objectives": ["delay_s", "luts", "ffs"], "fidelities": ["estimate", "synth", "impl"]}
+       for k in ("fpga_open", "table", "vivado")},
+}
+
+__all__ = ["Budget", "Method", "METHODS", "TargetNeeds", "check_compatible", "make_method"]

@@ -39,10 +39,43 @@ class Budget:
     early_stopping: int | None = None
 
 
+@dataclass(frozen=True)
+class TargetNeeds:
+    """What a method needs of a target; the harness checks it before any run is created.
+
+    Attributes:
+        objectives: ``"single"`` (one objective, e.g. latency), ``"multi"`` (two or more: a Pareto
+            front), or ``"any"``.
+        min_fidelities: fewest fidelities the target must offer (multi-fidelity methods: 2).
+        compiles: the method generates TVM schedules itself (needs ``target_info["tvm_target"]``).
+    """
+
+    objectives: str = "any"
+    min_fidelities: int = 1
+    compiles: bool = False
+
+    def problems(self, info: dict) -> list[str]:
+        """What ``info`` (a target's ``describe()``) lacks; empty when the method can run on it."""
+        objectives, fidelities = list(info.get("objectives") or []), list(info.get("fidelities") or [])
+        out = []
+        if self.objectives == "single" and len(objectives) != 1:
+            out.append(f"one objective (the target has {', '.join(objectives)})")
+        if self.objectives == "multi" and len(objectives) < 2:
+            out.append(f"several objectives (the target has {', '.join(objectives) or 'none'})")
+        if len(fidelities) < self.min_fidelities:
+            out.append(f"at least {self.min_fidelities} fidelities (the target has {', '.join(fidelities) or 'none'})")
+        if self.compiles and not info.get("tvm_target"):
+            out.append("a TVM target that compiles schedules (llvm, cuda)")
+        return out
+
+
 class Method(ABC):
-    """A tuning method: proposes configs (``ask``) and learns from measurements (``tell``)."""
+    """A tuning method: proposes configs (``ask``) and learns from measurements (``tell``).
+
+    ``needs`` declares what the method needs of a target (:class:`TargetNeeds`)."""
 
     name: str = "method"
+    needs: TargetNeeds = TargetNeeds()
 
     def setup(self, task: Task, target_info: dict, history, budget: Budget, rng: np.random.Generator) -> None:
         """Prepare for a new task. ``history``: earlier records (or None); ``rng``: the run's generator."""

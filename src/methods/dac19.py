@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from tunebench.errors import UserError
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.mfgp.acquisition import pareto_mask
 from tunebench.methods.mfgp.designs import rted
 from tunebench.methods.mfgp.objectives import ObjectiveScaler
@@ -37,6 +37,7 @@ class DAC19(Method):
     """
 
     name = "dac19"
+    needs = TargetNeeds(objectives="multi", min_fidelities=2)
 
     def __init__(self, n_init: int = 48, max_init_fraction=None, rted_pool: int = 500, rted_mu: float = 0.1,
                  max_pareto=None, xgb_params=None, num_boost_round: int = 200, delay_factor: float = 2.0):

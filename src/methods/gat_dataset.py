@@ -3,8 +3,11 @@
 ``python -m tunebench dataset build --records <run dir or run id>... --out set.pt`` replays every
 valid MetaSchedule record (a :class:`~tunebench.space.TraceConfig` trace) on its task's PrimFunc
 (tasks re-extracted from the run's ``config.yaml`` model), computes both feature kinds
-(:mod:`tunebench.methods.gat_features`) and saves ``{"stats" (n, STAT_DIM), "graphs" [(x, edge_index)],
-"latency_s" (n,), "task_id" [n], "model" [n], "summary"}`` with ``torch.save``.
+(:mod:`tunebench.methods.gat_features`) and saves the training set ``{"stats" (n, STAT_DIM), "graphs"
+[(x, edge_index)], "latency_s" (n,), "task_id" [n], "model" [n], "summary"}`` as a weights-only file
+(:func:`save_dataset`: tensors, the graphs concatenated with offsets, and the rest as JSON) that
+:func:`load_dataset` reads with ``torch.load(weights_only=True)`` and checks key by key and shape
+by shape (a crafted or damaged file is a one-line error, never executed).
 
 ``python -m tunebench gat train --dataset set.pt --out model.pt`` trains a GATCostModel
 (seed 000 §5.4.1 settings unless overridden), shows per-epoch progress, and logs the checkpoint and
@@ -103,12 +106,78 @@ def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = F
     return out
 
 
+DATASET_FORMAT = "tunebench-gat-dataset-v1"
+
+
+def save_dataset(ds: dict, path: str) -> None:
+    """Write training set ``ds`` (as :func:`build_dataset` returns it) as a weights-only file: the
+    graphs' node features and edges concatenated, with per-graph offsets ``node_ptr``/``edge_ptr``."""
+    from tunebench.methods.gat_features import NODE_DIM
+    from tunebench.methods.gat_model import save_tensor_file
+
+    xs = [np.asarray(x, np.float32) for x, _ in ds["graphs"]]
+    es = [np.asarray(e, np.int64) for _, e in ds["graphs"]]
+    tensors = {"stats": np.asarray(ds["stats"], np.float32), "latency_s": np.asarray(ds["latency_s"], np.float64),
+               "node_x": np.concatenate(xs) if xs else np.zeros((0, NODE_DIM), np.float32),
+               "node_ptr": np.concatenate([[0], np.cumsum([len(x) for x in xs])]).astype(np.int64),
+               "edge_index": np.concatenate(es, axis=1) if es else np.zeros((2, 0), np.int64),
+               "edge_ptr": np.concatenate([[0], np.cumsum([e.shape[1] for e in es])]).astype(np.int64)}
+    meta = {"task_id": list(ds["task_id"]), "model": list(ds["model"]), "summary": ds["summary"]}
+    save_tensor_file(path, DATASET_FORMAT, meta, {k: np.ascontiguousarray(v) for k, v in tensors.items()})
+
+
 def load_dataset(path: str) -> dict:
-    import torch
+    """The training set in ``path`` (from :func:`save_dataset`), read weights-only and checked: a
+    missing key, a wrong shape or an out-of-range edge is a one-line UserError naming the file."""
+    from tunebench.methods.gat_model import load_tensor_file
 
     if not os.path.isfile(path):
         raise UserError(f"--dataset {path}: no such file (build one with `python -m tunebench dataset build`)")
-    return torch.load(path, weights_only=False)
+    meta, t = load_tensor_file(path, "--dataset", DATASET_FORMAT)
+    arrays = _checked_arrays(t, path)
+    n = len(arrays["latency_s"])
+    for key in ("task_id", "model"):
+        _require(isinstance(meta.get(key), list) and len(meta[key]) == n and all(isinstance(v, str) for v in meta[key]),
+                 path, f"{key} must be a list of {n} strings")
+    _require(isinstance(meta.get("summary"), dict), path, "summary must be a JSON object")
+    nptr, eptr = arrays["node_ptr"], arrays["edge_ptr"]
+    graphs = [(arrays["node_x"][nptr[i]:nptr[i + 1]], arrays["edge_index"][:, eptr[i]:eptr[i + 1]]) for i in range(n)]
+    return {"stats": arrays["stats"], "graphs": graphs, "latency_s": arrays["latency_s"], "task_id": meta["task_id"],
+            "model": meta["model"], "summary": meta["summary"]}
+
+
+def _require(cond: bool, path: str, problem: str) -> None:
+    from tunebench.methods.gat_model import require
+
+    require(cond, "--dataset", path, problem)
+
+
+def _checked_arrays(t: dict, path: str) -> dict:
+    """The dataset's tensors as numpy arrays, every key present and every shape consistent."""
+    from tunebench.methods.gat_features import NODE_DIM, STAT_DIM
+
+    keys = ("stats", "latency_s", "node_x", "node_ptr", "edge_index", "edge_ptr")
+    missing = [k for k in keys if k not in t]
+    _require(not missing, path, f"missing tensor(s) {', '.join(missing)}")
+    try:
+        a = {k: t[k].detach().cpu().numpy() for k in keys}
+    except (TypeError, RuntimeError) as exc:
+        raise UserError(f"--dataset {path}: a tensor cannot be read as an array ({exc})") from None
+    n = a["latency_s"].shape[0] if a["latency_s"].ndim == 1 else -1
+    _require(n >= 0 and a["stats"].shape == (n, STAT_DIM), path,
+             f"stats has shape {a['stats'].shape}, latency_s {a['latency_s'].shape}: expected (n, {STAT_DIM}) and (n,)")
+    _require(a["node_x"].ndim == 2 and a["node_x"].shape[1] == NODE_DIM, path,
+             f"node_x has shape {a['node_x'].shape}, expected (nodes, {NODE_DIM})")
+    _require(a["edge_index"].ndim == 2 and a["edge_index"].shape[0] == 2 and a["edge_index"].dtype == np.int64, path,
+             f"edge_index has shape {a['edge_index'].shape} ({a['edge_index'].dtype}), expected (2, edges) int64")
+    for ptr, total in (("node_ptr", len(a["node_x"])), ("edge_ptr", a["edge_index"].shape[1])):
+        p = a[ptr]
+        _require(p.shape == (n + 1,) and p.dtype == np.int64 and p[0] == 0 and p[-1] == total and
+                 bool(np.all(np.diff(p) >= 0)), path, f"{ptr} must be {n + 1} non-decreasing offsets from 0 to {total}")
+    per_edge = np.repeat(np.diff(a["node_ptr"]), np.diff(a["edge_ptr"]))  # node count of each edge's graph
+    e = a["edge_index"]
+    _require(bool(np.all((e >= 0) & (e < per_edge))), path, "edge_index refers to nodes outside its graph")
+    return a
 
 
 def _tracker(workdir: str):
@@ -118,12 +187,10 @@ def _tracker(workdir: str):
 
 
 def cmd_build(args) -> None:
-    import torch
-
     t0 = time.time()
     ds = build_dataset(args.records, args.workdir)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    torch.save(ds, args.out)
+    save_dataset(ds, args.out)
     s = ds["summary"]
     print(f"training set {args.out}: {s['samples']} programs of {s['tasks']} tasks ({', '.join(s['models'])}) "
           f"in {time.time() - t0:.0f} s", flush=True)

@@ -13,23 +13,78 @@ Ablations: ``mhsa`` (no graph: stats only -> FC 512 -> MHSA -> MLP, the paper's 
 Target: ``log(latency_s)``, standardized with the training set's mean/std (the paper regresses
 latency with MSE; log-scale is our choice, allowed by METHODS.md §gat, because latencies span
 four orders of magnitude across tasks). Loss: MSE. Optimizer: Adam.
+
+Files (checkpoints here, training sets in :mod:`tunebench.methods.gat_dataset`) hold only tensors
+and a JSON string (:func:`save_tensor_file`) and are read with ``torch.load(weights_only=True)``
+(:func:`load_tensor_file`): a crafted file cannot run code, and every key and shape is checked
+before use (a bad one is a one-line :class:`~tunebench.errors.UserError` naming the file).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+import warnings
 
 import numpy as np
 import torch
 from torch import nn
 
+from tunebench.errors import UserError
 from tunebench.methods.gat_features import NODE_DIM, STAT_DIM
 
 log = logging.getLogger(__name__)
 
 VARIANTS = ("gat", "mhsa", "gnn_mlp")
 GRAPH_LAYERS = ("graphconv", "gcn", "gat", "sage")
+CHECKPOINT_FORMAT = "tunebench-gat-model-v1"
+
+
+def save_tensor_file(path: str, fmt: str, meta: dict, tensors: dict) -> None:
+    """``torch.save`` of ``{"format": fmt, "meta": <meta as JSON>, "tensors": {name: tensor}}``:
+    nothing that ``torch.load(weights_only=True)`` refuses, nothing that runs code when loaded."""
+    torch.save({"format": fmt, "meta": json.dumps(meta), "tensors": {k: torch.as_tensor(v) for k, v in tensors.items()}},
+               path)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    hit = next((ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {hit}"[:300]
+
+
+def load_tensor_file(path: str, what: str, fmt: str) -> tuple[dict, dict]:
+    """``(meta, tensors)`` of a file from :func:`save_tensor_file` in format ``fmt``, read with
+    ``weights_only=True``. Anything else (a pickle with code in it, another format, a file from an
+    older tunebench) raises a one-line UserError ``<what> <path>: ...``."""
+    try:
+        with warnings.catch_warnings():  # torch warns about foreign pickle protocols: the error below says it all
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise UserError(f"{what} {path}: no such file") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the unpickler refuses: one line, nothing executed
+        raise UserError(f"{what} {path}: refused, not a weights-only tunebench file ({_first_line(exc)})") from None
+    if not isinstance(obj, dict) or obj.get("format") != fmt:
+        found = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+        raise UserError(f"{what} {path}: not a {fmt} file (format {found!r}; files from older tunebench "
+                        "versions must be written again)")
+    try:
+        meta = json.loads(obj["meta"])
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"{what} {path}: its metadata is missing or not JSON") from None
+    tensors = obj.get("tensors")
+    if not isinstance(meta, dict) or not isinstance(tensors, dict) or \
+            not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
+        raise UserError(f"{what} {path}: metadata must be a JSON object and 'tensors' a dict of tensors")
+    return meta, tensors
+
+
+def require(cond: bool, what: str, path: str, problem: str) -> None:
+    """Raise the one-line UserError ``<what> <path>: <problem>`` unless ``cond``."""
+    if not cond:
+        raise UserError(f"{what} {path}: {problem}")
 
 
 def _graph_layer(kind: str, d_in: int, d_out: int):
@@ -181,22 +236,65 @@ class GATCostModel:
         pred = np.concatenate(out) if out else np.zeros(0, np.float32)
         return pred.astype(np.float64) * self.y_std + self.y_mean
 
-    def state(self) -> dict:
-        return {"net_args": self.net_args, "net": self.net.state_dict(), "stat_mean": self.stat_mean,
-                "stat_std": self.stat_std, "y_mean": self.y_mean, "y_std": self.y_std,
-                "history": self.history, "saved_at": time.time()}
-
     def save(self, path: str) -> None:
-        torch.save(self.state(), path)
+        """A weights-only checkpoint (:func:`save_tensor_file`): the network's tensors, the
+        normalization constants and, as JSON, the network arguments and the training history."""
+        meta = {"net_args": self.net_args, "y_mean": float(self.y_mean), "y_std": float(self.y_std),
+                "history": [float(x) for x in self.history], "saved_at": time.time()}
+        tensors = {"stat_mean": torch.as_tensor(np.asarray(self.stat_mean, np.float32)),
+                   "stat_std": torch.as_tensor(np.asarray(self.stat_std, np.float32)),
+                   **{f"net.{k}": v for k, v in self.net.state_dict().items()}}
+        save_tensor_file(path, CHECKPOINT_FORMAT, meta, tensors)
 
     @classmethod
     def load(cls, path: str, **train_args) -> "GATCostModel":
-        """A model from a checkpoint written by :meth:`save`; ``train_args`` (lr, epochs, batch_size)
-        apply to later (online) training."""
-        st = torch.load(path, weights_only=False)
-        m = cls(**st["net_args"], **train_args)
-        m.net.load_state_dict(st["net"])
-        m.stat_mean, m.stat_std = st["stat_mean"], st["stat_std"]
-        m.y_mean, m.y_std = st["y_mean"], st["y_std"]
-        m.history, m.fitted = list(st["history"]), True
+        """A model from a checkpoint written by :meth:`save` (``weights_only``; keys and shapes checked:
+        a bad file is a one-line UserError); ``train_args`` (lr, epochs, batch_size) apply to later
+        (online) training."""
+        what = "GAT checkpoint"
+        meta, tensors = load_tensor_file(path, what, CHECKPOINT_FORMAT)
+        m = cls(**_checked_net_args(meta, path), **train_args)
+        try:
+            m.net.load_state_dict(_checked_state(m.net, tensors, path))
+            for key in ("stat_mean", "stat_std"):
+                t = tensors.get(key)
+                require(t is not None and tuple(t.shape) == (STAT_DIM,), what, path,
+                        f"{key} must have shape ({STAT_DIM},)")
+                setattr(m, key, t.detach().float().numpy().copy())
+        except (TypeError, RuntimeError) as exc:  # e.g. a tensor of a dtype that cannot become float32
+            raise UserError(f"{what} {path}: unusable tensor ({_first_line(exc)})") from None
+        y_mean, y_std, history = meta.get("y_mean"), meta.get("y_std"), meta.get("history", [])
+        require(all(isinstance(v, (int, float)) for v in (y_mean, y_std)) and y_std > 0, what, path,
+                "y_mean / y_std missing or not numbers (y_std > 0)")
+        require(isinstance(history, list) and all(isinstance(v, (int, float)) for v in history), what, path,
+                "history must be a list of numbers")
+        m.y_mean, m.y_std, m.history, m.fitted = float(y_mean), float(y_std), list(history), True
         return m
+
+
+def _checked_net_args(meta: dict, path: str) -> dict:
+    """The checkpoint's network arguments, each checked against what :class:`GATNet` accepts."""
+    args = meta.get("net_args")
+    what = "GAT checkpoint"
+    require(isinstance(args, dict) and set(args) == {"variant", "graph_layer", "graph_hidden"}, what, path,
+            "net_args must hold exactly variant, graph_layer and graph_hidden")
+    require(args["variant"] in VARIANTS, what, path, f"variant {args['variant']!r}; valid: {', '.join(VARIANTS)}")
+    require(args["graph_layer"] in GRAPH_LAYERS, what, path,
+            f"graph_layer {args['graph_layer']!r}; valid: {', '.join(GRAPH_LAYERS)}")
+    hidden = args["graph_hidden"]
+    require(isinstance(hidden, int) and not isinstance(hidden, bool) and 0 < hidden <= 65536, what, path,
+            f"graph_hidden {hidden!r} must be a positive integer")
+    return dict(args)
+
+
+def _checked_state(net: nn.Module, tensors: dict, path: str) -> dict:
+    """The ``net.*`` tensors of a checkpoint as a state dict, keys and shapes equal to ``net``'s."""
+    state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
+    want = net.state_dict()
+    missing, extra = sorted(set(want) - set(state)), sorted(set(state) - set(want))
+    require(not missing and not extra, "GAT checkpoint", path,
+            f"network tensors do not match its net_args (missing {missing[:3]}, unexpected {extra[:3]})")
+    for key, ref in want.items():
+        require(tuple(state[key].shape) == tuple(ref.shape), "GAT checkpoint", path,
+                f"tensor net.{key} has shape {tuple(state[key].shape)}, expected {tuple(ref.shape)}")
+    return state

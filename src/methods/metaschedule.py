@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
-from tunebench.methods.base import Budget, Method
+from tunebench.methods.base import Budget, Method, TargetNeeds
 from tunebench.space import TraceConfig, trace_to_json
 from tunebench.task import Measurement, Task
 
@@ -42,6 +42,7 @@ class MetaSchedule(Method):
     """
 
     name = "metaschedule"
+    needs = TargetNeeds(objectives="single", compiles=True)
 
     def __init__(self, num_trials_per_iter: int = 64, population_size: int = 512,
                  init_measured_ratio: float = 0.2, init_min_unmeasured: int = 50, max_fail_count: int = 5,

@@ -19,11 +19,12 @@ import math
 import numpy as np
 
 from tunebench.harness.pareto import pareto_front
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 
 
 class PredictParetoMethod(Method):
     name = "predict_pareto"
+    needs = TargetNeeds(objectives="multi")
 
     def __init__(self, n_init: int = 48, max_init_fraction: float = 0.25):
         self.n_init = int(n_init)

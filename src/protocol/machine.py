@@ -2,8 +2,8 @@
 
 One JSON file per (host, device, thread count, TVM version) in the cache folder
 (``measure.cache_dir``; default ``$XDG_CACHE_HOME/tunebench`` or ``~/.cache/tunebench``), created
-private (mode 0700) and written atomically (temporary file + rename), so concurrent runs never
-read a half-written file:
+private (mode 0700, owner and mode checked: :mod:`tunebench.safe_files`) and written atomically
+(temporary file + rename), so concurrent runs never read a half-written file:
 
 ```json
 {"key": {...}, "peak": {"fma_gflops": 513.5, "mem_gbps": 48.5, "threads": 2, "measured_at": "..."},
@@ -20,13 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 
-
-def default_cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tunebench")
+from tunebench.safe_files import atomic_write_bytes, private_dir, read_nofollow, user_dir
 
 
 class MachineCache:
@@ -34,34 +30,25 @@ class MachineCache:
 
     Args:
         key: what identifies the configuration (host, device name, threads, TVM version, ...).
-        cache_dir: the folder (None: :func:`default_cache_dir`).
+        cache_dir: the folder (None: :func:`tunebench.safe_files.user_dir`); created private, and
+            refused with a one-line UserError when another user owns it or may write to it.
     """
 
     def __init__(self, key: dict, cache_dir: str | None = None):
         self.key = dict(key)
-        self.dir = os.path.expanduser(cache_dir) if cache_dir else default_cache_dir()
+        self.dir = private_dir(cache_dir) if cache_dir else user_dir()
         digest = hashlib.sha1(json.dumps(self.key, sort_keys=True).encode()).hexdigest()[:16]
         self.path = os.path.join(self.dir, f"machine-{digest}.json")
 
     def read(self) -> dict:
         try:
-            with open(self.path) as fh:
-                data = json.load(fh)
+            data = json.loads(read_nofollow(self.path))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) and data.get("key") == self.key else {}
 
     def _write(self, data: dict) -> None:
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".machine-", suffix=".json", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump({**data, "key": self.key}, fh, indent=1)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        atomic_write_bytes(self.path, json.dumps({**data, "key": self.key}, indent=1).encode())
 
     def peak(self) -> dict | None:
         return self.read().get("peak")

@@ -64,6 +64,9 @@ class FPGATargetBase:
                 "fidelities": list(self.fidelities), "reference_point": list(self.reference_point),
                 "scale": dict(zip(self.objectives, self.scale)), "capacity": dict(self.capacity)}
 
+    def validate_tasks(self, tasks) -> None:
+        """Check, before a run is created, that every task can be measured (no-op here)."""
+
     def start(self) -> None:
         pass
 

@@ -25,6 +25,11 @@ class TableTarget(FPGATargetBase):
     def describe(self) -> dict:
         return {**self.describe_base(), "table": self.path or "data/fpga/<kernel>.csv (shipped)"}
 
+    def validate_tasks(self, tasks) -> None:
+        """Every task's table exists and matches its space (read now: a bad table fails before the run)."""
+        for task in tasks:
+            self.table_for(task)
+
     def table_for(self, task: Task):
         if task.id not in self._tables:
             path = self.path or default_table(task.mod["name"])

@@ -26,6 +26,7 @@ import time
 from tunebench.errors import UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
+from tunebench.safe_files import private_dir, user_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.devicelock import DeviceLock
 from tunebench.targets.timing import TimingProtocol
@@ -44,6 +45,23 @@ def tvm_version() -> str:
     return str(tvm.__version__)
 
 
+def llvm_cpu(mcpu: str) -> str:
+    """The LLVM CPU name for ``target.mcpu`` (``native``: this machine's); an unknown name is a
+    :class:`UserError` listing the valid ones (LLVM would print an error per function and fall back
+    to a generic CPU)."""
+    from tvm.target import codegen
+
+    if mcpu == "native":
+        return codegen.llvm_get_system_cpu()
+    triple = codegen.llvm_get_system_triple()
+    if not codegen.llvm_is_valid_cpu(str(mcpu), triple):
+        import tvm
+
+        valid = sorted(set(codegen.llvm_get_cpu_archlist(tvm.target.Target("llvm"))))
+        raise UserError(f"target.mcpu={mcpu!r} is not an LLVM CPU for {triple}; valid: native, {', '.join(valid)}")
+    return str(mcpu)
+
+
 def cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo") as fh:
@@ -53,6 +71,14 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def reference_cache_dir(setting) -> str | None:
+    """The folder of cached reference outputs for ``target.check.reference_cache``: ``default`` =
+    this user's ``user_dir("references")``, a path (must be private to this user), null = none."""
+    if setting == "default":
+        return user_dir("references")
+    return private_dir(str(setting)) if setting else None
 
 
 class TVMTarget(TimingProtocol):
@@ -81,9 +107,7 @@ class TVMTarget(TimingProtocol):
         measure = dict(measure or {})
         self.policy = NoisePolicy.from_cfg(measure.get("noise"))
         self.threads = int(cfg.get("num_cores") or os.cpu_count() or 1)
-        cache = self.check_cfg.get("reference_cache", "default")
-        self.ref_cache_dir = (os.path.join(tempfile.gettempdir(), "tunebench-references") if cache == "default"
-                              else (os.path.expanduser(str(cache)) if cache else None))
+        self.ref_cache_dir = reference_cache_dir(self.check_cfg.get("reference_cache", "default"))
         self.limits: dict = {}
         # cumulative wall seconds; protocol_s: calibration, re-timing and the peak microbenchmark
         self._stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0, "protocol_s": 0.0}
@@ -111,9 +135,7 @@ class TVMTarget(TimingProtocol):
 
         n_cores = self.threads
         if self.kind == "llvm":
-            mcpu = self.cfg.get("mcpu") or "native"
-            if mcpu == "native":
-                mcpu = tvm.target.codegen.llvm_get_system_cpu()
+            mcpu = llvm_cpu(self.cfg.get("mcpu") or "native")
             self.tvm_target = {"kind": "llvm", "num-cores": int(n_cores), "mcpu": mcpu}
             self.device_spec = ["cpu", 0]
             self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu,
@@ -148,6 +170,9 @@ class TVMTarget(TimingProtocol):
                 "fidelities": list(self.fidelities), "threads": self.threads, "precision": self.precision}
 
     # ---- lifecycle -------------------------------------------------------------------
+    def validate_tasks(self, tasks) -> None:
+        """Nothing to check before the run: every task is compiled when measured."""
+
     def start(self) -> None:
         """Start the worker processes (before any task clock starts)."""
         if self._builders is None:
@@ -261,11 +286,13 @@ class TVMTarget(TimingProtocol):
                            latency_min_s=stats.min, noisy=verdict.noisy,
                            noise={**verdict.to_dict(), "attempts": attempts})
 
-    def check(self, task: Task, config: Config | TraceConfig) -> tuple[bool, str]:
+    def check(self, task: Task, config: Config | TraceConfig) -> tuple[bool | None, str]:
         """Run ``config`` once and compare its output with the unscheduled task on the host CPU.
 
-        Returns ``(ok, detail)``; ``detail`` gives the error (relative to the reference's largest
-        magnitude) or the failure text.
+        Returns ``(ok, detail)``: ``ok`` True (output matches), False (wrong output) or None (the
+        check could not be performed: a worker error, crash or timeout, a reference that could not be
+        computed); ``detail`` gives the error (relative to the reference's largest magnitude) or the
+        reason. A cached reference that was discarded (failed its hash) is logged as a warning.
         """
         import tvm
 
@@ -280,6 +307,8 @@ class TVMTarget(TimingProtocol):
             ok, res, wall = self._runner.map("check", [payload], float(self.check_cfg.get("timeout_s", 600)))[0]
         self._stats["check_s"] += wall
         if not ok:
-            return False, f"check failed: {res}"
+            return None, f"check not performed: {res}"
+        if res.get("reference_note"):
+            log.warning("task %s: %s", task.name, res["reference_note"])
         detail = f"max abs err {res['max_abs_err']:.3g} (relative {res['rel_err']:.3g}, tolerance {tol:g})"
         return res["rel_err"] <= tol, detail

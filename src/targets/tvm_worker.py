@@ -9,7 +9,8 @@ Requests (``name``, ``payload`` dict):
   Returns ``{"results_s": [per-repeat seconds], "run_s": float}``.
 - ``"check"``: build config ``index`` (or ``trace``) for ``target``, run it once on fixed random inputs and compare
   the output with the unscheduled PrimFunc compiled for the host CPU (the reference semantics of
-  the fused task). Returns ``{"max_abs_err", "ref_max_abs", "rel_err"}``.
+  the fused task). Returns ``{"max_abs_err", "ref_max_abs", "rel_err", "reference_note"}`` (the
+  note: why a cached reference was discarded or not stored, for the harness's log; else None).
 - ``"retime"``: load the libraries at ``paths`` and time them in ``rounds`` interleaved rounds
   (each round times every library once with ``repeat`` repeats, in an order rotated by one per
   round, then the calibration kernel). Returns ``{"samples": [[seconds, ...] per library],
@@ -132,49 +133,82 @@ def _check(payload: dict) -> dict:
     lib["main"](*args)
     out = args[-1].numpy()
 
-    ref = _reference(mod, payload, specs)
+    ref, note = _reference(mod, payload, specs)
     err = float(np.max(np.abs(out - ref))) if out.size else 0.0
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    return {"max_abs_err": err, "ref_max_abs": scale, "rel_err": err / max(scale, 1e-12)}
+    return {"max_abs_err": err, "ref_max_abs": scale, "rel_err": err / max(scale, 1e-12), "reference_note": note}
 
 
-def _reference(mod, payload: dict, specs) -> np.ndarray:
-    """The unscheduled task's output on the fixed inputs (seed 1234), computed on the host CPU.
+def _reference(mod, payload: dict, specs) -> tuple[np.ndarray, str | None]:
+    """The unscheduled task's output on the fixed inputs (seed 1234), computed on the host CPU, and a
+    note for the log when a cached copy was discarded or could not be stored (else None).
 
     The naive loop nest is slow (minutes for a VGG-16 layer), and the result depends only on the
-    workload, the inputs and the reference target: with ``ref_cache_dir`` it is kept as
-    ``<dir>/<sha256 of those>.npy`` and read back by later checks of the same task, in any run.
+    workload, the inputs and the reference target: with ``ref_cache_dir`` (a private folder, checked
+    by the target) it is kept as ``<dir>/<sha256 of those>.ref`` with the sha256 of its dtype, shape
+    and bytes (:func:`tunebench.safe_files.write_hashed`), and read back by later checks of the same
+    task, in any run. A cached copy that fails its hash, has the wrong dtype or shape, or cannot be
+    read is never used: it is computed again and replaced.
     """
     import hashlib
     import json
     import os
 
+    cache_dir = payload.get("ref_cache_dir")
+    if not cache_dir:
+        return _compute_reference(mod, payload, specs), None
+    key = hashlib.sha256((payload["mod_json"] + json.dumps(payload["ref_target"], sort_keys=True)
+                          + "|seed=1234").encode()).hexdigest()[:32]
+    path = os.path.join(cache_dir, key + ".ref")
+    ref, note = load_reference(path, tuple(specs[-1][0]), specs[-1][1])
+    if ref is not None:
+        return ref, None
+    ref = _compute_reference(mod, payload, specs)
+    try:
+        save_reference(path, ref)
+    except OSError as exc:
+        note = (note + "; " if note else "") + f"cannot store the reference at {path} ({exc.strerror or exc})"
+    return ref, note
+
+
+def _compute_reference(mod, payload: dict, specs) -> np.ndarray:
     import tvm
 
-    cache_dir = payload.get("ref_cache_dir")
-    path = None
-    if cache_dir:
-        key = hashlib.sha256((payload["mod_json"] + json.dumps(payload["ref_target"], sort_keys=True)
-                              + "|seed=1234").encode()).hexdigest()[:32]
-        path = os.path.join(cache_dir, key + ".npy")
-        if os.path.exists(path):
-            try:
-                ref = np.load(path)
-                if ref.shape == tuple(specs[-1][0]):
-                    return ref
-            except (OSError, ValueError):
-                pass  # unreadable: compute it again
     ref_lib = tvm.compile(mod, target=tvm.target.Target(payload["ref_target"]))
     ref_args = _random_args(specs, tvm.cpu(0), seed=1234)
     ref_lib["main"](*ref_args)
-    ref = ref_args[-1].numpy()
-    if path:
-        os.makedirs(cache_dir, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            np.save(fh, ref)
-        os.replace(tmp, path)  # atomic: a concurrent check never reads a half-written file
-    return ref
+    return ref_args[-1].numpy()
+
+
+def save_reference(path: str, ref: np.ndarray) -> None:
+    """Write ``ref`` atomically with the sha256 of its dtype, shape and bytes."""
+    from tunebench.safe_files import write_hashed
+
+    ref = np.ascontiguousarray(ref)
+    write_hashed(path, {"dtype": ref.dtype.str, "shape": list(ref.shape)}, ref.tobytes())
+
+
+def load_reference(path: str, shape: tuple, dtype: str) -> tuple[np.ndarray | None, str | None]:
+    """``(array, None)`` from a file of :func:`save_reference` whose hash, dtype and shape hold;
+    ``(None, None)`` when there is none; ``(None, why)`` when the file there must not be used."""
+    from tunebench.safe_files import IntegrityError, read_hashed
+
+    try:
+        meta, payload = read_hashed(path)
+    except FileNotFoundError:
+        return None, None
+    except IntegrityError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        return None, f"reference {path} discarded, corrupt or tampered with ({why}); computed again"
+    except OSError as exc:
+        return None, f"reference {path} unreadable ({exc.strerror or exc}); computed again"
+    want = np.dtype(dtype)
+    fits = (meta.get("dtype") == want.str and meta.get("shape") == list(shape)
+            and len(payload) == want.itemsize * int(np.prod(shape)))
+    if not fits:
+        return None, (f"reference {path} discarded: dtype/shape {meta.get('dtype')}/{meta.get('shape')}, "
+                      f"expected {want.str}/{list(shape)}; computed again")
+    return np.frombuffer(payload, dtype=want).reshape(shape).copy(), None
 
 
 def _calibration(payload: dict, dev):

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from tunebench.errors import UserError
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.mfgp import acquisition as acq
 from tunebench.methods.mfgp.designs import nested_random
 from tunebench.methods.mfgp.models import FidelityChain, FitSettings, ICMGP, IndependentGP
@@ -67,6 +67,7 @@ class MultiFidelityBO(Method):
     """
 
     name = "mfbo"
+    needs = TargetNeeds(objectives="multi", min_fidelities=2)
 
     def __init__(self, n_init=8, max_init_fraction=None, max_iterations: int = 40, patience: int = 5, model: str = "icm",
                  chaining: str = "nargp", deep_kernel=None, task_rank=None, acquisition: str = "eipv",

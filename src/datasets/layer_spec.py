@@ -1,0 +1,59 @@
+"""Layer specs of ``model=layers``: each a conv2d (+bias)(+ReLU) at a given shape.
+
+Keys: ``in_channels, height, width, out_channels, kernel, stride, padding`` (required) and
+``batch=1, groups=1, relu=true`` (optional). :func:`normalize_layer` checks one spec and fills in the
+defaults; every problem is a one-line :class:`UserError` naming ``model.layers[i].<key>``.
+"""
+
+from __future__ import annotations
+
+from tunebench.errors import UserError
+
+LAYER_KEYS = ("in_channels", "height", "width", "out_channels", "kernel", "stride", "padding")
+LAYER_DEFAULTS = {"batch": 1, "groups": 1, "relu": True}
+_MIN = {"padding": 0}  # every other integer key must be >= 1
+
+
+def _where(index: int | None) -> str:
+    return "model.layers" if index is None else f"model.layers[{index}]"
+
+
+def normalize_layer(shape, index: int | None = None) -> dict:
+    """A validated copy of one layer spec with the defaults filled in."""
+    at = _where(index)
+    if not isinstance(shape, dict):
+        raise UserError(f"{at}={shape!r}: must be a mapping with keys {', '.join(LAYER_KEYS)}")
+    missing = [k for k in LAYER_KEYS if k not in shape]
+    if missing:
+        raise UserError(f"{at} misses {', '.join(missing)}; required: {', '.join(LAYER_KEYS)}")
+    unknown = sorted(set(shape) - set(LAYER_KEYS) - set(LAYER_DEFAULTS))
+    if unknown:
+        raise UserError(f"{at}.{unknown[0]} is unknown; valid: {', '.join(LAYER_KEYS + tuple(LAYER_DEFAULTS))}")
+    out = {**LAYER_DEFAULTS, **shape}
+    for key, value in out.items():
+        if key == "relu":
+            if not isinstance(value, bool):
+                raise UserError(f"{at}.relu={value!r}: must be true or false")
+        elif not isinstance(value, int) or isinstance(value, bool) or value < _MIN.get(key, 1):
+            raise UserError(f"{at}.{key}={value!r}: must be an integer >= {_MIN.get(key, 1)}")
+    _check_geometry(out, at)
+    return out
+
+
+def _check_geometry(s: dict, at: str) -> None:
+    if s["in_channels"] % s["groups"] or s["out_channels"] % s["groups"]:
+        raise UserError(f"{at}.groups={s['groups']}: must divide in_channels={s['in_channels']} "
+                        f"and out_channels={s['out_channels']}")
+    for side in ("height", "width"):
+        padded = s[side] + 2 * s["padding"]
+        if s["kernel"] > padded:
+            raise UserError(f"{at}.kernel={s['kernel']}: larger than the padded input "
+                            f"({side} {s[side]} + 2 x padding {s['padding']} = {padded})")
+
+
+def check_layer_list(layers) -> list[dict]:
+    """A non-empty list of valid layer specs, normalized."""
+    if not isinstance(layers, list) or not layers:
+        raise UserError(f"model.layers={layers!r}: must be a non-empty list of layer specs "
+                        f"(keys {', '.join(LAYER_KEYS)})")
+    return [normalize_layer(s, i) for i, s in enumerate(layers)]

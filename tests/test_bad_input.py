@@ -1,0 +1,222 @@
+"""Bad input, across every config group and the CLI subcommands: exit code 2, exactly one output
+line and it starts with ``error:``, the bad value named, and nothing written (no MLflow store, run
+or records folder).
+
+Each case runs the real entry point (``run.py`` or ``python -m tunebench``) in a forked child of a
+process that has already imported tunebench, TVM and PyTorch, so 70 cases take seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import runpy
+import sys
+import traceback
+
+import pytest
+
+from conftest import ROOT, TINY_LAYER, cuda_available
+from tunebench.harness.cli import layers_override
+
+RUN_PY = os.path.join(ROOT, "run.py")
+FAST = [layers_override([TINY_LAYER]), "progress=false"]
+
+
+def _layer(**change) -> str:
+    spec = {**TINY_LAYER, **change}
+    return layers_override([{k: v for k, v in spec.items() if v is not None}])
+
+
+FPGA = ["target=table", "model=hls_gemm"]
+
+# (arguments of run.py, text the error line must contain)
+RUN_CASES = [
+    # config groups and override syntax
+    (["method=nope"], "method='nope' is unknown; valid:"),
+    (["model=resnet19"], "model='resnet19' is unknown; valid:"),
+    (["target=tpu"], "target='tpu' is unknown; valid:"),
+    (["budget=huge"], "budget='huge' is unknown; valid:"),
+    (["-m", "method=random,nope"], "method='nope' is unknown"),
+    (["method=random,autotvm"], "method=random,autotvm is a sweep"),
+    (["-m", "seed=0,-1"], "seed=-1"),
+    (["seed=[1,2"], "cannot parse the override 'seed=[1,2'"),
+    (["budget.trails_per_task=4"], "budget.trails_per_task is unknown"),
+    (["method=autotvm", "method.plan_sizee=8"], "method.plan_sizee is unknown"),
+    (["target.batchsize=3"], "target.batchsize is unknown"),
+    (["e2e.foo=1"], "e2e.foo is unknown"),
+    (["measure.noise.cv=0.1"], "measure.noise.cv is unknown"),
+    (["tracking.url=x"], "tracking.url is unknown"),
+    # budget
+    (["budget.trials_per_task=0"], "budget.trials_per_task=0"),
+    (["budget.trials_per_task=-3"], "budget.trials_per_task=-3"),
+    (["budget.trials_per_task=abc"], "budget.trials_per_task='abc'"),
+    (["budget.seconds_per_task=0"], "budget.seconds_per_task=0"),
+    (["budget.seconds_per_task=abc"], "budget.seconds_per_task='abc'"),
+    (["budget.early_stopping=0"], "budget.early_stopping=0"),
+    (["budget=quick", "budget.method_overrides=5"], "budget.method_overrides=5"),
+    # method
+    (["method=autotvm", "method.plan_size=0"], "method.plan_size=0"),
+    (["method=autotvm", "method.eps_greedy=2"], "method.eps_greedy=2"),
+    (["method=autotvm", "method.loss_type=foo"], "method.loss_type='foo'"),
+    (["method=autotvm", "method.sa_n_iter=abc"], "method.sa_n_iter='abc'"),
+    (["method=dgp", "method.tuning_set=foo"], "method.tuning_set='foo'"),
+    (["method=gat", "method.variant=foo"], "method.variant='foo'"),
+    (["method=gat", "method.pretrained=/nonexistent/gat.pt"], "method.pretrained=/nonexistent/gat.pt"),
+    (["method=cgp", "method.model=bogus", *FPGA], "method.model='bogus'"),
+    (["method=cgp"], "method=cgp cannot run on target=llvm"),
+    (["method=ann"], "method=ann cannot run on target=llvm"),
+    (["method=dac19"], "method=dac19 cannot run on target=llvm"),
+    (["method=bt", "method.n_init=4"], "method=bt cannot run on target=llvm"),
+    # model
+    ([*FAST[1:], "model.layers=[]"], "model.layers=[]"),
+    ([_layer(in_channels=-1)], "model.layers[0].in_channels=-1"),
+    ([_layer(out_channels=0)], "model.layers[0].out_channels=0"),
+    ([_layer(kernel=31)], "model.layers[0].kernel=31"),
+    ([_layer(height=None)], "model.layers[0] misses height"),
+    ([_layer(in_channels="abc")], "model.layers[0].in_channels='abc'"),
+    ([_layer(groups=3)], "model.layers[0].groups=3"),
+    ([_layer(dilation=2)], "model.layers[0].dilation is unknown"),
+    ([_layer(stride=0)], "model.layers[0].stride=0"),
+    ([_layer(padding=-1)], "model.layers[0].padding=-1"),
+    (["model.layers=5"], "model.layers=5"),
+    (["model=resnet18", "model.seed=-1"], "model.seed=-1"),
+    (["model=hls_gemm"], "model=hls_gemm and target=llvm do not go together"),
+    (["target=table"], "model=layers and target=table do not go together"),
+    # target
+    (["target.batch_size=0"], "target.batch_size=0"),
+    (["target.batch_size=abc"], "target.batch_size='abc'"),
+    (["target.mcpu=skylakee"], "target.mcpu='skylakee' is not an LLVM CPU"),
+    (["target.num_cores=0"], "target.num_cores=0"),
+    (["target.runner.repeat=0"], "target.runner.repeat=0"),
+    (["target.runner.statistic=max"], "target.runner.statistic='max'"),
+    (["target.runner.timeout_s=-1"], "target.runner.timeout_s=-1"),
+    (["target.builder.timeout_s=0"], "target.builder.timeout_s=0"),
+    (["target.check.tolerance=0"], "target.check.tolerance=0"),
+    (["target.handler=nocolon"], "target.handler='nocolon'"),
+    ([*FPGA, "target.fidelities=[]"], "target.fidelities=[]"),
+    ([*FPGA, "target.table=/nonexistent/t.csv"], "target.table='/nonexistent/t.csv' does not exist"),
+    # e2e and measure
+    (["e2e.rounds=0"], "e2e.rounds=0"),
+    (["e2e.tolerance=-1"], "e2e.tolerance=-1"),
+    (["e2e.enabled=maybe"], "e2e.enabled='maybe'"),
+    (["measure.noise.cv_max=-1"], "cv_max"),
+    (["measure.retime.top_k=0"], "top_k"),
+    # top level: seed, paths, tracking, resume
+    (["seed=-1"], "seed=-1"),
+    (["seed=abc"], "seed='abc'"),
+    (["tracking.uri=http://127.0.0.1:9"], "tracking.uri=http://127.0.0.1:9: MLflow server unreachable"),
+    (["tracking.uri=ftp://x"], "tracking.uri=ftp://x: unsupported scheme"),
+    (["tracking.outage_wait_s=-1"], "tracking.outage_wait_s=-1"),
+    (["records_dir=/proc/tunebench"], "records_dir=/proc/tunebench"),
+    (["workdir=/nonexistent/dir"], "workdir=/nonexistent/dir"),
+    (["check_correctness=maybe"], "check_correctness='maybe'"),
+    (["progress=2"], "progress=2"),
+    (["resume=0123456789abcdef0123456789abcdef"], "resume=0123456789abcdef0123456789abcdef: no such run"),
+]
+
+CLI_CASES = [
+    ([], "no command given; valid:"),
+    (["nope"], "unknown command 'nope'"),
+    (["leaderboard", "--bogus"], "--bogus"),
+    (["leaderboard", "--since", "yesterday"], "yesterday"),
+    (["leaderboard", "--tracking-uri", "ftp://x"], "ftp://x"),
+    (["dataset", "build", "--records", "/nonexistent/records", "--out", "set.pt"], "/nonexistent/records"),
+    (["gat", "train", "--dataset", "/nonexistent/set.pt", "--out", "m.pt"], "/nonexistent/set.pt"),
+]
+
+
+def _child(entry: str, argv: list[str], cwd: str, out_path: str) -> None:
+    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115  (pytest replaced the parent's streams)
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    os.chdir(cwd)
+    code = 0
+    try:
+        if entry == "run":
+            sys.argv = [RUN_PY, *argv]
+            runpy.run_path(RUN_PY, run_name="__main__")
+        else:
+            from tunebench.__main__ import main
+
+            main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001  (reported through the output file)
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _preimport():
+    """Import the heavy modules once; every forked case starts with them loaded."""
+    import mlflow.tracking  # noqa: F401
+    import tunebench.harness.experiment  # noqa: F401
+    import tunebench.harness.preflight  # noqa: F401
+    import tunebench.targets.tvm_target  # noqa: F401
+
+
+def _run(entry: str, argv: list[str], cwd) -> tuple[int, list[str]]:
+    out = os.path.join(cwd, ".output")
+    proc = mp.get_context("fork").Process(target=_child, args=(entry, argv, str(cwd), out))
+    proc.start()
+    proc.join(300)
+    assert proc.exitcode is not None, f"{argv} did not finish in 300 s"
+    with open(out) as fh:
+        lines = [ln for ln in fh.read().splitlines() if ln.strip()]
+    os.remove(out)
+    return proc.exitcode, lines
+
+
+def _assert_one_error_line(code: int, lines: list[str], needle: str, argv) -> None:
+    assert code == 2, (argv, code, lines[-20:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), (argv, lines[-20:])
+    assert needle in lines[0], (argv, lines[0])
+
+
+def _assert_nothing_written(workdir) -> None:
+    left = sorted(p for p in os.listdir(workdir) if p != "outputs")  # outputs/: Hydra's own log folder
+    assert left == [], f"bad input left {left} in the work dir"
+
+
+def test_method_needs_are_checked_against_the_target():
+    from tunebench.methods import KNOWN_TARGETS, METHODS
+
+    assert METHODS["metaschedule"].needs.problems(KNOWN_TARGETS["table"])  # schedules need TVM
+    assert not METHODS["metaschedule"].needs.problems(KNOWN_TARGETS["llvm"])
+    assert METHODS["cgp"].needs.problems(KNOWN_TARGETS["cuda"]) and not METHODS["cgp"].needs.problems(KNOWN_TARGETS["vivado"])
+    assert all(not METHODS[m].needs.problems(KNOWN_TARGETS[t]) for m in ("random", "exhaustive") for t in KNOWN_TARGETS)
+
+
+def test_enough_distinct_cases():
+    assert len({tuple(a) for a, _ in RUN_CASES}) + len({tuple(a) for a, _ in CLI_CASES}) >= 60
+
+
+@pytest.mark.parametrize("argv,needle", RUN_CASES, ids=[" ".join(a)[-60:] for a, _ in RUN_CASES])
+def test_run_py_bad_input(tmp_path, argv, needle):
+    if "target=cuda" in argv and cuda_available():
+        pytest.skip("a GPU is present")
+    own_model = any(a.startswith(("model.layers", "model=")) for a in argv)
+    full = ["progress=false", *argv] if own_model else [*FAST, *argv]
+    code, lines = _run("run", full, tmp_path)
+    _assert_one_error_line(code, lines, needle, argv)
+    _assert_nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("argv,needle", CLI_CASES, ids=[" ".join(a) or "(none)" for a, _ in CLI_CASES])
+def test_cli_bad_input(tmp_path, argv, needle):
+    code, lines = _run("cli", argv, tmp_path)
+    _assert_one_error_line(code, lines, needle, argv)
+    _assert_nothing_written(tmp_path)
+
+
+@pytest.mark.skipif(cuda_available(), reason="a GPU is present: target=cuda is valid here")
+def test_cuda_without_gpu_is_one_line(tmp_path):
+    code, lines = _run("run", [*FAST, "target=cuda"], tmp_path)
+    _assert_one_error_line(code, lines, "target=cuda: no CUDA GPU found", ["target=cuda"])
+    _assert_nothing_written(tmp_path)

@@ -1,0 +1,96 @@
+"""resume=<run id>: unreadable record lines, conflicting overrides, finished runs, and what a resumed
+config may not do on its own (import a handler, read records outside this work dir)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tunebench.errors import UserError
+from tunebench.harness.experiment import RECORD_TAG, run_experiment
+from tunebench.harness.records import read_records
+
+
+@pytest.fixture
+def finished(tiny_cfg):
+    """A FINISHED tiny run without the end-to-end step: (config, run id, record path, client)."""
+    measure = {**tiny_cfg["measure"], "calibrate": False, "retime": {"top_k": 1, "rounds": 1, "repeat": 1}}
+    cfg = {**tiny_cfg, "e2e": {**tiny_cfg["e2e"], "enabled": False}, "measure": measure}
+    run_id = run_experiment(cfg)
+    client = MlflowClient(f"sqlite:///{cfg['workdir']}/mlflow.db")
+    return cfg, run_id, client.get_run(run_id).data.tags[RECORD_TAG], client
+
+
+def _resume_cfg(cfg: dict, run_id: str) -> dict:
+    return {**cfg, "resume": run_id}
+
+
+def test_garbage_lines_are_skipped_then_a_finished_run_resumes_as_a_no_op(finished, caplog):
+    cfg, run_id, path, client = finished
+    lines = open(path).read().splitlines()
+    assert len(lines) == 6
+    with open(path, "w") as fh:  # 3 good records, garbage, a half-written line, a JSON non-record
+        fh.write("\n".join(lines[:3]) + "\nnot json at all\n" + lines[3][: len(lines[3]) // 2] + "\n[1, 2]\n")
+    client.update_run(run_id, status="FAILED")
+    with caplog.at_level(logging.WARNING, logger="tunebench.harness.records"):
+        assert run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"]) == run_id
+    assert f"{path}:4: unreadable record skipped" in caplog.text and f"{path}:5:" in caplog.text
+    recs = read_records(path)
+    assert [r["trial"] for r in recs] == list(range(6))  # 3 kept, 3 measured again; nothing lost
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+    run_dir = os.path.dirname(path)  # resuming the FINISHED run: nothing measured, checked or written
+    before = {n: open(os.path.join(run_dir, n)).read() for n in ("records.jsonl", "checks.jsonl")}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tunebench.harness.experiment"):
+        assert run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"]) == run_id
+    assert "is FINISHED; nothing to do" in caplog.text
+    assert before == {n: open(os.path.join(run_dir, n)).read() for n in before}
+
+
+def test_resume_refuses_conflicts_saved_handlers_and_foreign_records(finished, tmp_path_factory):
+    cfg, run_id, path, client = finished
+    client.update_run(run_id, status="FAILED")
+    other = {**cfg, "method": {"name": "autotvm"}}
+    with pytest.raises(UserError, match=r"method='autotvm' conflicts with the run's method='random'"):
+        run_experiment(_resume_cfg(other, run_id), [f"resume={run_id}", "method=autotvm"])
+    more = {**cfg, "budget": {**cfg["budget"], "trials_per_task": 99}}
+    with pytest.raises(UserError, match="budget.trials_per_task=99 conflicts"):
+        run_experiment(_resume_cfg(more, run_id), [f"resume={run_id}", "budget.trials_per_task=99"])
+
+    cfg_path = os.path.join(os.path.dirname(path), "config.yaml")
+    original = open(cfg_path).read()
+    saved = yaml.safe_load(original)
+    saved["target"]["handler"] = "evil_module:handle"  # as another user of a shared server could
+    yaml.safe_dump(saved, open(cfg_path, "w"))
+    with pytest.raises(UserError, match="target.handler='evil_module:handle'; give target.handler=evil_module:handle"):
+        run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"])
+    open(cfg_path, "w").write(original)
+
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    os.makedirs(elsewhere / "r")
+    for name in os.listdir(os.path.dirname(path)):
+        with open(os.path.join(os.path.dirname(path), name), "rb") as src, open(elsewhere / "r" / name, "wb") as dst:
+            dst.write(src.read())
+    client.set_tag(run_id, RECORD_TAG, str(elsewhere / "r" / "records.jsonl"))  # a tag pointing outside
+    with pytest.raises(UserError, match="is not under"):
+        run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"])
+    assert client.get_run(run_id).info.status == "FAILED"  # every refusal left the run untouched
+    trusted = {**cfg, "records_dir": str(elsewhere)}  # an explicitly given folder is trusted
+    assert run_experiment(_resume_cfg(trusted, run_id), [f"resume={run_id}", f"records_dir={elsewhere}"]) == run_id
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def test_records_reader_counts_what_it_skips(tmp_path, caplog):
+    path = tmp_path / "records.jsonl"
+    good = {"task_id": "t", "trial": 0, "index": 1, "config": {"a": 1}, "valid": True}
+    path.write_text(json.dumps(good) + "\n{\"task_id\": \"t\"}\n\x00\x01\n" + json.dumps(good)[:-3])
+    with caplog.at_level(logging.WARNING):
+        assert read_records(str(path)) == [good]
+    assert "records.jsonl:2: unreadable record skipped (misses trial)" in caplog.text
+    assert "2 unreadable line(s) skipped, 1 records read" in caplog.text
