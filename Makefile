@@ -3,8 +3,9 @@ PY ?= python3
 
 .PHONY: install test test-all run bench lint leaderboard
 
-install:            ## install tunebench (editable) with its pinned dependencies and the test tools
+install:            ## install tunebench (editable) with its pinned dependencies and the test tools (+ chromium where apt-get and root)
 	$(PY) -m pip install -e '.[test]'
+	bash scripts/install_browser.sh
 
 test:               ## the test suite (CPU only; GPU tests are skipped where no GPU is found)
 	$(PY) -m pytest -q -m "not slow"
@@ -18,5 +19,5 @@ run:                ## the default experiment (small budget, small model, this C
 bench:              ## harness overhead and trials per minute on one ResNet-18 layer (llvm)
 	$(PY) benchmarks/harness_overhead.py
 
-leaderboard:        ## tables (leaderboard/leaderboard.md, .csv) and best-so-far plots from the FINISHED MLflow runs
-	$(PY) -m tunebench leaderboard
+leaderboard:        ## tables (leaderboard/leaderboard.md, .csv, .html) and best-so-far plots from the FINISHED MLflow runs
+	$(PY) -m tunebench leaderboard --html

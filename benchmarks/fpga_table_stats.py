@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from tunebench.harness.pareto import pareto_front
+from tunebench.pareto import pareto_front
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

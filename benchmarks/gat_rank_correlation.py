@@ -1,6 +1,6 @@
 """Cost-model quality on held-out tasks: rank correlation of predicted vs measured latency.
 
-For GAT (seed 000 Ch. 5), its ablations (mhsa, gnn_mlp, graph layers gcn/gat/sage) and MetaSchedule's
+For GAT ([Sun-PhD] Ch. 5), its ablations (mhsa, gnn_mlp, graph layers gcn/gat/sage) and MetaSchedule's
 XGBoost cost model (``ms.cost_model.XGBModel``, TVM 0.27 defaults, fed task by task through its
 ``update`` as the task scheduler does). Records of MetaSchedule runs are split by task: every
 ``--holdout-every``-th task (sorted by task id) is held out, or with ``--holdout-model <name>`` every

@@ -14,43 +14,44 @@ from tunebench.harness.cli import fail
 
 
 def _leaderboard_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.leaderboard import add_arguments
+    from tunebench.report.cli import add_arguments
 
     add_arguments(parser)
 
 
 def _leaderboard(args: argparse.Namespace) -> None:
-    from tunebench.harness.leaderboard import run_leaderboard
+    from tunebench.report.cli import run_leaderboard
 
     print(run_leaderboard(args), flush=True)
 
 
 def _dataset_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.methods.gat_dataset import add_build_options
+    from tunebench.harness.gat_commands import add_build_options
 
     add_build_options(parser)
 
 
 def _dataset(args: argparse.Namespace) -> None:
-    from tunebench.methods.gat_dataset import cmd_build
+    from tunebench.harness.gat_commands import cmd_build
 
     cmd_build(args)
 
 
 def _gat_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.methods.gat_dataset import add_train_options
+    from tunebench.harness.gat_commands import add_train_options
 
     add_train_options(parser)
 
 
 def _gat(args: argparse.Namespace) -> None:
-    from tunebench.methods.gat_dataset import cmd_train
+    from tunebench.harness.gat_commands import cmd_train
 
     cmd_train(args)
 
 
 COMMANDS = {
-    "leaderboard": ("tables (Markdown, CSV) and best-so-far plots from the FINISHED MLflow runs",
+    "leaderboard": ("tables (Markdown, CSV; --html: one HTML page) and best-so-far plots from the FINISHED "
+                    "MLflow runs",
                     _leaderboard_options, _leaderboard),
     "dataset": ("build a GAT training set from record folders / run ids: dataset build --records ... --out set.pt",
                 _dataset_options, _dataset),

@@ -66,7 +66,7 @@ class History:
     def add_task(self, task, measurements, role: str = "") -> None:
         """Add a task tuned in this run: ``task`` a :class:`~tunebench.task.Task`, ``measurements`` its
         :class:`~tunebench.task.Measurement` list."""
-        from tunebench.harness.records import record_line
+        from tunebench.records import record_line
 
         recs = [record_line(m, task) for m in measurements]
         entry = self.tasks.get(task.id)
@@ -93,7 +93,8 @@ class History:
         Raises:
             UserError: naming the source when it is neither an existing file nor a known run.
         """
-        from tunebench.harness.records import read_records
+        from tunebench.records import read_records
+        from tunebench.run_store import record_file
 
         hist = cls()
         if source is None:
@@ -102,9 +103,7 @@ class History:
         for item in (str(s).strip() for s in items):
             if not item:
                 continue
-            path = os.path.join(item, "records.jsonl") if os.path.isdir(item) else item
-            if not os.path.isfile(path):
-                path = _run_record_file(item, client, workdir)
+            path = record_file(item, client, workdir or os.getcwd(), "method.history")
             recs = read_records(path)
             if not recs:
                 raise UserError(f"method.history={item}: {path} holds no records")
@@ -116,25 +115,3 @@ class History:
             hist.sources.append(path)
         return hist
 
-
-def _run_record_file(run_id: str, client, workdir: str | None) -> str:
-    """The record file of MLflow run ``run_id``: the local file named by its tag, else the artifact."""
-    hint = "a record file (records.jsonl), a run folder, or an MLflow run id"
-    if client is None:
-        raise UserError(f"method.history={run_id}: no such file; valid: {hint}")
-    from mlflow.exceptions import MlflowException
-
-    try:
-        run = client.get_run(run_id)
-    except MlflowException:
-        raise UserError(f"method.history={run_id}: neither a file nor a run in the tracking store; "
-                        f"valid: {hint}") from None
-    local = run.data.tags.get("tunebench.record_file")
-    if local and os.path.isfile(local):
-        return local
-    dst = os.path.join(workdir or os.getcwd(), "history", run_id)
-    os.makedirs(dst, exist_ok=True)
-    try:
-        return client.download_artifacts(run_id, "records.jsonl", dst)
-    except Exception as exc:  # noqa: BLE001 - any store/IO failure: the run has no readable records
-        raise UserError(f"method.history={run_id}: the run's records.jsonl is not available ({exc})") from None

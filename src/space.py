@@ -17,10 +17,10 @@ Feature encoding (``Space.features``), one float in [0, 1] per feature:
 - split knob: one feature per part, ``log2(factor) / log2(length)`` (0 when length == 1);
 - choice knob: one feature, ``entity_index / (n_entities - 1)`` (0 when there is one value);
 - numeric knob (FPGA directive factors): one feature, min-max of the value,
-  ``(v - min) / (max - min)`` (seed 000 §3.3.2: factors {2, 5, 10} -> {0, 0.375, 1}); booleans 0/1.
+  ``(v - min) / (max - min)`` ([Sun-PhD] §3.3.2: factors {2, 5, 10} -> {0, 0.375, 1}); booleans 0/1.
 
 :class:`ExplicitSpace` is a space whose configs are an explicit subset of a product space (the
-FPGA directive spaces after seed 000 Algorithm 1 pruning): index = position in that list.
+FPGA directive spaces after [Sun-PhD] Algorithm 1 pruning): index = position in that list.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A tiny synthetic FPGA design-space table (FPGA_CONTRACT.md §5 layout) and a stand-in replay target.
+"""A tiny synthetic FPGA design-space table (the layout of tunebench.fpga.table) and a stand-in replay target.
 
 The table is generated from closed-form formulas (below), NOT from any tool: it only exercises the
 methods' logic (three fidelities whose objectives are related non-linearly, invalid designs at
@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from fakes import FakeTarget
 from tunebench.space import ChoiceKnob, Space
 from tunebench.task import Measurement, Task
 
@@ -71,35 +72,29 @@ def read_table(path: str = TABLE) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-class TinyTableTarget:
-    """Replays the tiny table per FPGA_CONTRACT.md §1-3: measure(task, configs, fidelity); a measurement
+class TinyTableTarget(FakeTarget):
+    """Replays the tiny table as the FPGA targets do: measure(task, configs, fidelity); a measurement
     at fidelity f charges the tool seconds of f's own stage (the cheaper stages are cached per design)."""
 
-    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
-    batch_size = 1
-    objectives = OBJECTIVES
-    fidelities = FIDELITIES
+    kind = "table"
 
     def __init__(self, path: str = TABLE):
+        super().__init__(name="table", objectives=OBJECTIVES, fidelities=FIDELITIES, batch_size=1,
+                         reference_point=[1.0, 1.0, 1.0], capacity=CAPACITY)
         self.rows = {int(r["index"]): r for r in read_table(path)}
 
-    def describe(self) -> dict:
-        return {"kind": "table", "objectives": OBJECTIVES, "fidelities": FIDELITIES,
-                "reference_point": [1.0, 1.0, 1.0], "capacity": CAPACITY}
+    def evaluate(self, configs, fidelity) -> list[dict]:
+        return [{} for _ in configs]  # measurement() reads the row
 
-    def measure(self, task, configs, fidelity=None) -> list[Measurement]:
-        fidelity = fidelity or FIDELITIES[-1]
-        out = []
-        for c in configs:
-            r = self.rows[c.index]
-            valid = r[f"{fidelity}.valid"] == "1"
-            m = Measurement(task.id, c, valid, error=r[f"{fidelity}.error"], fidelity=fidelity)
-            m.objectives = {o: float(r[f"{fidelity}.{o}"]) for o in OBJECTIVES} if valid else {}
-            m.stage_s = {fidelity: float(r[f"{fidelity}.tool_s"])}
-            m.cost_s = m.stage_s[fidelity]
-            m.latency_s = m.objectives["delay_s"] if valid else float("inf")
-            out.append(m)
-        return out
+    def measurement(self, task, c, fidelity, values) -> Measurement:
+        r = self.rows[c.index]
+        valid = r[f"{fidelity}.valid"] == "1"
+        m = Measurement(task.id, c, valid, error=r[f"{fidelity}.error"], fidelity=fidelity)
+        m.objectives = {o: float(r[f"{fidelity}.{o}"]) for o in OBJECTIVES} if valid else {}
+        m.stage_s = {fidelity: float(r[f"{fidelity}.tool_s"])}
+        m.cost_s = m.stage_s[fidelity]
+        m.latency_s = m.objectives["delay_s"] if valid else float("inf")
+        return m
 
     def true_front(self) -> np.ndarray:
         """Raw impl objectives [n, 3] of the valid designs (for ADRS-style checks)."""

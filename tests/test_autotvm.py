@@ -6,9 +6,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import load_conf
+from fakes import FakeTarget
 from tunebench.harness import experiment
 from tunebench.harness.loop import tune_task
-from tunebench.harness.records import read_records
+from tunebench.records import read_records
 from tunebench.methods import Budget, make_method
 from tunebench.methods.annealing import SimulatedAnnealing, index_digits, random_walk
 from tunebench.methods.autotvm import AutoTVM
@@ -150,40 +151,32 @@ def test_xgb_model_invalid_measurements_are_zero_throughput():
 
 
 # ---- the tuner on a pure-Python target -----------------------------------------------------------
-class FakeTarget:
+class FeatureTarget(FakeTarget):
     """Latency = a structured function of the knob features (one basin, cross terms); an invalid region.
 
     ``flops`` of the task / latency gives GFLOPS; the target leaves ``gflops`` at 0 like the loop tests'.
     """
 
-    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
-    batch_size = 8
-
     def __init__(self, space, seed=0):
+        super().__init__(batch_size=8)
         r = np.random.default_rng(1000 + seed)
         self.features = KnobFeatures(space)
         self.center = r.uniform(0.2, 0.8, space.n_features)
         self.weight = r.uniform(0.5, 3.0, space.n_features)
-        self.measured = []
 
-    def describe(self):
-        return {"name": "fake"}
-
-    def latency(self, indices):
+    def latencies(self, indices):
         x = self.features(np.asarray(indices, dtype=np.int64))
         j, k = min(4, x.shape[1] - 1), min(5, x.shape[1] - 1)
         d = ((x - self.center) ** 2 * self.weight).sum(axis=1) + 0.5 * (x[:, 1] - x[:, k]) ** 2
         lat = 1e-3 * (1.0 + 5.0 * d + 2.0 * d**2)
         return np.where(x[:, 0] + x[:, j] > 1.6, np.inf, lat)  # "too many threads": invalid
 
-    def measure(self, task, configs):
-        self.measured += [c.index for c in configs]
-        lat = self.latency([c.index for c in configs])
-        return [Measurement(task.id, c, valid=bool(np.isfinite(t)), latency_s=float(t),
-                            error="" if np.isfinite(t) else "invalid") for c, t in zip(configs, lat)]
+    def evaluate(self, configs, fidelity):
+        """The whole batch at once (a non-finite latency: an invalid measurement)."""
+        return [{"latency_s": float(t)} for t in self.latencies([c.index for c in configs])]
 
     def optimum(self, space):
-        return float(self.latency(np.arange(space.size)).min())
+        return float(self.latencies(np.arange(space.size)).min())
 
 
 def fake_task(space):
@@ -194,7 +187,7 @@ def fake_task(space):
 
 def run_fake(method_cfg, seed, trials, space=None, prior=None):
     task = fake_task(space or conv_space())
-    target = FakeTarget(task.space, seed)
+    target = FeatureTarget(task.space, seed)
     method = make_method(method_cfg)
     res = tune_task(task, method, target, Budget(trials), np.random.default_rng(seed), prior=prior)
     return res, method, target
@@ -248,7 +241,7 @@ def test_autotvm_space_smaller_than_the_plan_and_exhaustion():
 def test_autotvm_does_not_train_until_a_measurement_is_valid():
     task = fake_task(conv_space())
     method = make_method(autotvm_cfg(plan_size=8))
-    method.setup(task, {}, None, Budget(100), np.random.default_rng(0))
+    method.setup(task, FakeTarget().info, None, Budget(100), np.random.default_rng(0))
     configs = method.ask(10)
     method.tell([Measurement(task.id, c, valid=False, error="x") for c in configs])
     assert method.train_log == [] and method.plan == []

@@ -9,7 +9,7 @@ import tvm
 from conftest import TINY_LAYER
 from tunebench.datasets import model_tasks
 from tunebench.harness.experiment import run_experiment
-from tunebench.harness.records import read_records
+from tunebench.records import read_records
 from tunebench.targets import tvm_worker
 from tunebench.targets.templates import get_template
 

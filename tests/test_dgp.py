@@ -10,7 +10,7 @@ from tunebench.errors import UserError
 from tunebench.history import History
 from tunebench.methods.layer_groups import count_conv_groups, group_key, group_name, layer_groups
 
-# seed 001 §4.2: "VGG-16 has 1 group, while ResNet-18, AlexNet, and MobileNet-v1 have 4, 3, and 4"
+# [Sun-ICCV21] §4.2 (docs/REFERENCES.md): "VGG-16 has 1 group, while ResNet-18, AlexNet, and MobileNet-v1 have 4, 3, and 4"
 PAPER_GROUPS = {"vgg16": 1, "resnet18": 4, "alexnet": 3, "mobilenet_v1": 4}
 
 

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
 from tunebench.harness.experiment import RECORD_TAG, run_experiment
-from tunebench.harness.records import read_records
+from tunebench.records import read_records
 
 
 def _client(workdir):

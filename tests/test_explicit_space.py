@@ -6,7 +6,7 @@ from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob
 
 
 def test_numeric_knob_min_max_encoding():
-    k = NumericKnob("f", (2, 5, 10))  # seed 000 §3.3.2 example: {2, 5, 10} -> {0, 0.375, 1}
+    k = NumericKnob("f", (2, 5, 10))  # [Sun-PhD] §3.3.2 example (docs/REFERENCES.md): {2, 5, 10} -> {0, 0.375, 1}
     assert [k.encode(i)[0] for i in range(3)] == pytest.approx([0, 0.375, 1])
 
 

@@ -3,9 +3,10 @@ import json
 
 import pandas as pd
 
+from fakes import FakeTarget
 from tunebench.fpga import assemble_table
 from tunebench.fpga.tasks import fpga_tasks
-from tunebench.harness.records import read_records, record_line
+from tunebench.records import read_records, record_line
 from tunebench.task import Measurement
 
 
@@ -44,20 +45,23 @@ def _fake(task, i, f):
                        stage_s=stage)
 
 
-class FakeTarget:
-    """Stands in for fpga_open: records which (index, fidelity) it was asked to measure."""
-
-    fidelities, objectives = list(FIDS), list(OBJS)
+class OpenFlowStandIn(FakeTarget):
+    """Stands in for fpga_open: the synthetic measurements of :func:`_fake`; records which
+    (index, fidelity) it was asked to measure."""
 
     def __init__(self, task):
-        self.task, self.asked = task, []
+        super().__init__(name="fpga_open", objectives=OBJS, fidelities=FIDS, batch_size=1)
+        self.task = task
 
-    def measure(self, task, configs, fidelity):
-        self.asked.append((configs[0].index, fidelity))
-        return [_fake(task, configs[0].index, fidelity)]
+    @property
+    def asked(self) -> list[tuple[int, str]]:
+        return [(i, fid) for fid, indices in self.calls for i in indices]
 
-    def close(self):
-        pass
+    def evaluate(self, configs, fidelity):
+        return [{} for _ in configs]  # measurement() makes them
+
+    def measurement(self, task, config, fidelity, values):
+        return _fake(task, config.index, fidelity)
 
 
 def _conv_task():
@@ -84,7 +88,7 @@ def test_earlier_table_is_reused_by_knob_values(tmp_path, monkeypatch):
         for m in everything:
             if m.config.to_dict()["mul_core"] == "lut":
                 fh.write(json.dumps(record_line(m, task)) + "\n")
-    fake = FakeTarget(task)
+    fake = OpenFlowStandIn(task)
     monkeypatch.setattr(assemble_table, "make_target", lambda cfg: fake)
     out = tmp_path / "conv.csv"
     assemble_table.main(["--kernel", "conv", "--table", str(old_path), "--out", str(out), str(recs)])
@@ -97,7 +101,7 @@ def test_earlier_table_is_reused_by_knob_values(tmp_path, monkeypatch):
 def test_shard_and_only_pick_the_missing_configs(tmp_path, monkeypatch):
     task = _conv_task()
     space = task.space
-    fake = FakeTarget(task)
+    fake = OpenFlowStandIn(task)
     monkeypatch.setattr(assemble_table, "make_target", lambda cfg: fake)
     assemble_table.main(["--kernel", "conv", "--shard", "1/3", "--only", "unroll_ox=3", "--only", "mul_core=lut",
                          "--new-records", str(tmp_path / "new.jsonl")])
@@ -111,7 +115,7 @@ def test_shard_and_only_pick_the_missing_configs(tmp_path, monkeypatch):
 def test_bad_shard_and_only_are_one_line_errors(monkeypatch):
     import pytest
 
-    monkeypatch.setattr(assemble_table, "make_target", lambda cfg: FakeTarget(_conv_task()))
+    monkeypatch.setattr(assemble_table, "make_target", lambda cfg: OpenFlowStandIn(_conv_task()))
     for argv, says in ((["--shard", "2/2"], "K must be in 0..N-1"), (["--shard", "x"], "is not K/N"),
                        (["--only", "unroll_ox=5"], "valid values: 1, 2, 3"),
                        (["--only", "colour=red"], "unknown knob"),

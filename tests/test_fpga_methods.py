@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from fakes import FakeTarget
 from fpga_tiny import FIDELITIES, OBJECTIVES, TinyTableTarget, run_method, tiny_task
 from tunebench.errors import UserError
-from tunebench.harness.pareto import adrs, pareto_front
+from tunebench.pareto import adrs, pareto_front
 from tunebench.methods import make_method
 from tunebench.methods.base import Budget
 
@@ -71,7 +72,7 @@ def test_peipv_weighting_uses_stage_times():
     assert m.fidelity_rho()[0] == 24.0 and m.fidelity_rho()[2] == 1.0
     m.fidelity_weighting = "none"
     assert m.fidelity_rho() == [1.0, 1.0, 1.0]
-    # stage_seconds overrides what was measured: seed 000 Table 3.1 GEMM
+    # stage_seconds overrides what was measured: [Sun-PhD] Table 3.1 GEMM
     m.fidelity_weighting, m.stage_seconds, m.rho_max = "cost", [137.75, 1379.67, 1744.61], float("inf")
     assert m.fidelity_rho()[0] == pytest.approx(3262.03 / 137.75)
 
@@ -102,18 +103,14 @@ def test_dac19_on_tiny_table():
 
 
 def test_mfbo_rejects_single_objective_targets_and_bad_values():
-    class TVMLike:
-        batch_size = 1
-
-        def describe(self):
-            return {"objectives": ["latency_s"], "fidelities": ["hw"]}
+    tvm_like = FakeTarget(batch_size=1)  # one objective latency_s, one fidelity hw
 
     with pytest.raises(UserError, match="multi-objective"):
-        make_method({"name": "cgp"}).setup(tiny_task(), TVMLike().describe(), None, Budget(4), np.random.default_rng(0))
+        make_method({"name": "cgp"}).setup(tiny_task(), tvm_like.info, None, Budget(4), np.random.default_rng(0))
     with pytest.raises(UserError, match="method.model"):
         make_method({"name": "cgp", "model": "bogus"})
     with pytest.raises(UserError, match="ar1"):
         make_method({"name": "cgp", "chaining": "ar1"})
     with pytest.raises(UserError, match="n_init"):
-        make_method({"name": "cgp", "n_init": [8, 8]}).setup(tiny_task(), TinyTableTarget().describe(), None,
+        make_method({"name": "cgp", "n_init": [8, 8]}).setup(tiny_task(), TinyTableTarget().info, None,
                                                               Budget(4), np.random.default_rng(0))

@@ -1,4 +1,4 @@
-"""Seed 000 Algorithm 1 pruning of the directive spaces: which configs the rules remove, and why."""
+"""[Sun-PhD] Algorithm 1 pruning of the directive spaces: which configs the rules remove, and why."""
 import pytest
 
 from tunebench.fpga.kernels import get_kernel

@@ -132,7 +132,7 @@ def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
 
     from tunebench.harness.cli import compose_config
     from tunebench.harness.experiment import run_experiment
-    from tunebench.harness.leaderboard import run_leaderboard
+    from tunebench.report.cli import run_leaderboard
 
     vals = []
     for seed in (0, 1):

@@ -159,7 +159,7 @@ def test_method_on_tiny_task(tiny_cfg, tmp_path):
     """method=gat end to end on one tiny layer: two rounds of 8, so the model trains online after round 1."""
     from tunebench.harness.cli import compose_config
     from tunebench.harness.experiment import run_experiment
-    from tunebench.harness.records import read_records
+    from tunebench.records import read_records
 
     from conftest import TINY_LAYER_ARG
 

@@ -6,7 +6,7 @@ import pytest
 from tunebench.errors import UserError
 from tunebench.harness.preflight import check_overrides
 from tunebench.harness.experiment import make_budget
-from tunebench.harness.records import RecordFile, read_records
+from tunebench.records import RecordFile, read_records
 from tunebench.harness.tracking import check_reachable, flatten
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task

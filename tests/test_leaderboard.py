@@ -20,7 +20,7 @@ import pytest
 
 from tunebench.__main__ import build_parser
 from tunebench.errors import UserError
-from tunebench.harness import leaderboard as lb
+from tunebench import report as lb
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DAY = 86_400_000
@@ -318,7 +318,7 @@ def test_cli_errors_are_one_line(argv, message, tmp_path):
 
 
 def test_hv_cell_marks_a_positive_hv_from_two_negative_reductions():
-    from tunebench.harness.leaderboard import _hv_cell
+    from tunebench.report.cells import hv_cell as _hv_cell
 
     assert _hv_cell({"hv_vs_baseline": 26.25, "search_red_pct": -95.2, "latency_red_pct": -27.6}).endswith("(both worse)")
     assert "worse" not in _hv_cell({"hv_vs_baseline": 3.6423, "search_red_pct": 70.43, "latency_red_pct": 5.17})

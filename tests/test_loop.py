@@ -1,33 +1,14 @@
 """The ask/tell loop's budget rules, with a pure-Python target (no TVM needed)."""
-import time
-
 import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
+from fakes import FakeTarget
 from tunebench.harness import experiment
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task
-
-
-class FakeTarget:
-    """Latency = a fixed function of the config index; optional sleep per measurement."""
-
-    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
-    batch_size = 4
-
-    def __init__(self, latency=lambda i: 1.0 + i, sleep_s=0.0):
-        self.latency, self.sleep_s, self.measured = latency, sleep_s, []
-
-    def describe(self):
-        return {"name": "fake"}
-
-    def measure(self, task, configs):
-        time.sleep(self.sleep_s * len(configs))
-        self.measured += [c.index for c in configs]
-        return [Measurement(task.id, c, valid=True, latency_s=self.latency(c.index)) for c in configs]
 
 
 def _task(size_split=12):
@@ -61,7 +42,7 @@ def test_seconds_budget():
 
 def test_early_stopping_after_k_trials_without_improvement():
     task = _task(1024)
-    target = FakeTarget(latency=lambda i: 1.0)  # nothing ever improves on the first trial
+    target = FakeTarget(latency=lambda c: 1.0)  # nothing ever improves on the first trial
     res = tune_task(task, make_method({"name": "random"}), target, Budget(1000, early_stopping=8),
                     np.random.default_rng(0))
     assert res.stop_reason == "early_stopping" and len(res.measurements) == 9  # trial 0, then 8 without gain
@@ -104,27 +85,6 @@ def test_unknown_hyperparameter_is_a_one_line_error():
         make_method({"name": "autotvm", "plan_sz": 3})
 
 
-class TwoFidelityTarget:
-    """Two objectives; fidelities lo < hi; records which fidelity each config was measured at."""
-
-    stats = {"lock_wait_s": 0.0}  # the loop reads the lock-wait counter
-    batch_size = 4
-    objectives = ["a", "b"]
-    fidelities = ["lo", "hi"]
-
-    def __init__(self):
-        self.calls = []
-
-    def describe(self):
-        return {"name": "fake2", "objectives": self.objectives, "fidelities": self.fidelities}
-
-    def measure(self, task, configs, fidelity=None):
-        fidelity = fidelity or "hi"
-        self.calls.append((fidelity, [c.index for c in configs]))
-        return [Measurement(task.id, c, valid=True, fidelity=fidelity,
-                            objectives={"a": float(c.index), "b": float(-c.index)}) for c in configs]
-
-
 def test_fidelity_aware_ask_groups_batches():
     from tunebench.methods.base import Method
 
@@ -134,7 +94,10 @@ def test_fidelity_aware_ask_groups_batches():
             self.visited.update(idx)
             return [(self.space.get(i), "lo") if k % 2 else self.space.get(i) for k, i in enumerate(idx)]
 
-    task, target = _task(), TwoFidelityTarget()
+    # two objectives, fidelities lo < hi; the fake records which fidelity each config was measured at
+    task = _task()
+    target = FakeTarget(name="fake2", objectives=("a", "b"), fidelities=("lo", "hi"),
+                        values=lambda c, fid: {"a": float(c.index), "b": float(-c.index)})
     res = tune_task(task, Mixed(), target, Budget(8), np.random.default_rng(0))
     assert len(res.measurements) == 8 and [m.trial for m in res.measurements] == list(range(8))
     fids = [m.fidelity for m in res.measurements]

@@ -1,4 +1,4 @@
-"""Models and acquisition functions of tunebench.methods.mfgp (seed 000 Ch. 3): brute-force checks."""
+"""Models and acquisition functions of tunebench.methods.mfgp ([Sun-PhD] Ch. 3, docs/REFERENCES.md): brute-force checks."""
 
 import math
 
@@ -157,7 +157,7 @@ def test_eipv_qmc_correlated_matches_monte_carlo():
 
 
 def test_fidelity_weights_seed_table_3_1():
-    """rho_i = T_impl / T_i with T_i cumulative (seed eq. 3.15); GEMM's Table 3.1 tool times."""
+    """rho_i = T_impl / T_i with T_i cumulative ([Sun-PhD] Eq. 3.15); GEMM's Table 3.1 tool times."""
     rho = acq.fidelity_weights([137.75, 1379.67, 1744.61])
     total = 137.75 + 1379.67 + 1744.61
     assert rho == pytest.approx([total / 137.75, total / (137.75 + 1379.67), 1.0])

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from tunebench.harness import optimum_curves as oc
+from tunebench.report import curves as oc
+from tunebench.report.plots import write_optimum_plot
 
 
 def rec(task, trial, search_s, ms, noisy=False):
@@ -52,6 +53,6 @@ def test_fraction_curves_exact_values():
 
 def test_write_optimum_plot(tmp_path):
     path = tmp_path / "optimum.png"
-    noisy = oc.write_optimum_plot("m", "llvm", {"m1": [RUN_A], "m2": [RUN_B]}, {"m1"}, str(path))
+    noisy = write_optimum_plot("m", "llvm", {"m1": [RUN_A], "m2": [RUN_B]}, {"m1"}, str(path))
     assert noisy == ["x"]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

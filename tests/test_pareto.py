@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tunebench.harness.pareto import adrs, normalized_hypervolume, pareto_front
+from tunebench.pareto import adrs, normalized_hypervolume, pareto_front
 
 
 def test_pareto_front_hand():

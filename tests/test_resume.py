@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from tunebench.errors import UserError
 from tunebench.harness.experiment import RECORD_TAG, run_experiment
-from tunebench.harness.records import read_records
+from tunebench.records import read_records
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_garbage_lines_are_skipped_then_a_finished_run_resumes_as_a_no_op(finish
     with open(path, "w") as fh:  # 3 good records, garbage, a half-written line, a JSON non-record
         fh.write("\n".join(lines[:3]) + "\nnot json at all\n" + lines[3][: len(lines[3]) // 2] + "\n[1, 2]\n")
     client.update_run(run_id, status="FAILED")
-    with caplog.at_level(logging.WARNING, logger="tunebench.harness.records"):
+    with caplog.at_level(logging.WARNING, logger="tunebench.records"):
         assert run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"]) == run_id
     assert f"{path}:4: unreadable record skipped" in caplog.text and f"{path}:5:" in caplog.text
     recs = read_records(path)

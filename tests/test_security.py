@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_LAYER, load_conf
+from fakes import FakeTarget
 from tunebench.errors import UserError
 from tunebench.safe_files import atomic_write_bytes, read_hashed, read_nofollow, shared_dir, user_dir
 
@@ -343,10 +344,11 @@ def handle_check_not_performed(name, payload):
     return handle(name, payload)
 
 
-class _Target:
+class _Target(FakeTarget):
     """A target whose checks give the scripted ``ok`` values (True, False, None = not performed)."""
 
     def __init__(self, oks):
+        super().__init__()
         self.oks = list(oks)
 
     def check(self, task, config):
@@ -376,7 +378,7 @@ def test_a_check_that_could_not_run_is_reported_unchecked(tiny_cfg, tmp_path, ca
     from mlflow.tracking import MlflowClient
 
     from tunebench.__main__ import build_parser
-    from tunebench.harness import leaderboard
+    from tunebench.report import cli as leaderboard
     from tunebench.harness.experiment import run_experiment
 
     tiny_cfg["target"]["handler"] = "test_security:handle_check_not_performed"
@@ -404,7 +406,7 @@ def test_a_check_that_could_not_run_is_reported_unchecked(tiny_cfg, tmp_path, ca
 
 
 def test_leaderboard_marks_only_unchecked_rows():
-    from tunebench.harness import leaderboard_stats as lbs
+    from tunebench.report import cells as lbs
 
     assert lbs.tasks_cell("1.2345", {"n_unchecked_runs": 1, "n_noisy_tasks_max": 0}) == "1.2345 (unchecked)"
     assert lbs.tasks_cell("1.2345", {"n_unchecked_runs": 1, "n_noisy_tasks_max": 2}) == "1.2345 (noisy) (unchecked)"

@@ -8,7 +8,7 @@ import time
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
-from tunebench.harness.records import read_records
+from tunebench.records import read_records
 from tunebench.targets.devicelock import device_lock
 
 

@@ -23,11 +23,10 @@ import yaml
 from tunebench.errors import UserError
 from tunebench.fpga.table import table_measurements, write_table
 from tunebench.fpga.tasks import fpga_tasks
-from tunebench.harness.records import RecordFile, read_records
+from tunebench.records import RecordFile, read_records
+from tunebench.resources import conf_dir
 from tunebench.targets import make_target
 from tunebench.task import Measurement
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv=None) -> None:
@@ -52,7 +51,7 @@ def main(argv=None) -> None:
     if not args.out and not args.new_records:
         ap.error("give --out, --new-records or both (otherwise nothing measured is kept)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    with open(os.path.join(ROOT, "conf", "target", "fpga_open.yaml")) as fh:
+    with open(os.path.join(conf_dir(), "target", "fpga_open.yaml")) as fh:
         tcfg = yaml.safe_load(fh)
     tcfg["workdir"] = args.workdir
     target = make_target(tcfg)

@@ -23,7 +23,7 @@ from tunebench.fpga.kernels import Kernel
 
 # Analytical model of the estimate fidelity (our constants, fitted by eye to a few ECP5-25k
 # synth/impl runs of these kernels on the project machine; the estimate is meant to be cheap and
-# correlated, not exact — seed 000 §3.2.3 treats the HLS report the same way).
+# correlated, not exact — [Sun-PhD] §3.2.3 treats the HLS report the same way).
 EST = {
     "lut_per_lut_mult": 62,      # LUT4s of one 8x8 LUT multiplier
     "lut_per_add_bit": 1.0,      # LUT4s per bit of an adder (tree and accumulator)

@@ -102,13 +102,21 @@ class Accelerator(Elaboratable):
         return addr, sel
 
     def elaborate(self, platform):
+        """The datapath, stage by stage: control ROM, step counter, banks, multiply lanes,
+        adder trees with accumulators and output memories."""
         m = Module()
-        k = self.kernel
-        w, aw = k.width, k.acc_width
         addr_tab, sel_tab = self._control_table()
-        n_lanes = self.n_out * self.n_red
+        ctl, rom_rd = self._control_rom(m, addr_tab, sel_tab)
+        issue = self._step_counter(m, rom_rd)
+        lane_data, v2, ctl_d = self._banks(m, ctl, issue, sel_tab)
+        prods, v_acc, first, last = self._multiply(m, lane_data, v2, ctl_d)
+        self._reduce_and_store(m, prods, v_acc, first, last)
+        return m
 
-        # --- control ROM: fields [bank addrs..., dynamic selects..., first, last] -----------------
+    def _control_rom(self, m, addr_tab, sel_tab):
+        """Control ROM, one word per step: [bank addrs..., dynamic lane selects..., first, last]."""
+        k = self.kernel
+        n_lanes = self.n_out * self.n_red
         fields = []  # (name, width, column values)
         for a in (k.x_name, k.w_name):
             n_banks, _, depth = self.banks[a]
@@ -134,8 +142,10 @@ class Accelerator(Elaboratable):
         for name, fw, _ in fields:
             ctl[name] = rom_rd.data[off:off + fw]
             off += fw
+        return ctl, rom_rd
 
-        # --- step counter --------------------------------------------------------------------
+    def _step_counter(self, m, rom_rd):
+        """Counts the schedule's steps after ``start``; returns the issue signal."""
         running = Signal()
         step = Signal(_bits(self.n_steps + 1))
         issue = Signal()
@@ -146,8 +156,13 @@ class Accelerator(Elaboratable):
             m.d.sync += step.eq(step + 1)
             with m.If(step == self.n_steps - 1):
                 m.d.sync += running.eq(0)
+        return issue
 
-        # --- banks ---------------------------------------------------------------------------
+    def _banks(self, m, ctl, issue, sel_tab):
+        """The memory banks of both input arrays and each lane's operand; returns the operands per
+        array, the bank-data valid signal and the control fields delayed to match it."""
+        k = self.kernel
+        n_lanes = self.n_out * self.n_red
         lane_data = {}
         v1 = Signal()  # ROM word valid
         v2 = Signal()  # bank data valid
@@ -160,7 +175,7 @@ class Accelerator(Elaboratable):
             datas = []
             for b in range(n_banks):
                 style = RAM_STYLE[self.storage]
-                mem = Memory(shape=unsigned(w), depth=depth, init=[], attrs={"ram_style": style} if style else None)
+                mem = Memory(shape=unsigned(k.width), depth=depth, init=[], attrs={"ram_style": style} if style else None)
                 m.submodules[f"bank_{a}_{b}"] = mem
                 wp, rp = mem.write_port(), mem.read_port()
                 m.d.comb += [wp.addr.eq(self.wr_addr), wp.data.eq(self.wr_data),
@@ -175,8 +190,13 @@ class Accelerator(Elaboratable):
                     lane_data[a].append(arr[ctl_d[key]])
                 else:
                     lane_data[a].append(datas[int(sel_tab[a][0, lane])])
+        return lane_data, v2, ctl_d
 
-        # --- multiply lanes ------------------------------------------------------------------
+    def _multiply(self, m, lane_data, v2, ctl_d):
+        """One multiplier per lane, registered when ``pipeline >= 1``; returns the products and the
+        valid/first/last signals aligned with them."""
+        k, w = self.kernel, self.kernel.width
+        n_lanes = self.n_out * self.n_red
         prods = [Signal(2 * w, name=f"p{l}") for l in range(n_lanes)]
         m.d.comb += [p.eq(lane_data[k.x_name][l] * lane_data[k.w_name][l]) for l, p in enumerate(prods)]
         v_acc, first, last = v2, ctl_d["first"], ctl_d["last"]
@@ -186,10 +206,12 @@ class Accelerator(Elaboratable):
             m.d.sync += [pr.eq(p) for pr, p in zip(prods_r, prods)]
             m.d.sync += [v3.eq(v2), first3.eq(first), last3.eq(last)]
             prods, v_acc, first, last = prods_r, v3, first3, last3
+        return prods, v_acc, first, last
 
-        # --- adder trees, accumulators, output memories ----------------------------------------
-        group = Signal(_bits(self.n_groups + 1))
-        out_rd, sums = [], []
+    def _adder_trees(self, m, prods):
+        """Per output lane, the sum of its ``n_red`` products (a balanced tree, combinational)."""
+        aw = self.kernel.acc_width
+        sums = []
         for o in range(self.n_out):
             terms = prods[o * self.n_red:(o + 1) * self.n_red]
             while len(terms) > 1:
@@ -202,6 +224,14 @@ class Accelerator(Elaboratable):
                     nxt.append(terms[-1])
                 terms = nxt
             sums.append(terms[0])
+        return sums
+
+    def _reduce_and_store(self, m, prods, v_acc, first, last) -> None:
+        """Adder trees (registered when ``pipeline >= 2``), accumulators, output memories, ``done``."""
+        aw = self.kernel.acc_width
+        group = Signal(_bits(self.n_groups + 1))
+        out_rd = []
+        sums = self._adder_trees(m, prods)
         if self.pipeline >= 2:  # register after the adder trees
             sums_r = [Signal(aw, name=f"sr{o}") for o in range(self.n_out)]
             v4, first4, last4 = Signal(), Signal(), Signal()
@@ -226,7 +256,6 @@ class Accelerator(Elaboratable):
             with m.If(group == self.n_groups - 1):
                 m.d.sync += self.done.eq(1)
         m.d.comb += self.rd_data.eq(Array(out_rd)[self.rd_lane])
-        return m
 
 
 def build(kernel: Kernel, cfg: dict) -> Design:

@@ -5,7 +5,7 @@ A kernel is a loop nest computing outputs as sums of products ``X[..] * W[..]`` 
 conv: img and w; SpMV in DIA format: val and x). Its directive knobs (unroll factor per loop, partition type and factor per input
 array, pipeline on/off, multiplier core) are listed in the YAML; the full space is their product.
 
-Pruning (seed 000 §3.3.1, Algorithm 1, our instantiation): arrays are root nodes, the loops indexing
+Pruning ([Sun-PhD] §3.3.1, Algorithm 1, our instantiation): arrays are root nodes, the loops indexing
 them children; graphs sharing a loop are merged. Within a merged graph a partition type is chosen
 per array and the compatible unroll/partition factors follow from it:
 
@@ -21,10 +21,10 @@ per array and the compatible unroll/partition factors follow from it:
 - R5 ``duplicate``: factor 1 means no partitioning, the type is then irrelevant (``block`` x 1 is
   the same design as ``cyclic`` x 1 and removed);
 - R6 ``conflict``: the static schedule of the config reads two different addresses of one bank in
-  one cycle (domain check of the unrolled accesses, "all factors are checked", seed 000 §3.3.1).
+  one cycle (domain check of the unrolled accesses, "all factors are checked", [Sun-PhD] §3.3.1).
 
 The enumeration is the constructive Algorithm 1 run as a filter over the product space: it keeps
-exactly the configs the graph walk assigns, in product-space index order (the seed de-duplicates
+exactly the configs the graph walk assigns, in product-space index order (Algorithm 1 de-duplicates
 at the end, line 16).
 """
 

@@ -1,4 +1,4 @@
-"""Design-space tables (FPGA_CONTRACT.md §5): one CSV row per pruned config.
+"""Design-space tables (docs/USAGE.md §FPGA design-space exploration): one CSV row per pruned config.
 
 Columns: ``index``, one per knob (knob name), then per fidelity ``f`` and objective ``o``: ``f.o``
 (raw units, empty when invalid), ``f.valid`` (0/1), ``f.error`` (text), and per tool stage ``s``:
@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from tunebench.errors import UserError
+from tunebench.resources import data_dir
 from tunebench.targets.fpga_common import TOOL_STAGES, stage_chain
 from tunebench.task import Measurement
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "fpga")
+DATA_DIR = data_dir("fpga")
 
 
 def default_table(kernel: str) -> str:
@@ -125,7 +126,7 @@ def table_measurements(path: str, task, fidelities: list[str], objectives: list[
 
 def true_front(df: pd.DataFrame, fidelity: str, objectives: list[str]) -> np.ndarray:
     """The true Pareto front (objective rows, raw units) of the valid designs at ``fidelity``."""
-    from tunebench.harness.pareto import pareto_front
+    from tunebench.pareto import pareto_front
 
     Y = df.loc[df[f"{fidelity}.valid"] == 1, [f"{fidelity}.{o}" for o in objectives]].to_numpy(dtype=float)
     return Y[pareto_front(Y)]

@@ -6,8 +6,10 @@ import logging
 import os
 import sys
 
+from tunebench.resources import conf_dir
 
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+
+CONF_DIR = conf_dir()
 
 
 def layers_override(layers: list[dict]) -> str:

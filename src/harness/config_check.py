@@ -21,8 +21,9 @@ import os
 from typing import Any, Callable
 
 from tunebench.errors import UserError
+from tunebench.resources import conf_dir
 
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+CONF_DIR = conf_dir()
 
 
 def _is_int(v) -> bool:

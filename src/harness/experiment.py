@@ -23,7 +23,7 @@ from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
-from tunebench.harness.records import RECORD_TAG, RecordFile, read_records  # noqa: F401 (RECORD_TAG: re-exported)
+from tunebench.records import RECORD_TAG, RecordFile, read_records  # noqa: F401 (RECORD_TAG: re-exported)
 from tunebench.harness.tracking import Tracker, check_reachable, resolve_uri
 from tunebench.methods import Budget, make_method
 from tunebench.task import Measurement, Task
@@ -155,7 +155,7 @@ def _prepare(cfg: dict, tracker: Tracker | None):
     target = make_target(cfg["target"], cfg.get("measure"))
     created_store = None
     try:
-        check_compatible(cfg["method"], {**target.describe(), "name": cfg["target"].get("name")})
+        check_compatible(cfg["method"], target.info)
         tasks, imported = _load_tasks(cfg, target)
         target.validate_tasks(tasks)
         if tracker is None:
@@ -211,7 +211,7 @@ def run_experiment(cfg: dict, overrides: list[str] | None = None) -> str:
         run_id = resume_id
     else:
         run_id = tracker.start(run_name=f"{names['method']}-{names['model']}-{names['target']}-s{seed}",
-                               params=cfg, tags={**names, "seed": seed, "device": target.describe()["name"],
+                               params=cfg, tags={**names, "seed": seed, "device": target.info.device_name,
                                                  "git_commit": git_commit(), **run_conditions(target)})
     status = "FAILED"
     try:
@@ -298,22 +298,14 @@ class RunTotals:
     best: dict = field(default_factory=dict)
 
 
-def _on_batch_for(task, row, prior, records, tracker, progress):
-    """The default per-batch callback: records, the search's best-so-far curve, progress."""
-    best = [min((m.latency_s for m in prior if m.valid), default=math.inf)]
+def _observers(ctx: dict, task: Task, row) -> list:
+    """What watches a task's loop: its records, the best-so-far curve (one objective) or the Pareto
+    curves (several), and its progress row."""
+    from tunebench.harness.observers import ProgressRow, RecordWriter, SearchCurve
 
-    def on_batch(batch, result):
-        for m in batch:
-            records.append(m, task)
-            if m.valid and m.latency_s < best[0]:
-                best[0] = m.latency_s
-            if math.isfinite(best[0]):
-                tracker.metric(f"{task.id}.search_best_latency_ms", best[0] * 1e3, m.trial)
-                tracker.metric(f"{task.id}.search_best_gflops", task.flops / best[0] / 1e9, m.trial)
-        tracker.flush()
-        progress.update(row, result)
-
-    return on_batch
+    tracker = ctx["tracker"]
+    curve = ctx["fpga"].observer(task, tracker) if ctx["fpga"] is not None else SearchCurve(tracker, task)
+    return [RecordWriter(ctx["records"], task), curve, ProgressRow(ctx["progress"], row)]
 
 
 def _prior_measurements(task: Task, recs: list[dict]) -> list[Measurement]:
@@ -333,13 +325,10 @@ def _tune_one(ctx: dict, task: Task, prior_recs: list, totals: RunTotals) -> Non
     cfg, target, tracker, protocol = ctx["cfg"], ctx["target"], ctx["tracker"], ctx["protocol"]
     prior = _prior_measurements(task, prior_recs)
     row = ctx["progress"].start_task(task, ctx["budget"].trials_per_task, prior)
-    on_batch = _on_batch_for(task, row, prior, ctx["records"], tracker, ctx["progress"])
-    if ctx["fpga"] is not None:
-        on_batch = ctx["fpga"].on_batch_for(task, ctx["records"], tracker, ctx["progress"], row, prior)
     method = make_method(cfg["method"])
     pre = protocol.before_task(f"task {task.name}")
     result = tune_task(task, method, target, ctx["budget"], task_rng(ctx["seed"], task), prior=prior,
-                       history=ctx["history"], on_batch=on_batch)
+                       history=ctx["history"], observers=_observers(ctx, task, row))
     after = protocol.after_task(pre)
     report = method.report()
     ctx["history"].add_task(task, result.measurements, role=str(report.get("role", "")))

@@ -1,4 +1,4 @@
-"""Per-task and per-run metrics of multi-objective (FPGA) runs (DESIGN.md §Metrics).
+"""Per-task and per-run metrics of multi-objective (FPGA) runs (docs/METHODS.md §Metrics).
 
 Curves, logged as MLflow metric histories after every measurement:
 
@@ -22,29 +22,32 @@ import os
 
 import numpy as np
 
-from tunebench.harness.pareto import adrs, normalized_hypervolume, pareto_front
+from tunebench.harness.observers import Observer
+from tunebench.pareto import adrs, normalized_hypervolume, pareto_front
+from tunebench.targets.base import Target
 
 log = logging.getLogger(__name__)
 
 
 class FPGAMetrics:
-    def __init__(self, target):
+    """The curves, per-task and per-run values of one multi-objective run on ``target``."""
+
+    def __init__(self, target: Target):
+        info = target.info
         self.target = target
-        self.objectives = list(target.objectives)
-        self.top = target.fidelities[-1]
-        self.ref = list(target.reference_point)
-        self.scale = list(target.scale)
+        self.objectives = list(info.objectives)
+        self.top = info.top_fidelity
+        self.ref = list(info.reference_point)
+        self.scale = [float(info.scale[o]) for o in self.objectives]
         self.finals: list[dict] = []
         self.artifacts: list[str] = []
 
     def true_front(self, task) -> np.ndarray | None:
         from tunebench.fpga.table import default_table, read_table, true_front
 
-        df = getattr(self.target, "table_for", None)
         try:
-            if df is not None:
-                table = df(task)
-            else:
+            table = self.target.table_for(task)  # the replayed table; None for a live target
+            if table is None:
                 path = default_table(task.mod["name"])
                 if not os.path.exists(path):
                     return None
@@ -59,27 +62,10 @@ class FPGAMetrics:
                 if m.valid and m.fidelity == self.top]
         return np.asarray(rows, dtype=float).reshape(-1, len(self.objectives))
 
-    def on_batch_for(self, task, records, tracker, progress, row, prior):
-        G = self.true_front(task)
-        self._G = G
-
-        def on_batch(batch, result):
-            for m in batch:
-                records.append(m, task)
-            Y = self._Y(result.measurements)
-            hv = normalized_hypervolume(Y, self.ref, self.scale) if len(Y) else 0.0
-            d = adrs(G, Y) if G is not None and len(Y) else None
-            for m in batch:
-                ms = int(round(m.search_s * 1000))
-                tracker.metric(f"{task.id}.hypervolume", hv, m.trial)
-                tracker.metric(f"{task.id}.hypervolume_by_ms", hv, ms)
-                if d is not None:
-                    tracker.metric(f"{task.id}.adrs", d, m.trial)
-                    tracker.metric(f"{task.id}.adrs_by_ms", d, ms)
-            tracker.flush()
-            progress.update(row, result)
-
-        return on_batch
+    def observer(self, task, tracker) -> "ParetoCurves":
+        """The per-batch hypervolume / ADRS curves of ``task`` (its true front read once, here)."""
+        self._G = self.true_front(task)
+        return ParetoCurves(self, task, tracker, self._G)
 
     def finish_task(self, task, result, run_dir: str) -> dict:
         Y = self._Y(result.measurements)
@@ -120,3 +106,25 @@ class FPGAMetrics:
         tracker.metric("algorithm_s", algo)
         tracker.metric("tool_h", tool / 3600)
         tracker.metric("algorithm_h", algo / 3600)
+
+
+class ParetoCurves(Observer):
+    """Hypervolume and ADRS of the designs measured so far at the top fidelity, after every batch
+    (steps: trial index, and the search clock in ms)."""
+
+    def __init__(self, metrics: FPGAMetrics, task, tracker, true_front):
+        self.metrics, self.task, self.tracker, self.G = metrics, task, tracker, true_front
+
+    def batch_measured(self, batch, result) -> None:
+        mt = self.metrics
+        Y = mt._Y(result.measurements)
+        hv = normalized_hypervolume(Y, mt.ref, mt.scale) if len(Y) else 0.0
+        d = adrs(self.G, Y) if self.G is not None and len(Y) else None
+        for m in batch:
+            ms = int(round(m.search_s * 1000))
+            self.tracker.metric(f"{self.task.id}.hypervolume", hv, m.trial)
+            self.tracker.metric(f"{self.task.id}.hypervolume_by_ms", hv, ms)
+            if d is not None:
+                self.tracker.metric(f"{self.task.id}.adrs", d, m.trial)
+                self.tracker.metric(f"{self.task.id}.adrs_by_ms", d, ms)
+        self.tracker.flush()

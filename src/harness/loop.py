@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tunebench.harness.observers import notify
 from tunebench.methods.base import Budget, Method
+from tunebench.targets.base import Target
 from tunebench.task import Measurement, Task
 
 
@@ -28,6 +30,23 @@ class TaskResult:
     search_s: float = 0.0
     stop_reason: str = ""
     lock_wait_s: float = 0.0
+    best_so_far: list[float] = field(default_factory=list)  # fastest valid latency up to each measurement
+
+    def __post_init__(self) -> None:
+        prior, self.measurements, self.best_so_far = self.measurements, [], []
+        for m in prior:
+            self.append(m)
+
+    def append(self, m: Measurement) -> None:
+        """Add a measurement; the best-so-far curve is kept here, and only here."""
+        best = self.best_latency_s
+        self.measurements.append(m)
+        self.best_so_far.append(min(best, m.latency_s) if m.valid else best)
+
+    @property
+    def best_latency_s(self) -> float:
+        """The fastest valid latency so far (inf before the first valid measurement)."""
+        return self.best_so_far[-1] if self.best_so_far else math.inf
 
     @property
     def valid(self) -> list[Measurement]:
@@ -70,7 +89,7 @@ def split_asked(items: list) -> list[tuple[object, str | None]]:
     return [(it[0], it[1]) if isinstance(it, tuple) else (it, None) for it in items]
 
 
-def measure_asked(target, task: Task, items: list) -> list[Measurement]:
+def measure_asked(target: Target, task: Task, items: list) -> list[Measurement]:
     """Measure a batch of ``ask`` items, grouped by fidelity (first-seen order kept within a group);
     returns the measurements in the order asked. A bare config is measured with
     ``target.measure(task, configs)`` (the target's highest fidelity)."""
@@ -87,36 +106,37 @@ def measure_asked(target, task: Task, items: list) -> list[Measurement]:
     return out  # type: ignore[return-value]
 
 
-def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random.Generator,
-              prior: list[Measurement] | None = None, history=None, on_batch=None) -> TaskResult:
+def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: np.random.Generator,
+              prior: list[Measurement] | None = None, history=None, observers=()) -> TaskResult:
     """Tune ``task`` with ``method`` on ``target`` within ``budget``.
 
     Args:
         prior: measurements of an earlier attempt of this run (resume): told to the method, counted
             against the budget, never measured again.
-        on_batch: ``callback(new_measurements, result)`` after each batch (records, progress, curves).
+        observers: :class:`~tunebench.harness.observers.Observer` s, called in order: ``task_started``,
+            ``batch_measured`` after every batch (before the method is told it) and ``task_finished``.
     """
     prior = sorted(prior or [], key=lambda m: m.trial)
     result = TaskResult(task, measurements=list(prior))
     clock_offset = prior[-1].search_s if prior else 0.0
     t0 = time.perf_counter()
-    waited0 = target.stats.get("lock_wait_s", 0.0)
+    waited0 = target.stats["lock_wait_s"]
 
     charged = [0.0]  # simulated targets (table replay): recorded tool seconds added to the clock
 
     def clock() -> float:
         """The search clock: wall time, minus waiting for another process's device lock, plus
         the tool seconds charged by simulated targets."""
-        waited = target.stats.get("lock_wait_s", 0.0) - waited0
+        waited = target.stats["lock_wait_s"] - waited0
         return clock_offset + time.perf_counter() - t0 - waited + charged[0]
 
-    simulated = bool(getattr(target, "simulated_clock", False))
-
-    fids = list(getattr(target, "fidelities", None) or ["hw"])
-    top = fids[-1] if len(getattr(target, "objectives", None) or ["latency_s"]) > 1 else None
-    method.setup(task, target_info=target.describe(), history=history, budget=budget, rng=rng)
+    info = target.info
+    simulated = info.simulated_clock
+    top = info.top_fidelity if info.multi_objective else None
+    method.setup(task, target_info=info, history=history, budget=budget, rng=rng)
     if prior:
         method.tell(prior)
+    notify(observers, "task_started", result)
 
     while True:
         done = len(result.measurements)
@@ -142,10 +162,10 @@ def tune_task(task: Task, method: Method, target, budget: Budget, rng: np.random
                 charged[0] += m.cost_s
             m.trial = len(result.measurements)
             m.search_s = clock()
-            result.measurements.append(m)
+            result.append(m)
+        notify(observers, "batch_measured", batch, result)
         method.tell(batch)
-        if on_batch is not None:
-            on_batch(batch, result)
     result.search_s = clock()
-    result.lock_wait_s = target.stats.get("lock_wait_s", 0.0) - waited0
+    result.lock_wait_s = target.stats["lock_wait_s"] - waited0
+    notify(observers, "task_finished", result)
     return result

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import yaml
 
 from tunebench.errors import UserError
-from tunebench.harness.records import RECORD_TAG
+from tunebench.records import RECORD_TAG
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""MLflow tracking: one MLflow run per Hydra job (DESIGN.md §Tracking layout).
+"""MLflow tracking: one MLflow run per Hydra job (what it logs: docs/USAGE.md §Metrics (MLflow)).
 
 The default store is an embedded SQLite database in the working directory; ``tracking.uri`` may
 name an MLflow server (``http(s)://...``) instead, which is checked for reachability before any
@@ -27,16 +27,11 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from tunebench.errors import TrackingOutage, UserError
+from tunebench.run_store import quiet_mlflow
 from tunebench.harness.tracking_spool import (HTTP_BOUNDS, SPOOL_NAME, TrackingSpool,  # noqa: F401 (re-exported)
                                               _reason, bounded_http, unreachable)
 
 log = logging.getLogger(__name__)
-
-
-def quiet_mlflow() -> None:
-    """MLflow's and alembic's INFO lines (store creation, migrations) are not shown."""
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 quiet_mlflow()

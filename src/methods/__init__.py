@@ -21,6 +21,7 @@ from tunebench.methods.motpe import MOTPE
 from tunebench.methods.nsga2 import NSGA2
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.random_search import RandomSearch
+from tunebench.targets.base import TargetInfo
 
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
                                     "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
@@ -49,21 +50,25 @@ def make_method(cfg: dict) -> Method:
     return cls(**cfg)
 
 
-def check_compatible(method_cfg: dict, target_info: dict) -> None:
+def check_compatible(method_cfg: dict, target_info: TargetInfo) -> None:
     """Raise :class:`UserError` when the method cannot run on the target (``Method.needs``)."""
     name = method_cfg.get("name")
     problems = METHODS[name].needs.problems(target_info)
     if problems:
         fits = [t for t, info in KNOWN_TARGETS.items() if not METHODS[name].needs.problems(info)]
-        raise UserError(f"method={name} cannot run on target={target_info.get('name', target_info.get('kind'))}: "
+        raise UserError(f"method={name} cannot run on target={target_info.name}: "
                         f"it needs {'; '.join(problems)}; targets it runs on: {', '.join(fits)}")
 
 
+def _known_target(kind: str, objectives: tuple, fidelities: tuple, compiles: bool) -> TargetInfo:
+    return TargetInfo(kind=kind, name=kind, device_name=kind, objectives=objectives, fidelities=fidelities,
+                      tvm_target={"kind": kind} if compiles else None)
+
+
 # what the shipped targets offer (for the message of check_compatible; the check uses the real target)
-KNOWN_TARGETS = {
-    "llvm": {"objectives": ["latency_s"], "fidelities": ["hw"], "tvm_target": {"kind": "llvm"}},
-    "cuda": {"objectives": ["latency_s"], "fidelities": ["hw"], "tvm_target": {"kind": "cuda"}},
-    **{k: {"objectives": ["delay_s", "luts", "ffs"], "fidelities": ["estimate", "synth", "impl"]}
+KNOWN_TARGETS: dict[str, TargetInfo] = {
+    **{k: _known_target(k, ("latency_s",), ("hw",), True) for k in ("llvm", "cuda")},
+    **{k: _known_target(k, ("delay_s", "luts", "ffs"), ("estimate", "synth", "impl"), False)
        for k in ("fpga_open", "table", "vivado")},
 }
 

@@ -1,5 +1,5 @@
 """``method=ann``: 2-hidden-layer MLP per objective predicts the space; evaluate the predicted
-Pareto designs (seed 000 §3.6.3-3.6.4; flow in :mod:`tunebench.methods.predict_pareto`)."""
+Pareto designs ([Sun-PhD] §3.6.3-3.6.4; flow in :mod:`tunebench.methods.predict_pareto`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tunebench.methods.predict_pareto import PredictParetoMethod
 
 class ANN(PredictParetoMethod):
     """Args: n_init, max_init_fraction (see predict_pareto); hidden: the two hidden layer widths;
-    max_iter: training iterations (seed: {500, 1000, ..., 5000}); learning_rate: Adam step."""
+    max_iter: training iterations (the thesis sweeps {500, 1000, ..., 5000}); learning_rate: Adam step."""
 
     name = "ann"
 

@@ -1,4 +1,4 @@
-"""``method=autotvm``: AutoTVM's ``XGBTuner`` (METHODS.md §Baselines/autotvm).
+"""``method=autotvm``: AutoTVM's ``XGBTuner`` ([AutoTVM]; docs/METHODS.md §autotvm).
 
 AutoTVM's model-based tuning loop (``ModelBasedTuner`` in ``tvm/autotvm/tuner/model_based_tuner.py``)
 on tunebench's ask/tell interface:

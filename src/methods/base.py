@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunebench.space import Config
+from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
 
 
@@ -47,16 +48,16 @@ class TargetNeeds:
         objectives: ``"single"`` (one objective, e.g. latency), ``"multi"`` (two or more: a Pareto
             front), or ``"any"``.
         min_fidelities: fewest fidelities the target must offer (multi-fidelity methods: 2).
-        compiles: the method generates TVM schedules itself (needs ``target_info["tvm_target"]``).
+        compiles: the method generates TVM schedules itself (needs ``target_info.tvm_target``).
     """
 
     objectives: str = "any"
     min_fidelities: int = 1
     compiles: bool = False
 
-    def problems(self, info: dict) -> list[str]:
-        """What ``info`` (a target's ``describe()``) lacks; empty when the method can run on it."""
-        objectives, fidelities = list(info.get("objectives") or []), list(info.get("fidelities") or [])
+    def problems(self, info: TargetInfo) -> list[str]:
+        """What the target described by ``info`` lacks; empty when the method can run on it."""
+        objectives, fidelities = list(info.objectives), list(info.fidelities)
         out = []
         if self.objectives == "single" and len(objectives) != 1:
             out.append(f"one objective (the target has {', '.join(objectives)})")
@@ -64,7 +65,7 @@ class TargetNeeds:
             out.append(f"several objectives (the target has {', '.join(objectives) or 'none'})")
         if len(fidelities) < self.min_fidelities:
             out.append(f"at least {self.min_fidelities} fidelities (the target has {', '.join(fidelities) or 'none'})")
-        if self.compiles and not info.get("tvm_target"):
+        if self.compiles and not info.tvm_target:
             out.append("a TVM target that compiles schedules (llvm, cuda)")
         return out
 
@@ -77,8 +78,9 @@ class Method(ABC):
     name: str = "method"
     needs: TargetNeeds = TargetNeeds()
 
-    def setup(self, task: Task, target_info: dict, history, budget: Budget, rng: np.random.Generator) -> None:
-        """Prepare for a new task. ``history``: earlier records (or None); ``rng``: the run's generator."""
+    def setup(self, task: Task, target_info: TargetInfo, history, budget: Budget, rng: np.random.Generator) -> None:
+        """Prepare for a new task. ``target_info``: what the target offers (objectives, fidelities,
+        capacity, TVM target, ...); ``history``: earlier records (or None); ``rng``: the run's generator."""
         self.task = task
         self.space = task.space
         self.target_info = target_info
@@ -92,7 +94,7 @@ class Method(ABC):
         """Up to ``n`` configs to measure next (fewer, or none, when the space is exhausted).
 
         An item is a :class:`Config` (measured at the target's highest fidelity) or a
-        ``(Config, fidelity_name)`` tuple (multi-fidelity targets; names in ``target_info["fidelities"]``).
+        ``(Config, fidelity_name)`` tuple (multi-fidelity targets; names in ``target_info.fidelities``).
         Every item is one trial."""
 
     def tell(self, measurements: list[Measurement]) -> None:

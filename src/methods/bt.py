@@ -1,5 +1,5 @@
 """``method=bt``: boosted trees (XGBoost) per objective predict the space; evaluate the predicted
-Pareto designs (seed 000 §3.6.3-3.6.4; flow in :mod:`tunebench.methods.predict_pareto`)."""
+Pareto designs ([Sun-PhD] §3.6.3-3.6.4; flow in :mod:`tunebench.methods.predict_pareto`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from tunebench.methods.predict_pareto import PredictParetoMethod
 
 
 class BoostedTrees(PredictParetoMethod):
-    """Args: n_init, max_init_fraction (see predict_pareto); max_depth (seed: 1..6);
-    learning_rate (seed: {0.1, ..., 0.5}); n_estimators: boosting rounds."""
+    """Args: n_init, max_init_fraction (see predict_pareto); max_depth (the thesis sweeps 1..6);
+    learning_rate (the thesis sweeps {0.1, ..., 0.5}); n_estimators: boosting rounds."""
 
     name = "bt"
 

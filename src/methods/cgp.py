@@ -1,5 +1,5 @@
 """``method=cgp``: correlated multi-objective, non-linear multi-fidelity GP Bayesian optimization
-(seed 000 Ch. 3, §3.4.1-3.4.3, Alg. 2; METHODS.md §FPGA methods).
+([Sun-PhD] Ch. 3, §3.4.1-3.4.3, Alg. 2; docs/METHODS.md §cgp).
 
 Per fidelity an ICM GP over the objectives with an ARD Matérn-5/2 kernel; fidelities chained NARGP-style;
 acquisition PEIPV = rho_i * EIPV_i; argmax over the pruned discrete space. The driver and the models are

@@ -1,8 +1,8 @@
 """``method=dac19``: regression from lower-fidelity reports to implementation results with an RTED initial
-design (seed 000 §3.1 and §3.6.3-3.6.4 describing [78] (DAC 2019) and RTED [77]; METHODS.md §FPGA methods).
+design ([Sun-PhD] §3.1 and §3.6.3-3.6.4 describing [DAC19] and [RTED]; docs/METHODS.md §dac19).
 
 1. RTED picks ``n_init`` representative designs (``designs.rted``); each is evaluated at the cheapest
-   fidelity (the "HLS report", the seed's stand-in for [78]'s ASIC implementation) and at the top one.
+   fidelity (the "HLS report", the thesis's stand-in for [DAC19]'s ASIC implementation) and at the top one.
 2. Per objective, a boosted-tree regressor ``low``: x -> cheapest-fidelity objective, and a regressor
    ``top``: [x, cheapest-fidelity objectives] -> top-fidelity objective (valid designs only).
 3. Every design's top-fidelity objectives are predicted (measured cheap reports where they exist, else
@@ -52,13 +52,13 @@ class DAC19(Method):
 
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)
-        self.objectives = list(target_info.get("objectives") or [])
-        self.fidelities = list(target_info.get("fidelities") or [])
+        self.objectives = list(target_info.objectives)
+        self.fidelities = list(target_info.fidelities)
         if len(self.objectives) < 2 or not self.fidelities:
             raise UserError(f"method=dac19 needs a multi-objective target with fidelities; this target has "
                             f"objectives={self.objectives}, fidelities={self.fidelities}")
         self.low, self.top = self.fidelities[0], self.fidelities[-1]
-        self.capacity = dict(target_info.get("capacity") or {})
+        self.capacity = dict(target_info.capacity or {})
         self.X = np.asarray(self.space.features(range(self.space.size)), dtype=np.float64)
         n = self.n_init
         if self.max_init_fraction is not None:

@@ -1,4 +1,4 @@
-"""``method=dcgp``: cgp with a deep kernel (seed 000 §3.4.4, §3.6.3; METHODS.md §FPGA methods).
+"""``method=dcgp``: cgp with a deep kernel ([Sun-PhD] §3.4.4, §3.6.3; docs/METHODS.md §dcgp).
 
 The ARD Matérn-5/2 kernel acts on phi_W(x), an MLP with output sizes 1000-500-50-6 (ReLU after the
 first three) applied to the model's whole input (directive features, plus the lower fidelity's

@@ -1,4 +1,4 @@
-"""``method=dgp``: deep Gaussian process transfer learning (seed 001; seed 000 Ch. 4; METHODS.md §dgp).
+"""``method=dgp``: deep Gaussian process transfer learning ([Sun-ICCV21]; [Sun-PhD] Ch. 4; docs/METHODS.md §dgp).
 
 Per task (a layer), in the harness's ask/tell loop:
 
@@ -14,8 +14,8 @@ Per task (a layer), in the harness's ask/tell loop:
    and reused by the group's later layers (cached in ``History.models``).
 4. **Tuning set**: ``pool_size`` random configs of the layer's space, ranked by the DGP mean; the top
    ``tuning_set_size`` are measured (``tuning_set=random``: ``tuning_set_size`` random configs instead,
-   the seed's ablation, Fig. 7).
-5. **MAP transfer**: maximize ELBO(tuning set) − λ‖θ − θ̃‖² from the pre-trained θ̃ (seed 001 Eq. 6).
+   the paper's ablation, [Sun-ICCV21] Fig. 7).
+5. **MAP transfer**: maximize ELBO(tuning set) − λ‖θ − θ̃‖² from the pre-trained θ̃ ([Sun-ICCV21] Eq. 6).
 6. **Search**: AutoTVM's simulated annealing with the tuned DGP mean as the score; the ``top_k`` best
    configs it finds (none measured before) are measured; the best measured config is the result.
    After that ``ask`` returns nothing, so the task ends with ``stop_reason="exhausted"``.
@@ -23,7 +23,7 @@ Per task (a layer), in the harness's ask/tell loop:
 Budget: a layer measures ``tuning_set_size + top_k`` configs. When the task budget ``T`` is smaller,
 ``top_k`` becomes ``min(top_k, T // 2)`` and the tuning set the rest, ``min(tuning_set_size, T − top_k)``.
 
-Accounting (METHODS.md §dgp step 7): :meth:`DGP.report` gives the task's ``role`` (``"source"`` or
+Accounting (docs/METHODS.md §dgp step 7): :meth:`DGP.report` gives the task's ``role`` (``"source"`` or
 ``"target"``) and ``pretrain_s``; the harness logs the run's ``search_time_s`` (everything) and
 ``search_time_excl_source_s`` (without source-layer tuning and pre-training).
 

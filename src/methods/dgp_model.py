@@ -1,17 +1,17 @@
-"""The deep Gaussian process of dgp (seed 001 §3.2–3.4; METHODS.md §dgp steps 3 and 5), on GPyTorch.
+"""The deep Gaussian process of dgp ([Sun-ICCV21] §3.2–3.4; docs/METHODS.md §dgp steps 3 and 5), on GPyTorch.
 
 Model: two GP layers (``gpytorch.models.deep_gps.DeepGPLayer``). The hidden layer maps the
 d-dimensional config features to ``hidden_dims`` outputs (linear mean, as in GPyTorch's deep GP
 example, so the composition starts near a linear warping); the output layer maps those to one value
-(constant mean). Both use a scaled RBF kernel with ARD (the seeds' "radial basis function") and
-``num_inducing`` variational inducing points (seed 001 §4.1: 128); the hidden layer's inducing points
-start at distinct training configs (``z¹ ⊂ X``, seed 001 §3.3), the output layer's at N(0, 1) draws.
+(constant mean). Both use a scaled RBF kernel with ARD ([Sun-ICCV21] §4.1: "radial basis function") and
+``num_inducing`` variational inducing points ([Sun-ICCV21] §4.1: 128); the hidden layer's inducing points
+start at distinct training configs (``z¹ ⊂ X``, [Sun-ICCV21] §3.3), the output layer's at N(0, 1) draws.
 Gaussian likelihood.
 
-Training (:meth:`DeepGP.fit`): doubly-stochastic variational inference (Salimbeni & Deisenroth 2017)
+Training (:meth:`DeepGP.fit`): doubly-stochastic variational inference ([DSVI])
 = Adam on minibatches of the ELBO (``DeepApproximateMLL(VariationalELBO)``) with Monte-Carlo
 samples propagated through the layers. Transfer (:meth:`DeepGP.fit_map`): maximize
-``ELBO(tuning set)/N − λ‖θ − θ̃‖²`` from the pre-trained parameters θ̃ (seed 001 Eq. 6), θ = every
+``ELBO(tuning set)/N − λ‖θ − θ̃‖²`` from the pre-trained parameters θ̃ ([Sun-ICCV21] Eq. 6), θ = every
 trainable tensor (kernel, mean and likelihood hyperparameters in GPyTorch's raw, unconstrained
 parametrization; inducing locations; variational parameters). We divide the ELBO by N (GPyTorch's
 convention) so that λ means the same for any tuning-set size.
@@ -205,7 +205,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         return self
 
     def fit_map(self, x: np.ndarray, y: np.ndarray, l2: float, **kw) -> "DeepGP":
-        """MAP transfer (seed 001 Eq. 6) from the current parameters θ̃; ``kw`` as in :meth:`fit`."""
+        """MAP transfer ([Sun-ICCV21] Eq. 6) from the current parameters θ̃; ``kw`` as in :meth:`fit`."""
         prior = {k: v.detach().clone() for k, v in self.state_dict().items()}
         return self.fit(x, y, prior=prior, l2=l2, **kw)
 

@@ -1,6 +1,6 @@
 """``method=exhaustive``: every config of the (pruned) space at every fidelity of the target, in index
 order; when all are measured, writes the design-space table (tunebench.fpga.table) to ``out``.
-Used to make the ground-truth tables for ``target=table`` and ADRS (issue 6)."""
+Used to make the ground-truth tables for ``target=table`` and ADRS."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Exhaustive(Method):
 
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)
-        self.fids = list(target_info.get("fidelities") or ["hw"])
+        self.fids = list(target_info.fidelities)
         self.queue = [(i, f) for i in range(self.space.size) for f in self.fids]
         self.pos = 0
         self.got = []
@@ -42,6 +42,6 @@ class Exhaustive(Method):
             from tunebench.fpga.table import write_table
 
             path = self.out or os.path.join("fpga_tables", f"{self.task.name}.csv")
-            write_table(path, self.space, self.fids, list(self.target_info["objectives"]), self.got)
+            write_table(path, self.space, self.fids, list(self.target_info.objectives), self.got)
             self.written = path
             log.info("exhaustive: wrote %d configs x %d fidelities to %s", self.space.size, len(self.fids), path)

@@ -1,4 +1,4 @@
-"""``method=gat``: GTuner (seed 000 Ch. 5) = MetaSchedule's evolutionary search + the GAT cost model.
+"""``method=gat``: GTuner ([Sun-PhD] Ch. 5) = MetaSchedule's evolutionary search + the GAT cost model.
 
 Everything but the cost model is :class:`~tunebench.methods.metaschedule.MetaSchedule` (same space
 generator, evolutionary search, measurement through the tunebench target, database). The cost

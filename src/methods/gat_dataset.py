@@ -10,16 +10,14 @@ valid MetaSchedule record (a :class:`~tunebench.space.TraceConfig` trace) on its
 by shape (a crafted or damaged file is a one-line error, never executed).
 
 ``python -m tunebench gat train --dataset set.pt --out model.pt`` trains a GATCostModel
-(seed 000 §5.4.1 settings unless overridden), shows per-epoch progress, and logs the checkpoint and
+([Sun-PhD] §5.4.1 settings unless overridden), shows per-epoch progress, and logs the checkpoint and
 the training-set summary to MLflow (experiment ``gat-training`` in ``--workdir``'s store).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import time
 
 import numpy as np
 
@@ -28,17 +26,34 @@ from tunebench.errors import UserError
 log = logging.getLogger(__name__)
 
 
-def _run_dir(ref: str, workdir: str, records_dir: str = "records") -> str:
-    """A record folder from a path (folder or records.jsonl) or an MLflow run id under workdir."""
-    if os.path.isfile(ref) and ref.endswith(".jsonl"):
-        return os.path.dirname(os.path.abspath(ref))
-    if os.path.isdir(ref):
-        return ref
-    cand = os.path.join(workdir, records_dir, ref)
-    if os.path.isdir(cand):
-        return cand
-    raise UserError(f"--records {ref}: neither a record folder, a records.jsonl nor a run id with "
-                    f"{os.path.join(workdir, records_dir, ref)}")
+def _run_dir(ref: str, workdir: str) -> str:
+    """A run folder (with ``config.yaml`` and ``records.jsonl``) from a path or a run id: local, else the
+    run's artifacts from the tracking store of ``workdir`` (``<workdir>/mlflow.db``)."""
+    from tunebench.run_store import RECORDS, local_run_folder, run_file
+
+    folder = local_run_folder(ref, workdir)
+    if folder:
+        return folder
+    client = _client(workdir)
+    if client is not None:
+        got = [run_file(client, ref, name, os.path.join(workdir, "history")) for name in (RECORDS, "config.yaml")]
+        if all(got):
+            return os.path.dirname(got[0])
+    raise UserError(f"--records {ref}: neither a record folder, a records.jsonl nor a run id with records "
+                    f"(looked in {os.path.join(workdir, 'records', ref)} and {os.path.join(workdir, 'mlflow.db')})")
+
+
+def _client(workdir: str):
+    """The embedded store of ``workdir``, if it has one (None otherwise)."""
+    db = os.path.join(os.path.abspath(workdir), "mlflow.db")
+    if not os.path.isfile(db):
+        return None
+    from mlflow.tracking import MlflowClient
+
+    from tunebench.run_store import quiet_mlflow
+
+    quiet_mlflow()
+    return MlflowClient(f"sqlite:///{db}")
 
 
 def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = False) -> dict:
@@ -51,7 +66,7 @@ def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = F
     from omegaconf import OmegaConf
 
     from tunebench.datasets.tasks import model_tasks
-    from tunebench.harness.records import read_records
+    from tunebench.records import read_records
     from tunebench.methods.gat_features import stat_features, tir_graph
 
     stats, graphs, lat, tids, models, kept = [], [], [], [], [], []
@@ -178,73 +193,3 @@ def _checked_arrays(t: dict, path: str) -> dict:
     e = a["edge_index"]
     _require(bool(np.all((e >= 0) & (e < per_edge))), path, "edge_index refers to nodes outside its graph")
     return a
-
-
-def _tracker(workdir: str):
-    from tunebench.harness.tracking import Tracker
-
-    return Tracker(None, "gat-training", workdir)
-
-
-def cmd_build(args) -> None:
-    t0 = time.time()
-    ds = build_dataset(args.records, args.workdir)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    save_dataset(ds, args.out)
-    s = ds["summary"]
-    print(f"training set {args.out}: {s['samples']} programs of {s['tasks']} tasks ({', '.join(s['models'])}) "
-          f"in {time.time() - t0:.0f} s", flush=True)
-    tr = _tracker(args.workdir)
-    tr.start(run_name="dataset-build", params={"out": args.out, "sources": json.dumps(args.records)}, tags={})
-    with open(args.out + ".summary.json", "w") as fh:
-        json.dump(s, fh, indent=1)
-    tr.artifact(args.out + ".summary.json")
-    tr.end()
-
-
-def cmd_train(args) -> None:
-    from tunebench.methods.gat_model import GATCostModel
-
-    ds = load_dataset(args.dataset)
-    m = GATCostModel(variant=args.variant, graph_layer=args.graph_layer, lr=args.lr, epochs=args.epochs,
-                     batch_size=args.batch_size, seed=args.seed)
-    tr = _tracker(args.workdir)
-    tr.start(run_name=f"gat-train-{args.variant}-{args.graph_layer}",
-             params={"dataset": args.dataset, "variant": args.variant, "graph_layer": args.graph_layer,
-                     "lr": args.lr, "epochs": args.epochs, "batch_size": args.batch_size}, tags={})
-    t0 = time.time()
-
-    def progress(ep, loss):
-        tr.metric("train_mse", loss, ep)
-        if ep % 10 == 0 or ep == args.epochs - 1:
-            print(f"epoch {ep + 1}/{args.epochs}: mse {loss:.4f} ({time.time() - t0:.0f} s)", flush=True)
-
-    m.fit(ds["stats"], ds["graphs"], ds["latency_s"], progress=progress)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    m.save(args.out)
-    with open(args.out + ".summary.json", "w") as fh:
-        json.dump(ds["summary"], fh, indent=1)
-    tr.artifact(args.out)
-    tr.artifact(args.out + ".summary.json")
-    tr.end()
-    print(f"model {args.out} (use method.pretrained={os.path.abspath(args.out)})", flush=True)
-
-
-def add_build_options(p) -> None:
-    p.add_argument("action", choices=["build"])
-    p.add_argument("--records", nargs="+", required=True, help="record folders, records.jsonl files or run ids")
-    p.add_argument("--out", required=True, help="training-set file to write (.pt)")
-    p.add_argument("--workdir", default=".", help="where records/ and mlflow.db live")
-
-
-def add_train_options(p) -> None:
-    p.add_argument("action", choices=["train"])
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--out", required=True, help="checkpoint to write (.pt)")
-    p.add_argument("--variant", default="gat", choices=["gat", "mhsa", "gnn_mlp"])
-    p.add_argument("--graph-layer", default="graphconv", choices=["graphconv", "gcn", "gat", "sage"])
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--epochs", type=int, default=300)
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workdir", default=".")

@@ -1,4 +1,4 @@
-"""Features of one MetaSchedule candidate program for the GAT cost model (seed 000 §5.3).
+"""Features of one MetaSchedule candidate program for the GAT cost model ([Sun-PhD] §5.3).
 
 Two kinds, both computed from the candidate's scheduled TIR (``MeasureCandidate.sch.mod["main"]``,
 i.e. after MetaSchedule's postprocessors, exactly the program that is built and timed):
@@ -120,106 +120,119 @@ def tir_graph(func) -> tuple[np.ndarray, np.ndarray]:
         ``(x, edge_index)``: node features float32 of shape (n_nodes, NODE_DIM) and edges int64 of
         shape (2, n_edges) (source row 0, target row 1), each edge in both directions.
     """
-    from tvm import s_tir, tirx
-
-    rows: list[np.ndarray] = []
-    edges: list[tuple[int, int]] = []
-    buf_node: dict = {}  # buffer -> node id (keyed by the Buffer object; same_as-compatible via handle)
-
-    # TVM 0.27 PrimFuncs have no buffer_map: parameter buffers are recognized by name
-    param_names = [str(p.name) for p in func.params]
-    out_name = param_names[-1] if param_names else None  # Relax fused functions write the last parameter
-
-    def new_node() -> tuple[int, np.ndarray]:
-        rows.append(np.zeros(NODE_DIM, dtype=np.float32))
-        return len(rows) - 1, rows[-1]
-
-    def buffer_id(buf) -> int:
-        for b, i in buf_node.items():
-            if b.same_as(buf):
-                return i
-        i, r = new_node()
-        r[_POS["is_buffer"]] = 1
-        r[_POS["buf_ndim"]] = len(buf.shape)
-        r[_POS["buf_log2_elems"]] = _log2p(_numel(buf))
-        r[_POS["buf_dtype_bits/32"]] = _dtype_bits(buf) / 32.0
-        r[_POS["buf_is_param"]] = float(str(buf.name) in param_names)
-        r[_POS["buf_is_output"]] = float(str(buf.name) == out_name)
-        scope = str(buf.scope()) if hasattr(buf, "scope") else "global"
-        scope = scope.split(".")[0] if scope else "global"
-        r[_POS[f"buf_scope_{scope if scope in SCOPES else 'other'}"]] = 1
-        buf_node[buf] = i
-        return i
-
-    def visit(stmt, parent: int | None, depth: int) -> None:
-        if stmt is None:
-            return
-        if isinstance(stmt, tirx.SeqStmt):
-            for s in stmt.seq:
-                visit(s, parent, depth)
-        elif isinstance(stmt, tirx.For):
-            i, r = new_node()
-            r[_POS["is_loop"]] = 1
-            ext = _int(stmt.extent)
-            r[_POS["loop_log2_extent"]] = _log2p(ext if ext is not None else 1)
-            r[_POS["loop_depth"]] = depth
-            ann = stmt.annotations
-            if "pragma_auto_unroll_max_step" in ann:
-                r[_POS["loop_log2_unroll_max_step"]] = _log2p(_int(ann["pragma_auto_unroll_max_step"]) or 0)
-            if "pragma_unroll_explicit" in ann:
-                r[_POS["loop_unroll_explicit"]] = float(_int(ann["pragma_unroll_explicit"]) or 0)
-            kind = str(stmt.kind).split(".")[-1].lower()
-            kind = {"threadbinding": "thread_binding"}.get(kind, kind)
-            r[_POS[f"loop_kind_{kind if kind in LOOP_KINDS else 'serial'}"]] = 1
-            if parent is not None:
-                edges.append((parent, i))
-            visit(stmt.body, i, depth + 1)
-        elif isinstance(stmt, s_tir.SBlockRealize):
-            visit(stmt.block, parent, depth)
-        elif isinstance(stmt, s_tir.SBlock):
-            if stmt.name_hint == "root":
-                for b in stmt.alloc_buffers:
-                    buffer_id(b)
-                visit(stmt.body, parent, depth)
-                return
-            i, r = new_node()
-            r[_POS["is_block"]] = 1
-            sp = [iv for iv in stmt.iter_vars if int(iv.iter_type) == 0]
-            rd = [iv for iv in stmt.iter_vars if int(iv.iter_type) == 2]
-            r[_POS["blk_n_spatial"]] = len(sp)
-            r[_POS["blk_n_reduce"]] = len(rd)
-            r[_POS["blk_log2_spatial_extent"]] = _log2p(math.prod(_int(iv.dom.extent) or 1 for iv in sp))
-            r[_POS["blk_log2_reduce_extent"]] = _log2p(math.prod(_int(iv.dom.extent) or 1 for iv in rd)) if rd else 0.0
-            r[_POS["blk_n_reads"]] = len(stmt.reads)
-            r[_POS["blk_n_writes"]] = len(stmt.writes)
-            r[_POS["blk_n_annotations"]] = len(stmt.annotations)
-            r[_POS[f"blk_op_{_op_kind(stmt)}"]] = 1
-            if parent is not None:
-                edges.append((parent, i))
-            for reg in stmt.reads:  # TVM 0.27 region objects: TensorRegion(source=buffer, region)
-                edges.append((buffer_id(_region_buffer(reg)), i))
-            for reg in stmt.writes:
-                edges.append((i, buffer_id(_region_buffer(reg))))
-            for b in stmt.alloc_buffers:
-                buffer_id(b)
-            visit(stmt.body, i, depth + 1)
-        elif hasattr(stmt, "body") and not isinstance(stmt, tirx.BufferStore):
-            # LetStmt, AttrStmt, IfThenElse(then_case), DeclBuffer, ...: structure passes through
-            visit(stmt.body, parent, depth)
-            if isinstance(stmt, tirx.IfThenElse):
-                visit(stmt.else_case, parent, depth)
-        elif isinstance(stmt, tirx.IfThenElse):
-            visit(stmt.then_case, parent, depth)
-            visit(stmt.else_case, parent, depth)
-
-    visit(func.body, None, 0)
-    x = np.stack(rows) if rows else np.zeros((0, NODE_DIM), dtype=np.float32)
-    if edges:
-        e = np.asarray(edges, dtype=np.int64).T
+    g = _GraphBuilder(func)
+    g.visit(func.body, None, 0)
+    x = np.stack(g.rows) if g.rows else np.zeros((0, NODE_DIM), dtype=np.float32)
+    if g.edges:
+        e = np.asarray(g.edges, dtype=np.int64).T
         e = np.concatenate([e, e[::-1]], axis=1)
     else:
         e = np.zeros((2, 0), dtype=np.int64)
     return x, e
+
+
+class _GraphBuilder:
+    """Walks a PrimFunc's body: one node per loop, block and buffer; parent -> child edges for the
+    loop/block nesting, buffer -> block for reads and block -> buffer for writes."""
+
+    def __init__(self, func):
+        self.rows: list[np.ndarray] = []
+        self.edges: list[tuple[int, int]] = []
+        self.buf_node: dict = {}  # buffer -> node id (matched with same_as)
+        # TVM 0.27 PrimFuncs have no buffer_map: parameter buffers are recognized by name
+        self.param_names = [str(p.name) for p in func.params]
+        # Relax fused functions write the last parameter
+        self.out_name = self.param_names[-1] if self.param_names else None
+
+    def new_node(self) -> tuple[int, np.ndarray]:
+        self.rows.append(np.zeros(NODE_DIM, dtype=np.float32))
+        return len(self.rows) - 1, self.rows[-1]
+
+    def buffer_id(self, buf) -> int:
+        for b, i in self.buf_node.items():
+            if b.same_as(buf):
+                return i
+        i, r = self.new_node()
+        r[_POS["is_buffer"]] = 1
+        r[_POS["buf_ndim"]] = len(buf.shape)
+        r[_POS["buf_log2_elems"]] = _log2p(_numel(buf))
+        r[_POS["buf_dtype_bits/32"]] = _dtype_bits(buf) / 32.0
+        r[_POS["buf_is_param"]] = float(str(buf.name) in self.param_names)
+        r[_POS["buf_is_output"]] = float(str(buf.name) == self.out_name)
+        scope = str(buf.scope()) if hasattr(buf, "scope") else "global"
+        scope = scope.split(".")[0] if scope else "global"
+        r[_POS[f"buf_scope_{scope if scope in SCOPES else 'other'}"]] = 1
+        self.buf_node[buf] = i
+        return i
+
+    def loop(self, stmt, parent: int | None, depth: int) -> None:
+        i, r = self.new_node()
+        r[_POS["is_loop"]] = 1
+        ext = _int(stmt.extent)
+        r[_POS["loop_log2_extent"]] = _log2p(ext if ext is not None else 1)
+        r[_POS["loop_depth"]] = depth
+        ann = stmt.annotations
+        if "pragma_auto_unroll_max_step" in ann:
+            r[_POS["loop_log2_unroll_max_step"]] = _log2p(_int(ann["pragma_auto_unroll_max_step"]) or 0)
+        if "pragma_unroll_explicit" in ann:
+            r[_POS["loop_unroll_explicit"]] = float(_int(ann["pragma_unroll_explicit"]) or 0)
+        kind = str(stmt.kind).split(".")[-1].lower()
+        kind = {"threadbinding": "thread_binding"}.get(kind, kind)
+        r[_POS[f"loop_kind_{kind if kind in LOOP_KINDS else 'serial'}"]] = 1
+        if parent is not None:
+            self.edges.append((parent, i))
+        self.visit(stmt.body, i, depth + 1)
+
+    def block(self, stmt, parent: int | None, depth: int) -> None:
+        if stmt.name_hint == "root":
+            for b in stmt.alloc_buffers:
+                self.buffer_id(b)
+            self.visit(stmt.body, parent, depth)
+            return
+        i, r = self.new_node()
+        r[_POS["is_block"]] = 1
+        sp = [iv for iv in stmt.iter_vars if int(iv.iter_type) == 0]
+        rd = [iv for iv in stmt.iter_vars if int(iv.iter_type) == 2]
+        r[_POS["blk_n_spatial"]] = len(sp)
+        r[_POS["blk_n_reduce"]] = len(rd)
+        r[_POS["blk_log2_spatial_extent"]] = _log2p(math.prod(_int(iv.dom.extent) or 1 for iv in sp))
+        r[_POS["blk_log2_reduce_extent"]] = _log2p(math.prod(_int(iv.dom.extent) or 1 for iv in rd)) if rd else 0.0
+        r[_POS["blk_n_reads"]] = len(stmt.reads)
+        r[_POS["blk_n_writes"]] = len(stmt.writes)
+        r[_POS["blk_n_annotations"]] = len(stmt.annotations)
+        r[_POS[f"blk_op_{_op_kind(stmt)}"]] = 1
+        if parent is not None:
+            self.edges.append((parent, i))
+        for reg in stmt.reads:  # TVM 0.27 region objects: TensorRegion(source=buffer, region)
+            self.edges.append((self.buffer_id(_region_buffer(reg)), i))
+        for reg in stmt.writes:
+            self.edges.append((i, self.buffer_id(_region_buffer(reg))))
+        for b in stmt.alloc_buffers:
+            self.buffer_id(b)
+        self.visit(stmt.body, i, depth + 1)
+
+    def visit(self, stmt, parent: int | None, depth: int) -> None:
+        from tvm import s_tir, tirx
+
+        if stmt is None:
+            return
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                self.visit(s, parent, depth)
+        elif isinstance(stmt, tirx.For):
+            self.loop(stmt, parent, depth)
+        elif isinstance(stmt, s_tir.SBlockRealize):
+            self.visit(stmt.block, parent, depth)
+        elif isinstance(stmt, s_tir.SBlock):
+            self.block(stmt, parent, depth)
+        elif hasattr(stmt, "body") and not isinstance(stmt, tirx.BufferStore):
+            # LetStmt, AttrStmt, IfThenElse(then_case), DeclBuffer, ...: structure passes through
+            self.visit(stmt.body, parent, depth)
+            if isinstance(stmt, tirx.IfThenElse):
+                self.visit(stmt.else_case, parent, depth)
+        elif isinstance(stmt, tirx.IfThenElse):
+            self.visit(stmt.then_case, parent, depth)
+            self.visit(stmt.else_case, parent, depth)
 
 
 def pool_store_features(per_store: np.ndarray) -> np.ndarray:

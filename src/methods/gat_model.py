@@ -1,4 +1,4 @@
-"""GTuner's graph attention network (GAT) cost model (seed 000 §5.3.2-5.3.3, §5.4.1), in PyTorch Geometric.
+"""GTuner's graph attention network (GAT) cost model ([Sun-PhD] §5.3.2-5.3.3, §5.4.1), in PyTorch Geometric.
 
 Network (variant ``gat``, the paper's "GNN + MHSA"):
     node features (n_nodes, NODE_DIM) -> 2 x graph layer (hidden ``graph_hidden``, ReLU;
@@ -11,7 +11,7 @@ Ablations: ``mhsa`` (no graph: stats only -> FC 512 -> MHSA -> MLP, the paper's 
 (WL-GCN), ``gcn`` (SpecGCN), ``gat`` (MaskGAT), ``sage`` (GraphSAGE) as in Table 5.1.
 
 Target: ``log(latency_s)``, standardized with the training set's mean/std (the paper regresses
-latency with MSE; log-scale is our choice, allowed by METHODS.md §gat, because latencies span
+latency with MSE; log-scale is our choice, as docs/METHODS.md §gat states, because latencies span
 four orders of magnitude across tasks). Loss: MSE. Optimizer: Adam.
 
 Files (checkpoints here, training sets in :mod:`tunebench.methods.gat_dataset`) hold only tensors

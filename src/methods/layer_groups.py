@@ -1,10 +1,10 @@
-"""Layer groups for transfer learning (seed 001 §4.2; METHODS.md §dgp step 1).
+"""Layer groups for transfer learning ([Sun-ICCV21] §4.2; docs/METHODS.md §dgp step 1).
 
 Layers are grouped by (operator type, kernel size, padding, stride); knowledge is learned and
-transferred only within a group. The seed lists type, kernel size and padding; the reported group
+transferred only within a group. The paper lists type, kernel size and padding; the reported group
 counts (VGG-16 1, ResNet-18 4, AlexNet 3, MobileNet-v1 4) come out only with the stride included.
-Dense layers (which the seed leaves to TVM's defaults) form one group of their own, so that every
-task of a model is tuned; :func:`count_conv_groups` counts only the convolution groups the seed counts.
+Dense layers (which the paper leaves to TVM's defaults) form one group of their own, so that every
+task of a model is tuned; :func:`count_conv_groups` counts only the convolution groups the paper counts.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def layer_groups(tasks) -> dict[tuple, list]:
 
 
 def count_conv_groups(tasks) -> int:
-    """Number of convolution groups, the count seed 001 §4.2 reports per model."""
+    """Number of convolution groups, the count [Sun-ICCV21] §4.2 reports per model."""
     return sum(1 for key in layer_groups(tasks) if key[0] in CONV_KINDS)
 
 

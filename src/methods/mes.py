@@ -1,5 +1,5 @@
-"""``method=mes``: max-value entropy search with independent GPs inside the cgp loop (seed 000 §3.6.6,
-the ablation of Table 3.5; MESMO, Belakaria et al. NeurIPS 2019; METHODS.md §FPGA methods).
+"""``method=mes``: max-value entropy search with independent GPs inside the cgp loop ([Sun-PhD] §3.6.6,
+the ablation of Table 3.5; [MESMO]; docs/METHODS.md §mes).
 
 Independent ARD Matérn-5/2 GPs per objective, chained NARGP-style across fidelities; per fidelity the
 MESMO acquisition over sampled objective minima, weighted by rho_i = T_top / T_i like PEIPV.

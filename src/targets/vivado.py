@@ -8,7 +8,6 @@ Without ``vitis_hls``/``vivado`` on PATH: a one-line :class:`UserError` when the
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -16,14 +15,14 @@ import time
 from tunebench.errors import UserError
 from tunebench.fpga import vivado_flow as vf
 from tunebench.fpga.flow import StageResult, _last_error
-from tunebench.fpga.kernels import get_kernel
 from tunebench.targets.fpga_common import ToolFlowTarget
-from tunebench.task import Measurement, Task
 
 STAGE_CHAIN = {"estimate": ["hls"], "synth": ["hls", "synth"], "impl": ["hls", "impl"]}
 
 
 class VivadoTarget(ToolFlowTarget):
+    """The Xilinx flow; its stages per fidelity: :data:`STAGE_CHAIN`."""
+
     tmp_prefix = "tunebench-vivado-"
 
     def __init__(self, cfg: dict):
@@ -38,8 +37,15 @@ class VivadoTarget(ToolFlowTarget):
                                 "use target=fpga_open (open-source flow) or target=table without them")
             self.tools[name] = path
 
-    def describe(self) -> dict:
-        return {**self.describe_base(), "part": self.part, "clock_ns": self.clock_ns, "tools": dict(self.tools)}
+    def details(self) -> dict:
+        return {"part": self.part, "clock_ns": self.clock_ns, "tools": dict(self.tools)}
+
+    def stage_chain(self, fidelity: str) -> list[str]:
+        return STAGE_CHAIN[fidelity]
+
+    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict) -> StageResult:
+        """``hls`` (Vitis HLS C synthesis), ``synth`` / ``impl`` (Vivado, on the HLS RTL)."""
+        return self._stage(kernel, cfg, wd, stage, done.get("hls"))
 
     def _run(self, cmd, wd, stage) -> tuple[bool, str, float]:
         t0 = time.perf_counter()
@@ -75,31 +81,3 @@ class VivadoTarget(ToolFlowTarget):
             if key in self.capacity and m[key] > self.capacity[key]:
                 return StageResult(False, m, f"{stage}: does not fit: {m[key]:.0f} {key} > {self.capacity[key]}", secs)
         return StageResult(True, m, "", secs)
-
-    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
-        self.start()
-        fid = self.fidelity_of(fidelity)
-        kernel = get_kernel(task.mod["name"])
-        out = []
-        for c in configs:
-            cache = self._results.setdefault((task.id, c.index), {})
-            wd = os.path.join(self._tmp, task.id, str(c.index))
-            stage_s, res = {}, None
-            for stage in STAGE_CHAIN[fid]:
-                if stage not in cache:
-                    cache[stage] = self._stage(kernel, c.to_dict(), wd, stage, cache.get("hls"))
-                    stage_s[stage] = cache[stage].tool_s
-                res = cache[stage]
-                if not res.valid:
-                    break
-            tool = sum(stage_s.values())
-            self.stats["tool_s"] += tool
-            if not res.valid:
-                out.append(Measurement(task.id, c, valid=False, error=res.error, cost_s=tool, build_s=tool,
-                                       fidelity=fid, stage_s=stage_s))
-                continue
-            obj = self.objective_values(res.metrics)
-            delay = res.metrics["cycles"] / (res.metrics["fmax_mhz"] * 1e6)
-            out.append(Measurement(task.id, c, valid=True, latency_s=delay, gflops=task.flops / delay / 1e9,
-                                   cost_s=tool, build_s=tool, fidelity=fid, objectives=obj, stage_s=stage_s))
-        return out

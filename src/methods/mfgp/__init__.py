@@ -1,4 +1,4 @@
-"""Multi-objective, multi-fidelity Gaussian-process pieces for FPGA design-space exploration (seed 000 Ch. 3).
+"""Multi-objective, multi-fidelity Gaussian-process pieces for FPGA design-space exploration ([Sun-PhD] Ch. 3).
 
 Composable, BoTorch/GPyTorch style: surrogate models (``models``), acquisition functions
 (``acquisition``), objective normalization (``objectives``), initial designs (``designs``) and the

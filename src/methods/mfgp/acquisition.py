@@ -3,11 +3,11 @@
 * Pareto front and hypervolume (``pareto_mask``, ``hypervolume``), BoTorch's exact algorithms.
 * Box decomposition of the non-dominated region (``nondominated_cells``), BoTorch's
   ``FastNondominatedPartitioning`` mapped to minimization.
-* EIPV, the expected improvement of Pareto hypervolume (seed 000 eqs. 3.10-3.12):
+* EIPV, the expected improvement of Pareto hypervolume ([Sun-PhD] Eqs. 3.10-3.12):
   ``eipv_independent`` (exact, diagonal predictive covariance) and ``eipv_qmc`` (correlated
   objectives, quasi-Monte-Carlo over the full M x M predictive covariance of each candidate).
-* PEIPV = rho_i * EIPV_i with rho_i = T_impl / T_i (seed 000 eq. 3.15): ``fidelity_weights``.
-* Max-value entropy search with independent GPs (MESMO, seed 000 §3.6.6): ``mes``.
+* PEIPV = rho_i * EIPV_i with rho_i = T_impl / T_i ([Sun-PhD] Eq. 3.15): ``fidelity_weights``.
+* Max-value entropy search with independent GPs ([MESMO], [Sun-PhD] §3.6.6): ``mes``.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def eipv_qmc(mean, cov, lower, upper, n_samples: int = 128, seed: int = 0, chunk
 
     Args:
         mean: [N, M]; cov: [N, M, M] predictive covariance of the objectives at each candidate
-            (the ICM model's non-diagonal Sigma of seed eq. 3.14).
+            (the ICM model's non-diagonal Sigma of [Sun-PhD] Eq. 3.14).
         n_samples: quasi-random draws per candidate (the same draws for every candidate).
     """
     mean, cov, lower, upper = _t(mean), _t(cov), _t(lower), _t(upper)
@@ -128,7 +128,7 @@ def eipv_qmc(mean, cov, lower, upper, n_samples: int = 128, seed: int = 0, chunk
 
 
 def fidelity_weights(stage_s: list[float]) -> list[float]:
-    """rho_i = T_top / T_i with T_i the cumulative tool time from scratch to stage i (seed eq. 3.15).
+    """rho_i = T_top / T_i with T_i the cumulative tool time from scratch to stage i ([Sun-PhD] Eq. 3.15).
 
     Args:
         stage_s: mean tool seconds of each stage alone, cheapest fidelity first (all > 0).
@@ -162,7 +162,7 @@ def sample_min_values(mean, cov_by_objective, n_samples: int, generator: torch.G
 
 
 def mes(mean, std, min_values) -> torch.Tensor:
-    """Max-value entropy search for minimization (MESMO, Belakaria et al. 2019) [N].
+    """Max-value entropy search for minimization ([MESMO]) [N].
 
     alpha(x) = 1/S sum_s sum_j [gamma phi(gamma) / (2 Phi(gamma)) - log Phi(gamma)],
     gamma = (mu_j(x) - y*_sj) / sigma_j(x), with y*_sj the sampled minimum of objective j.

@@ -1,5 +1,5 @@
-"""Initial designs: random nested sets across fidelities (seed 000 Alg. 2 line 4) and RTED (Yu et al.
-2006, as used by Liu & Carloni DAC 2013 and seed 000's DAC19 baseline)."""
+"""Initial designs: random nested sets across fidelities ([Sun-PhD] Alg. 2 line 4) and RTED ([TED],
+as used by [RTED] and by the DAC19 baseline of [Sun-PhD] §3.6.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The multi-fidelity multi-objective Bayesian-optimization driver (seed 000 Algorithm 2), ask/tell style.
+"""The multi-fidelity multi-objective Bayesian-optimization driver ([Sun-PhD] Algorithm 2), ask/tell style.
 
 Shared by ``cgp``, ``dcgp``, ``fpl18`` and ``mes``; they differ only in the surrogate (correlated ICM
 or independent GPs, shallow or deep kernel), the fidelity chaining (NARGP or AR1) and the acquisition
@@ -9,7 +9,7 @@ Flow (one *iteration* = one Alg. 2 step):
    asked at every fidelity it belongs to (every evaluation is one trial of the harness).
 2. Objectives normalized (``objectives.ObjectiveScaler``), invalid designs at 10x the current worst.
 3. Per iteration: fit one model per fidelity (chained), score every design not yet measured at that
-   fidelity with acquisition_i (EIPV or MES) times rho_i = T_top / T_i (PEIPV, seed eq. 3.15), take
+   fidelity with acquisition_i (EIPV or MES) times rho_i = T_top / T_i (PEIPV, [Sun-PhD] Eq. 3.15), take
    the best (design, fidelity h) pair, ask it at fidelity h (and, with ``measure_lower``, at every
    cheaper fidelity where it has no report yet: "run the tool up to stage h", Alg. 2 line 13).
 4. Stop (``ask`` returns []) after ``max_iterations`` iterations or when the hypervolume of the
@@ -120,8 +120,8 @@ class MultiFidelityBO(Method):
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)
         torch.set_num_threads(self.num_threads)
-        self.objectives = list(target_info.get("objectives") or [])
-        self.fidelities = list(target_info.get("fidelities") or [])
+        self.objectives = list(target_info.objectives)
+        self.fidelities = list(target_info.fidelities)
         if len(self.objectives) < 2 or not self.fidelities:
             raise UserError(f"method={self.name} needs a multi-objective target with fidelities (fpga_open, "
                             f"vivado, table); this target has objectives={self.objectives}, "
@@ -140,7 +140,7 @@ class MultiFidelityBO(Method):
             n_init = [min(v, cap) for v in n_init]
         if self.stage_seconds is not None and len(self.stage_seconds) != L:
             raise UserError(f"method.stage_seconds={self.stage_seconds!r} needs one entry per fidelity {self.fidelities}")
-        self.capacity = dict(target_info.get("capacity") or {})
+        self.capacity = dict(target_info.capacity or {})
         self.X_all = np.asarray(self.space.features(range(self.space.size)), dtype=np.float64)
         self.reports: list[dict[int, dict | None]] = [dict() for _ in range(L)]  # level -> index -> raw objectives (None: invalid)
         self.stage_times: dict[str, list[float]] = {}

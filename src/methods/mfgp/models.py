@@ -4,12 +4,12 @@ Shapes: inputs X are [n, d] float64 (min-max encoded directives, plus lower-fide
 chained); outputs Y are [n, M] (M objectives, normalized units, minimized). Every model standardizes
 Y per objective internally and reports predictions in the units it was given.
 
-* :class:`ICMGP` — seed 000 eq. 3.14: Cov(f^i(x), f^j(x')) = B_ij k(x, x') with B = W W^T + diag(v)
+* :class:`ICMGP` — [Sun-PhD] Eq. 3.14: Cov(f^i(x), f^j(x')) = B_ij k(x, x') with B = W W^T + diag(v)
   (GPyTorch ``MultitaskKernel``, rank M) and k an ARD Matérn-5/2 kernel, optionally on deep features
   phi_W(x) (eq. 3.17). Hyperparameters (and W) by exact marginal likelihood (eqs. 3.8, 3.19).
 * :class:`IndependentGP` — one GP per objective (batch of M), ARD Matérn-5/2; optionally with the
   AR1 mean rho_j * f_{i-1,j}(x) + c_j of the linear multi-fidelity model (fpl18).
-* :class:`FidelityChain` — per-fidelity models chained cheapest first: ``nargp`` (seed eq. 3.9:
+* :class:`FidelityChain` — per-fidelity models chained cheapest first: ``nargp`` ([Sun-PhD] Eq. 3.9:
   the lower fidelity's posterior mean is concatenated to x; kernel k_x(x,x') k_f(f,f') + k_e(x,x'))
   or ``ar1`` (f_i(x) = rho f_{i-1}(x) + delta(x), variance rho^2 var_{i-1} + var_delta).
 """
@@ -41,7 +41,7 @@ def lengthscale_prior(d: int) -> LogNormalPrior:
 
 
 def matern_ard(dims: list[int], batch_shape=torch.Size()) -> MaternKernel:
-    """ARD Matérn-5/2 kernel (seed eq. 3.16) on the input columns ``dims``."""
+    """ARD Matérn-5/2 kernel ([Sun-PhD] Eq. 3.16) on the input columns ``dims``."""
     return MaternKernel(nu=2.5, ard_num_dims=len(dims), active_dims=tuple(dims), batch_shape=batch_shape,
                         lengthscale_prior=lengthscale_prior(len(dims)))
 
@@ -49,7 +49,7 @@ def matern_ard(dims: list[int], batch_shape=torch.Size()) -> MaternKernel:
 def data_kernel(d_x: int, d_f: int, batch_shape=torch.Size()):
     """Input kernel over [x (d_x columns), f (d_f lower-fidelity columns)].
 
-    d_f == 0: ARD Matérn-5/2 on x. d_f > 0 (NARGP, seed eq. 3.9): k_x(x,x') k_f(f,f') + s k_e(x,x'), the
+    d_f == 0: ARD Matérn-5/2 on x. d_f > 0 ([NARGP], [Sun-PhD] Eq. 3.9): k_x(x,x') k_f(f,f') + s k_e(x,x'), the
     product modelling z(f_i(x), x) and the scaled sum the error GP f_e(x).
     """
     xs = list(range(d_x))
@@ -61,7 +61,7 @@ def data_kernel(d_x: int, d_f: int, batch_shape=torch.Size()):
 
 
 def deep_features(d_in: int, widths=(1000, 500, 50, 6)) -> torch.nn.Sequential:
-    """The deep kernel's network phi_W (seed 000 §3.6.3): fully connected layers with output sizes
+    """The deep kernel's network phi_W ([Sun-PhD] §3.6.3): fully connected layers with output sizes
     ``widths``, a ReLU after every layer but the last. Output [n, widths[-1]]."""
     layers, prev = [], d_in
     for i, w in enumerate(widths):
@@ -343,7 +343,7 @@ class FidelityChain:
 
     Args:
         make: ``make(level, d_x, d_f) -> model`` with ``fit(X, Y)`` and ``predict(X)``.
-        chaining: ``nargp`` (lower mean concatenated to x, seed eq. 3.9) or ``ar1`` (linear link,
+        chaining: ``nargp`` (lower mean concatenated to x, [Sun-PhD] Eq. 3.9) or ``ar1`` (linear link,
             needs IndependentGP(link="ar1") models).
     """
 

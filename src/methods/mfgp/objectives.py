@@ -1,6 +1,6 @@
-"""Objective normalization and invalid-design scoring (seed 000 §3.6.3 and §3.4.3).
+"""Objective normalization and invalid-design scoring ([Sun-PhD] §3.6.3 and §3.4.3).
 
-Resources are divided by the device capacity (``target_info["capacity"]``); every other objective
+Resources are divided by the device capacity (``target_info.capacity``); every other objective
 (delay) by ``delay_factor`` (2) times its largest valid value among the initial designs. An invalid
 design (no report) is scored ``invalid_factor`` (10) times the current worst normalized value of each
 objective at that fidelity.

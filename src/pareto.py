@@ -1,4 +1,4 @@
-"""Multi-objective metrics (DESIGN.md §Metrics): Pareto front, ADRS, normalized hypervolume.
+"""Multi-objective metrics (docs/METHODS.md §Metrics): Pareto front, ADRS, normalized hypervolume.
 
 All objectives are minimized. ``Y`` arrays have shape ``(n_designs, n_objectives)`` in the
 objectives' raw units (e.g. delay in seconds, LUT count, FF count).
@@ -29,7 +29,7 @@ def pareto_front(Y) -> np.ndarray:
 
 
 def adrs(true_front, front) -> float:
-    """Average distance to reference set (seed 000 Eq. 3.20 with the distance of DESIGN.md):
+    """Average distance to reference set ([Sun-PhD] Eq. 3.20 with the distance of docs/METHODS.md §Metrics):
     ``(1/|G|) sum_{g in G} min_{w in W} max_j max(0, (w_j - g_j) / |g_j|)``.
 
     Args:

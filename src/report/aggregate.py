@@ -1,7 +1,10 @@
-"""Leaderboard statistics over seeds: intervals, verdicts against the baseline, noise marks, and the
-precision, threads and machine of each (model, target) group.
+"""Leaderboard rows: one per (model, target, method), aggregated over the method's seeds.
 
-Per method row (``method_stats``):
+Per row: means and sample stds (ddof=1) over the seeds; search and latency reduction and HV against
+the ``--baseline`` method of the same group (docs/METHODS.md §Metrics: ``search_red = 1 - T/T_base``,
+``latency_red = 1 - L/L_base``, ``HV = search_red * latency_red * 100`` with T, L the seed means of
+``search_time_s`` and ``e2e_latency_ms``; HV is also positive when both reductions are negative, so
+read it together with them); and the statistics of :func:`method_stats`:
 
 - speedups vs PyTorch eager, torch.compile and PyTorch TF32: the mean over seeds of the run's
   ``speedup_vs_*`` (older runs: reference latency / ``e2e_latency_ms``). With >= 2 seeds the
@@ -16,34 +19,23 @@ Per method row (``method_stats``):
 - noise: ``<source>_noisy_any`` is True when some run marked that timing noisy, False when the runs
   logged it clean, None when no run logged it; ``noisy`` lists the noisy sources.
 - unchecked: ``n_unchecked_runs`` counts the runs with a task whose reported best could not be
-  output-checked (run tag ``tunebench.unchecked_tasks``); values resting on task bests (Σ task
-  latency, % peak) then carry ``(unchecked)``.
-- machine: distinct ``precision``/``threads``/``device`` tags and the mean measured peak.
+  output-checked (run tag ``tunebench.unchecked_tasks``).
+- machine: distinct ``precision``/``threads``/``device`` tags and the mean measured peak;
+  :func:`machine_line` turns a group's runs into the sentence above its table.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from tunebench.harness.measurement import UNCHECKED_TAG
-from tunebench.protocol.stats import LEVEL, N_BOOT, bootstrap_ci, ratio_of_means_ci, reduction_product_ci, verdict
+from tunebench.protocol.stats import bootstrap_ci, ratio_of_means_ci, reduction_product_ci, verdict
+from tunebench.report.query import NOISE_SOURCES, RUN_TAGS, SPEEDUPS
 
-#: speedup metric -> prefix of its reference latency (``<prefix>_latency_ms``, ``<prefix>_noisy``)
-SPEEDUPS = {"speedup_vs_torch": "torch", "speedup_vs_torch_compile": "torch_compile",
-            "speedup_vs_torch_tf32": "torch_tf32"}
-NOISE_SOURCES = ("e2e", "torch", "torch_compile", "torch_tf32", "tvm_default")
-RUN_METRICS = (*(f"{s}_noisy" for s in NOISE_SOURCES), "torch_compile_latency_ms", "torch_tf32_latency_ms",
-               *(f"{k}{end}" for k in SPEEDUPS for end in ("", "_ci_low", "_ci_high")),
-               "n_noisy_tasks", "n_noisy_measurements", "calib_max_slowdown", "lock_wait_s",
-               "peak_gflops", "peak_mem_gbps", "tasks_gflops", "pct_peak")
-RUN_TAGS = ("precision", "threads", "device")
-#: run tags read into columns of their own: column -> tag
-EXTRA_TAGS = {"unchecked_tasks": UNCHECKED_TAG}
 REDUCTIONS = {"search_red": "search_time_s", "latency_red": "e2e_latency_ms"}
-CSV_COLUMNS = (
+#: columns of :func:`method_stats`
+STATS_COLUMNS = (
     *(f"{k}_{s}" for k in SPEEDUPS for s in ("mean", "std", "ci_low", "ci_high", "verdict")),
     "torch_compile_latency_ms_mean", "torch_tf32_latency_ms_mean",
     *(f"{r}_{s}" for r in REDUCTIONS for s in ("ci_low_pct", "ci_high_pct", "verdict")), "hv_ci_low", "hv_ci_high",
@@ -51,14 +43,109 @@ CSV_COLUMNS = (
     "n_noisy_tasks_mean", "n_noisy_tasks_max", "n_noisy_measurements_mean", "calib_max_slowdown_max",
     "lock_wait_s_mean", "precision", "threads", "device", "peak_gflops_mean", "peak_mem_gbps_mean",
     "tasks_gflops_mean", "pct_peak_mean", "n_unchecked_runs", "unchecked_tasks")
-NOISY = " (noisy)"
-UNCHECKED = " (unchecked)"
+CSV_COLUMNS = ("model", "target", "method", "is_baseline", "n_seeds", "seeds", "search_time_s_mean",
+               "search_time_s_std", "search_time_h_mean", "search_time_h_std", "n_measurements_mean",
+               "tasks_latency_ms_mean", "e2e_latency_ms_mean", "e2e_latency_ms_std", "n_e2e",
+               "torch_latency_ms_mean", "tvm_default_latency_ms_mean", "e2e_rel_err_max",
+               "search_red_pct", "latency_red_pct", "hv_vs_baseline", "search_excl_source_s_mean",
+               "search_red_excl_source_pct", "hv_excl_source", "baseline", "run_ids",
+               "adrs_mean", "adrs_std", "hypervolume_mean", "hypervolume_std", "tool_s_mean", "algorithm_s_mean",
+               *STATS_COLUMNS)
 NOT_RECORDED = "not recorded"
 
 
-def _finite(*values) -> bool:
+def finite(*values) -> bool:
+    """Every value is a finite int or float (not None, not NaN)."""
     return all(v is not None and isinstance(v, (int, float)) and math.isfinite(v) for v in values)
 
+
+# ---------------------------------------------------------------- rows
+
+def _seed_key(seed: str):
+    return (0, int(seed), "") if str(seed).lstrip("-").isdigit() else (1, 0, str(seed))
+
+
+def reductions(t: float, lat: float, t_base: float, lat_base: float) -> tuple[float, float, float]:
+    """(search_red, latency_red, HV_vs_baseline) as fractions/HV; NaN where an input is missing."""
+    search_red = 1.0 - t / t_base if t_base and not math.isnan(t_base) else math.nan
+    latency_red = 1.0 - lat / lat_base if lat_base and not math.isnan(lat_base) else math.nan
+    return search_red, latency_red, search_red * latency_red * 100.0
+
+
+def _group_note(group: pd.DataFrame, base: pd.DataFrame, baseline: str) -> str | None:
+    """Why a group's reductions are blank, if they are."""
+    if group["hypervolume"].notna().any():
+        return None  # FPGA group: no latency baseline; ADRS and hypervolume are absolute
+    if base.empty:
+        return (f"no FINISHED `{baseline}` run for this model and target: "
+                "search red., latency red. and HV are blank")
+    if math.isnan(base["e2e_latency_ms"].mean()):
+        return f"the `{baseline}` runs have no e2e_latency_ms: latency red. and HV are blank"
+    return None
+
+
+def _method_row(model: str, target: str, method: str, m: pd.DataFrame, base: pd.DataFrame, baseline: str) -> dict:
+    """The row of one method's runs ``m`` against the baseline's runs ``base``."""
+    t_base, lat_base = base["search_time_s"].mean(), base["e2e_latency_ms"].mean()
+    t, lat = m["search_time_s"].mean(), m["e2e_latency_ms"].mean()
+    search_red, latency_red, hv = reductions(t, lat, t_base, lat_base)
+    t_excl = m["search_time_excl_source_s"].mean()  # NaN unless a transfer method logged it
+    search_red_x, _, hv_x = reductions(t_excl, lat, t_base, lat_base)
+    return {
+        "model": model, "target": target, "method": method, "is_baseline": method == baseline,
+        "n_seeds": len(m), "seeds": ",".join(sorted(m["seed"], key=_seed_key)),
+        "search_time_s_mean": t, "search_time_s_std": m["search_time_s"].std(),
+        "search_time_h_mean": t / 3600, "search_time_h_std": m["search_time_s"].std() / 3600,
+        "n_measurements_mean": m["n_measurements"].mean(),
+        "tasks_latency_ms_mean": m["tasks_latency_ms"].mean(),
+        "e2e_latency_ms_mean": lat, "e2e_latency_ms_std": m["e2e_latency_ms"].std(),
+        "n_e2e": int(m["e2e_latency_ms"].notna().sum()),
+        "torch_latency_ms_mean": m["torch_latency_ms"].mean(),
+        "tvm_default_latency_ms_mean": m["tvm_default_latency_ms"].mean(),
+        "e2e_rel_err_max": m["e2e_rel_err"].max(),
+        "search_red_pct": search_red * 100, "latency_red_pct": latency_red * 100,
+        "hv_vs_baseline": hv, "search_excl_source_s_mean": t_excl,
+        "search_red_excl_source_pct": search_red_x * 100, "hv_excl_source": hv_x, "baseline": baseline,
+        "run_ids": ",".join(m["run_id"]),
+        "adrs_mean": m["adrs"].mean(), "adrs_std": m["adrs"].std(),
+        "hypervolume_mean": m["hypervolume"].mean(), "hypervolume_std": m["hypervolume"].std(),
+        "tool_s_mean": m["tool_s"].mean(), "algorithm_s_mean": m["algorithm_s"].mean(),
+        **method_stats(m, base, method == baseline),
+    }
+
+
+def _sorted(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows: baseline first, then by mean e2e latency (FPGA: ADRS; blank last), then by name."""
+    if table.empty:
+        return table
+    table["_order"] = ~table["is_baseline"]
+    table["_lat"] = table["e2e_latency_ms_mean"].fillna(table["adrs_mean"]).fillna(math.inf)
+    return (table.sort_values(["model", "target", "_order", "_lat", "method"])
+            .drop(columns=["_order", "_lat"]).reset_index(drop=True))
+
+
+def aggregate(runs: pd.DataFrame, baseline: str = "autotvm", methods: list[str] | None = None
+              ) -> tuple[pd.DataFrame, dict[tuple[str, str], list[str]]]:
+    """The leaderboard rows (one per model, target, method; ``methods``: only these, None: all) and
+    notes per (model, target) group."""
+    rows, notes = [], {}
+    for (model, target), group in runs.groupby(["model", "target"], sort=True):
+        base = group[group["method"] == baseline]
+        group_notes = notes.setdefault((model, target), [])
+        note = _group_note(group, base, baseline)
+        if note:
+            group_notes.append(note)
+        for method, m in group.groupby("method", sort=True):
+            if methods and method not in methods:
+                continue
+            row = _method_row(model, target, method, m, base, baseline)
+            if 0 < row["n_e2e"] < len(m):
+                group_notes.append(f"`{method}`: e2e latency from {row['n_e2e']} of {len(m)} seeds")
+            rows.append(row)
+    return _sorted(pd.DataFrame(rows, columns=list(CSV_COLUMNS))), notes
+
+
+# ---------------------------------------------------------------- statistics
 
 def speedup_stats(m: pd.DataFrame, key: str) -> dict:
     """Mean, sample std, interval and verdict of ``key`` (a :data:`SPEEDUPS` metric) over the runs ``m``."""
@@ -68,7 +155,7 @@ def speedup_stats(m: pd.DataFrame, key: str) -> dict:
         lo, hi = bootstrap_ci(values.to_numpy())
     elif len(values) == 1:  # a single seed: its own interval over the rounds of the interleaved timing
         lo, hi = m.loc[values.index[0], [f"{key}_ci_low", f"{key}_ci_high"]]
-    word = verdict(lo, hi, better_below=False) if _finite(lo, hi) else ""
+    word = verdict(lo, hi, better_below=False) if finite(lo, hi) else ""
     return {f"{key}_mean": values.mean(), f"{key}_std": values.std(), f"{key}_ci_low": lo, f"{key}_ci_high": hi,
             f"{key}_verdict": word}
 
@@ -81,7 +168,7 @@ def reduction_stats(m: pd.DataFrame, base: pd.DataFrame, is_baseline: bool) -> d
         return out
     for name, col in REDUCTIONS.items():
         _, lo, hi = ratio_of_means_ci(m[col].to_numpy(float), base[col].to_numpy(float))
-        if _finite(lo, hi):
+        if finite(lo, hi):
             out[f"{name}_ci_low_pct"], out[f"{name}_ci_high_pct"] = (1 - hi) * 100, (1 - lo) * 100
             out[f"{name}_verdict"] = verdict(lo, hi, better_below=True)
     _, out["hv_ci_low"], out["hv_ci_high"] = reduction_product_ci(
@@ -123,6 +210,7 @@ def tag_values(values) -> list[str]:
 
 
 def machine_stats(m: pd.DataFrame) -> dict:
+    """The runs' distinct precision/threads/device tags and their mean measured peak."""
     out = {tag: "; ".join(tag_values(m[tag])) for tag in RUN_TAGS}
     for col in ("peak_gflops", "peak_mem_gbps", "tasks_gflops", "pct_peak"):
         out[f"{col}_mean"] = m[col].mean()
@@ -130,7 +218,7 @@ def machine_stats(m: pd.DataFrame) -> dict:
 
 
 def method_stats(m: pd.DataFrame, base: pd.DataFrame, is_baseline: bool) -> dict:
-    """All :data:`CSV_COLUMNS` of one method's row: ``m`` its runs, ``base`` the baseline's runs."""
+    """All :data:`STATS_COLUMNS` of one method's row: ``m`` its runs, ``base`` the baseline's runs."""
     out = {}
     for key in SPEEDUPS:
         out.update(speedup_stats(m, key))
@@ -162,87 +250,3 @@ def machine_line(group: pd.DataFrame) -> str:
     peak = [_peak_text(group["peak_gflops"], "GFLOP/s"), _peak_text(group["peak_mem_gbps"], "GB/s")]
     return (f"Precision: {_tag_text(group['precision'])}; threads: {_tag_text(group['threads'])}; "
             f"device: {_tag_text(group['device'])}; measured peak: {', '.join(p for p in peak if p) or NOT_RECORDED}.")
-
-
-# ---------------------------------------------------------------- Markdown cells
-
-def fmt_num(x, digits: int, strip: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    text = f"{x:.{digits}f}"
-    return text.rstrip("0").rstrip(".") if strip and "." in text else text
-
-
-def flag(value) -> bool:
-    """A ``*_noisy_any`` value as a bool (None/NaN: not logged, i.e. False)."""
-    return isinstance(value, (bool, np.bool_)) and bool(value)
-
-
-def ci_text(point, low, high, digits: int, word: str | None = "") -> str:
-    """``2.71 [2.55, 2.90] better``; blank without a point, no brackets without an interval."""
-    text = fmt_num(point, digits)
-    if text and _finite(low, high):
-        text += f" [{fmt_num(low, digits)}, {fmt_num(high, digits)}]"
-    return text + (f" {word}" if text and isinstance(word, str) and word else "")
-
-
-def mark(text: str, noisy: bool) -> str:
-    return text + NOISY if text and noisy else text
-
-
-def speedup_cell(r: dict, key: str) -> str:
-    noisy = flag(r.get("e2e_noisy_any")) or flag(r.get(f"{SPEEDUPS[key]}_noisy_any"))
-    return mark(ci_text(r[f"{key}_mean"], r[f"{key}_ci_low"], r[f"{key}_ci_high"], 2, r[f"{key}_verdict"]), noisy)
-
-
-def latency_red_noisy(r: dict) -> bool:
-    """Latency red. and HV of a non-baseline row rest on its e2e timings and the baseline's."""
-    return not r.get("is_baseline") and (flag(r.get("e2e_noisy_any")) or flag(r.get("baseline_e2e_noisy_any")))
-
-
-def reduction_cell(r: dict, name: str) -> str:
-    text = ci_text(r[f"{name}_pct"], r.get(f"{name}_ci_low_pct"), r.get(f"{name}_ci_high_pct"), 2,
-                   r.get(f"{name}_verdict"))
-    return mark(text, name == "latency_red" and latency_red_noisy(r))
-
-
-def tasks_noisy(r: dict) -> bool:
-    return _finite(r.get("n_noisy_tasks_max")) and r["n_noisy_tasks_max"] > 0
-
-
-def tasks_unchecked(r: dict) -> bool:
-    """Some run of the row reported a task best whose output check could not be performed."""
-    return _finite(r.get("n_unchecked_runs")) and r["n_unchecked_runs"] > 0
-
-
-def tasks_cell(text: str, r: dict) -> str:
-    """A value resting on the task bests (Σ task latency, % peak): ``(noisy)`` for noisy tasks,
-    ``(unchecked)`` for task bests whose output could not be checked."""
-    text = mark(text, tasks_noisy(r))
-    return text + UNCHECKED if text and tasks_unchecked(r) else text
-
-
-FOOTNOTE = (
-    "e2e and PyTorch latencies are the medians of each run's timing samples (older runs: means). speedup vs "
-    "PyTorch / torch.compile / PyTorch TF32 = mean over seeds of the run's speedup_vs_torch / _torch_compile / "
-    "_torch_tf32, the geometric mean of the per-round ratios of its interleaved A/B timing (older runs: "
-    "reference latency / e2e_latency_ms); torch.compile is blank where it did not compile in time, TF32 exists "
-    f"on cuda only. [low, high]: {LEVEL * 100:.0f} % percentile-bootstrap intervals ({N_BOOT} resamples, seeds as the "
-    "resampling unit): of the mean speedup over seeds; of T/T_base and L/L_base (the method's and the baseline's "
-    "seeds resampled independently; reduction interval = [1 − high, 1 − low]); of HV from the same resamples "
-    "(runs with both metrics). A single seed's speedup interval is the run's own, over the rounds of its "
-    "interleaved timing; reductions and HV with fewer than 2 seeds on either side have no interval. "
-    "better / worse: the interval of the ratio excludes 1 (speedups: faster / slower than that PyTorch variant; "
-    "reductions: than the baseline); n.s.: it contains 1; no word: no interval. HV gets no verdict of its own. "
-    "(noisy): the value rests on at least one timing the harness marked noisy (tuned model, PyTorch variant, TVM "
-    "default, the baseline's e2e for latency red. and HV, noisy tasks for Σ task latency and % peak); the CSV "
-    "has a *_noisy_any column per timing and lists the noisy ones in `noisy`. noisy tasks = mean over seeds of "
-    "the tasks whose reported best latency is marked noisy (shown when there are some). (unchecked): some run's "
-    "Σ task latency and % peak rest on a task best whose output check could not be performed (the CSV's "
-    "n_unchecked_runs and unchecked_tasks say which). % peak = 100 × "
-    "tasks_gflops / peak_gflops (Σ weight × FLOPs / Σ weight × best task latency, over the FMA peak measured on "
-    "the machine at the run's thread count), mean over seeds. The line above each table gives its runs' "
-    "precision, threads, device and measured peak (FMA GFLOP/s, memory GB/s). Fraction of the optimum "
-    "(Kernel Tuner's benchmark methodology): a task's optimum is the best valid latency any run of the group "
-    "found; a run's curve is the mean over tasks of optimum / its best latency so far (0 before its first valid "
-    "one) vs the task's own search seconds; thin lines: seeds, thick: their mean.")

@@ -10,10 +10,10 @@ import json
 import logging
 import os
 
+from tunebench.run_store import RECORD_TAG  # noqa: F401 (re-exported)
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
-RECORD_TAG = "tunebench.record_file"  # MLflow run tag: the path of the run's record file
 
 
 def record_line(m: Measurement, task: Task) -> dict:

@@ -1,0 +1,1 @@
+"""The Hydra config tree, shipped as package data (tunebench.resources.conf_dir)."""

@@ -1,0 +1,1 @@
+"""Shipped data (FPGA design-space tables), package data of tunebench (tunebench.resources.data_dir)."""

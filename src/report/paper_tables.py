@@ -1,0 +1,158 @@
+"""The ``paper-tables`` layout: FPGA design-space exploration in the layout of [Sun-PhD] Tables 3.2-3.4
+(docs/REFERENCES.md), per kernel (model) and method over seeds.
+
+- normalized ADRS: the mean over seeds and its standard deviation, each divided by the ``norm``
+  method's (default ``ann`` = 1.00);
+- raw ADRS, normalized hypervolume, algorithm hours and tool (FPGA) hours (means over seeds);
+- overall hours (algorithm + tool), evaluations at all fidelities and at the top fidelity.
+
+Each run gives one row per ``pareto_<kernel>.json`` (written by the harness's FPGA metrics) with its
+``config.yaml``; runs on other targets than ``table``, ``fpga_open`` and ``vivado`` are left out.
+:func:`rows_from_store` reads the FINISHED runs of the tracking store (through
+:mod:`tunebench.run_store`), :func:`rows_from_folder` a records folder (``benchmarks/fpga_tables.py``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import json
+import os
+from collections import defaultdict
+
+import numpy as np
+import yaml
+
+from tunebench.report.markdown import md_table
+
+FPGA_KINDS = ("table", "fpga_open", "vivado")
+PARETO = "pareto_*.json"
+
+
+def run_rows(cfg: dict, pareto_docs: list[dict]) -> list[dict]:
+    """One row per kernel of an FPGA run: its ``config.yaml`` and ``pareto_<kernel>.json`` documents."""
+    if (cfg.get("target") or {}).get("kind") not in FPGA_KINDS:
+        return []
+    return [{"method": cfg["method"]["name"], "model": cfg["model"]["name"], "seed": cfg.get("seed"),
+             "target": cfg["target"]["name"], "adrs": d.get("adrs"), "hv": d.get("hypervolume"),
+             "tool_s": d.get("tool_s", 0.0), "alg_s": d.get("algorithm_s", 0.0),
+             "n_top": d.get("n_top_fidelity"), "per_fidelity": d.get("per_fidelity", {})} for d in pareto_docs]
+
+
+def _read(path: str, loader=json.load):
+    with open(path) as fh:
+        return loader(fh)
+
+
+def rows_from_folder(records_dir: str) -> list[dict]:
+    """The rows of every run folder ``<records_dir>/<run>/`` holding a ``config.yaml``."""
+    rows = []
+    for cfg_path in glob.glob(os.path.join(records_dir, "*", "config.yaml")):
+        docs = [_read(p) for p in glob.glob(os.path.join(os.path.dirname(cfg_path), PARETO))]
+        rows += run_rows(_read(cfg_path, yaml.safe_load), docs)
+    return rows
+
+
+def _pareto_paths(client, run: dict, files) -> list[str]:
+    """The run's ``pareto_*.json`` files: beside its record file, else its artifacts (downloaded)."""
+    folder = os.path.dirname(run.get("record_file") or "")
+    if folder and os.path.isdir(folder):
+        return sorted(glob.glob(os.path.join(folder, PARETO)))
+    try:
+        names = [a.path for a in client.list_artifacts(run["run_id"]) if fnmatch.fnmatch(a.path, PARETO)]
+    except Exception:  # noqa: BLE001 - a store that cannot list them: no rows from this run
+        return []
+    return [p for p in (files.path(run, name) for name in names) if p]
+
+
+def rows_from_store(client, runs, files) -> list[dict]:
+    """The rows of the runs (a frame of :func:`tunebench.report.query.load_runs`); ``files``: a
+    :class:`tunebench.report.query.RunFiles`. Runs without a readable ``config.yaml`` are left out."""
+    rows = []
+    for run in runs.to_dict("records"):
+        cfg_path = files.path(run, "config.yaml")
+        if cfg_path:
+            rows += run_rows(_read(cfg_path, yaml.safe_load), [_read(p) for p in _pareto_paths(client, run, files)])
+    return rows
+
+
+def summarize(rows: list[dict], methods: list[str] | None = None):
+    """(kernels, methods, {(kernel, method): means over its runs}); ``methods``: these columns in this
+    order (None: every method, sorted)."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["model"], r["method"])].append(r)
+    models = sorted({k[0] for k in by})
+    methods = methods or sorted({k[1] for k in by})
+    out = {}
+    for model in models:
+        for method in methods:
+            rs = by.get((model, method), [])
+            if not rs:
+                continue
+            ad = np.array([r["adrs"] for r in rs if r["adrs"] is not None], dtype=float)
+            out[(model, method)] = {
+                "n": len(rs), "adrs": ad.mean() if len(ad) else np.nan,
+                "adrs_std": ad.std(ddof=1) if len(ad) > 1 else np.nan,
+                "hv": float(np.mean([r["hv"] for r in rs])), "alg_h": float(np.mean([r["alg_s"] for r in rs])) / 3600,
+                "tool_h": float(np.mean([r["tool_s"] for r in rs])) / 3600,
+                "n_top": float(np.mean([r["n_top"] or 0 for r in rs])),
+                "evals": float(np.mean([sum((r["per_fidelity"] or {}).values()) for r in rs]))}
+    return models, methods, out
+
+
+def _table(models, methods, fn, fmt: str) -> list[list[str]]:
+    """The rows of one table (kernel, one cell per method) and its Average row."""
+    rows, cols = [], {m: [] for m in methods}
+    for model in models:
+        cells = []
+        for m in methods:
+            v = fn(model, m)
+            cells.append("—" if v is None or not np.isfinite(v) else fmt.format(v))
+            if v is not None and np.isfinite(v):
+                cols[m].append(v)
+        rows.append([model, *cells])
+    rows.append(["Average", *(fmt.format(np.mean(cols[m])) if cols[m] else "—" for m in methods)])
+    return rows
+
+
+def tables(models, methods, out, norm: str = "ann") -> list[tuple[str, list[str], list[list[str]]]]:
+    """Every table as (title, headers, rows of cells)."""
+    def ratio(key):
+        def fn(model, m):
+            a, b = out.get((model, m)), out.get((model, norm))
+            return None if a is None or b is None or not b[key] else a[key] / b[key]
+        return fn
+
+    def raw(key):
+        return lambda model, m: (out.get((model, m)) or {}).get(key)
+
+    def overall(model, m):
+        return None if (model, m) not in out else out[(model, m)]["alg_h"] + out[(model, m)]["tool_h"]
+
+    specs = [
+        (f"Normalized ADRS (mean over seeds, {norm} = 1.00)", ratio("adrs"), "{:.2f}"),
+        (f"Normalized standard deviation of ADRS ({norm} = 1.00)", ratio("adrs_std"), "{:.2f}"),
+        ("ADRS (raw mean)", raw("adrs"), "{:.4f}"),
+        ("Normalized hypervolume (raw mean, target's reference point)", raw("hv"), "{:.4f}"),
+        ("Algorithm hours (mean per run; Table 3.3 'Alg.')", raw("alg_h"), "{:.4f}"),
+        ("Tool (FPGA) hours charged (mean per run, replayed tool seconds; Table 3.3 'FPGA')", raw("tool_h"), "{:.3f}"),
+        ("Overall hours (algorithm + tool; Table 3.4)", overall, "{:.3f}"),
+        ("Evaluations (trials, all fidelities; mean per run)", raw("evals"), "{:.1f}"),
+        ("Top-fidelity (impl) evaluations (mean per run)", raw("n_top"), "{:.1f}"),
+    ]
+    return [(title, ["kernel", *methods], _table(models, methods, fn, fmt)) for title, fn, fmt in specs]
+
+
+def runs_per_cell(out) -> str:
+    """The closing line: the distinct numbers of runs behind the cells."""
+    return f"Runs per cell: {sorted({v['n'] for v in out.values()})}"
+
+
+def render(models, methods, out, norm: str = "ann") -> str:
+    """The tables as Markdown (bold title, table, blank line each) and the runs-per-cell line."""
+    lines = []
+    for title, headers, rows in tables(models, methods, out, norm):
+        lines += [f"**{title}**", "", md_table(headers, rows), ""]
+    lines.append(runs_per_cell(out))
+    return "\n".join(lines)

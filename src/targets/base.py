@@ -1,0 +1,217 @@
+"""The contract between the harness and a measurement target.
+
+:class:`Target` declares everything the harness (the ask/tell loop, the experiment, the measurement
+protocol, the FPGA metrics) uses of a target, with the defaults in one place; every target
+(``TVMTarget``, the FPGA targets) derives from it. :class:`TargetInfo` is the typed description a
+method receives in ``Method.setup``; its :meth:`TargetInfo.to_dict` is the ``device_info`` run tag.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from tunebench.task import Measurement, Task
+
+# cumulative wall seconds a target reports in ``Target.stats`` (every target has every key)
+STAT_KEYS = ("build_phase_s", "run_phase_s", "check_s", "tool_s", "protocol_s", "lock_wait_s")
+
+
+def new_stats() -> dict[str, float]:
+    """A zeroed ``stats`` dict with the fixed keys :data:`STAT_KEYS`."""
+    return dict.fromkeys(STAT_KEYS, 0.0)
+
+
+def _frozen(value: Mapping | None) -> Mapping | None:
+    """A read-only copy of ``value`` (None stays None)."""
+    return None if value is None else MappingProxyType(dict(value))
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready deep copy (read-only mappings become dicts, tuples lists)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return copy.deepcopy(value)
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What a target is, as methods and the run's tags see it.
+
+    Attributes:
+        kind: ``llvm``, ``cuda``, ``fpga_open``, ``table``, ``vivado`` (or a test's own).
+        name: the target's name (``target.name`` of the config; its kind when unnamed).
+        device_name: the device's own name (CPU or GPU model; the target's name for FPGA targets):
+            the ``device`` run tag and the ``name`` key of :meth:`to_dict`.
+        objectives: the objectives a measurement reports, all minimized.
+        fidelities: measurement fidelities, cheapest first; the last is the reported one.
+        batch_size: configs the loop measures per call.
+        times_kernels: the target times kernels (calibration, re-timing, peak apply).
+        simulated_clock: each measurement's ``cost_s`` is added to the search clock (replay).
+        tvm_target: the TVM target dict for methods that compile schedules; None for FPGA targets.
+        threads: threads of the timed kernels (TVM targets); None where it does not apply.
+        precision: arithmetic precision of the timed kernels (TVM targets); None elsewhere.
+        capacity: the device's resources by name (``luts``, ``ffs``, ``dsps``, ``brams``; FPGA
+            targets); None elsewhere.
+        scale: normalization per objective (hypervolume, predictive methods); None elsewhere.
+        reference_point: hypervolume reference point in scaled units, one per objective; None elsewhere.
+        details: the rest of the device description (TVM: mcpu, cores, host, GPU limits; FPGA:
+            device, tools, part, clock, table), recorded as is.
+    """
+
+    kind: str
+    name: str
+    device_name: str
+    objectives: tuple[str, ...] = ("latency_s",)
+    fidelities: tuple[str, ...] = ("hw",)
+    batch_size: int = 1
+    times_kernels: bool = False
+    simulated_clock: bool = False
+    tvm_target: Mapping | None = None
+    threads: int | None = None
+    precision: str | None = None
+    capacity: Mapping[str, float] | None = None
+    scale: Mapping[str, float] | None = None
+    reference_point: tuple[float, ...] | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "objectives", tuple(self.objectives))
+        object.__setattr__(self, "fidelities", tuple(self.fidelities))
+        if self.reference_point is not None:
+            object.__setattr__(self, "reference_point", tuple(float(v) for v in self.reference_point))
+        for name in ("tvm_target", "capacity", "scale", "details"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+    @property
+    def top_fidelity(self) -> str:
+        """The highest fidelity (the one results are reported at)."""
+        return self.fidelities[-1]
+
+    @property
+    def multi_objective(self) -> bool:
+        """Two or more objectives: results are Pareto fronts."""
+        return len(self.objectives) > 1
+
+    def to_dict(self) -> dict:
+        """The device description recorded with a run (the ``device_info`` tag): ``kind``, ``name``
+        (the device's), the details, then the typed entries that apply to this target."""
+        out: dict = {"kind": self.kind, "name": self.device_name, **_plain(self.details)}
+        if self.tvm_target is not None:
+            out["tvm_target"] = _plain(self.tvm_target)
+        out.update(objectives=list(self.objectives), fidelities=list(self.fidelities))
+        for key in ("reference_point", "scale", "capacity", "threads", "precision"):
+            if getattr(self, key) is not None:
+                out[key] = _plain(getattr(self, key))
+        return out
+
+
+class Target(ABC):
+    """A measurement backend: what the harness calls, with the defaults of a target that times
+    kernels on nothing special (one objective ``latency_s``, one fidelity ``hw``).
+
+    Subclasses set ``kind``, ``name`` (and the class attributes below that differ), call
+    ``super().__init__()`` (the ``stats`` counters), and implement :meth:`measure`. Targets that
+    time kernels (``times_kernels``) also implement :meth:`calibrate`, :meth:`retime` and :meth:`peak`.
+    """
+
+    kind: str = "target"
+    name: str = "target"
+    objectives: tuple[str, ...] | list[str] = ("latency_s",)
+    fidelities: tuple[str, ...] | list[str] = ("hw",)
+    batch_size: int = 1
+    times_kernels: bool = False  # the harness calibrates, re-times and measures the peak
+    simulated_clock: bool = False  # the loop adds each measurement's cost_s to the search clock
+    tvm_target: dict | None = None  # for methods that compile schedules (TVM targets)
+    threads: int | None = None
+    precision: str | None = None
+
+    def __init__(self) -> None:
+        self._stats = new_stats()
+
+    # ---- description -----------------------------------------------------------------------
+    @property
+    def info(self) -> TargetInfo:
+        """The typed description (built from :meth:`info_fields`)."""
+        return TargetInfo(**self.info_fields())
+
+    def info_fields(self) -> dict:
+        """Keyword arguments of :class:`TargetInfo`; subclasses add theirs to the base's."""
+        return {"kind": self.kind, "name": self.name, "device_name": self.name, "objectives": tuple(self.objectives),
+                "fidelities": tuple(self.fidelities), "batch_size": int(self.batch_size),
+                "times_kernels": bool(self.times_kernels), "simulated_clock": bool(self.simulated_clock),
+                "tvm_target": self.tvm_target, "threads": self.threads, "precision": self.precision}
+
+    def describe(self) -> dict:
+        """The device description recorded with a run (``info.to_dict()``)."""
+        return self.info.to_dict()
+
+    @property
+    def top_fidelity(self) -> str:
+        """The highest fidelity: a bare config is measured at it, results are reported at it."""
+        return list(self.fidelities)[-1]
+
+    @property
+    def multi_objective(self) -> bool:
+        """Two or more objectives: results are Pareto fronts."""
+        return len(self.objectives) > 1
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def validate_tasks(self, tasks: list[Task]) -> None:
+        """Check, before a run is created, that every task can be measured (nothing by default)."""
+
+    def start(self) -> None:
+        """Start worker processes or work folders (before any task clock starts); idempotent."""
+
+    def close(self) -> None:
+        """Release what :meth:`start` took; the target may be started again."""
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- measuring -------------------------------------------------------------------------
+    @abstractmethod
+    def measure(self, task: Task, configs: list, fidelity: str | None = None) -> list[Measurement]:
+        """One :class:`Measurement` per config, in order, at ``fidelity`` (None: :attr:`top_fidelity`)."""
+
+    def check(self, task: Task, config) -> tuple[bool | None, str]:
+        """Compare ``config``'s output with a reference: ``(ok, detail)``; ``ok`` None when the
+        check cannot be performed (never counted as passed). By default: not performed."""
+        return None, f"check not performed: target {self.name} has no output check"
+
+    @property
+    def stats(self) -> dict[str, float]:
+        """Cumulative seconds per phase (keys :data:`STAT_KEYS`): builds and tool runs, timed runs,
+        output checks, tool time (FPGA), protocol work, waiting for another process's device lock."""
+        return dict(self._stats)
+
+    def table_for(self, task: Task):
+        """The design-space table this target replays for ``task`` (its true Pareto front for
+        ADRS); None for a target that measures live."""
+
+    # ---- timing protocol (targets with ``times_kernels``) ----------------------------------
+    def worker_pids(self) -> list[int]:
+        """Process ids of the target's own workers (not counted as foreign CPU load)."""
+        return []
+
+    def calibrate(self) -> dict:
+        """Time the calibration kernel (:mod:`tunebench.harness.measurement`)."""
+        raise NotImplementedError(f"target {self.name} does not time kernels: no calibration")
+
+    def retime(self, task: Task, configs: list, rounds: int, repeat: int) -> list[dict | None]:
+        """Re-time ``configs`` in interleaved rounds (:mod:`tunebench.harness.measurement`)."""
+        raise NotImplementedError(f"target {self.name} does not time kernels: no re-timing")
+
+    def peak(self) -> dict:
+        """The device's measured peak (``fma_gflops``, ``mem_gbps``, ``threads``)."""
+        raise NotImplementedError(f"target {self.name} does not time kernels: no peak")

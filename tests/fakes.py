@@ -1,0 +1,100 @@
+"""The one stand-in target of the tests: pure Python (no TVM, no tools), configurable, implements the
+:class:`~tunebench.targets.base.Target` contract. A test that needs special behaviour subclasses it
+and overrides :meth:`FakeTarget.evaluate` (objective values of a batch) or
+:meth:`FakeTarget.measurement` (one config's :class:`Measurement`)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from tunebench.targets.base import Target
+from tunebench.task import Measurement, Task
+
+
+def _index_latency(config) -> float:
+    return 1.0 + config.index
+
+
+class FakeTarget(Target):
+    """Measures configs by formula.
+
+    Args:
+        latency: single-objective mode: a config's latency in seconds, ``latency(config)``; a
+            non-finite value makes the measurement invalid (error ``"invalid"``).
+        objectives, fidelities: the target's objectives and fidelities (cheapest first).
+        values: several objectives: ``values(config, fidelity) -> {objective: value}`` (used
+            instead of ``latency``).
+        fail: failure injection: ``fail(config, fidelity)`` returns an error text (the measurement
+            is invalid with it) or None.
+        batch_size: configs per ``measure`` call of the loop.
+        sleep_s: seconds slept per config measured.
+        lock_wait_s: seconds added to ``stats["lock_wait_s"]`` per ``measure`` call (as if another
+            process held the device lock; nothing sleeps).
+        times_kernels, simulated_clock, reference_point, scale, capacity: as in
+            :class:`~tunebench.targets.base.TargetInfo`.
+
+    Counts: ``calls`` (``(fidelity, [config indices])`` per ``measure`` call), ``measured`` (every
+    config index measured, in order), ``checked`` (config indices whose output was checked),
+    ``n_started`` / ``n_closed``.
+    """
+
+    kind = "fake"
+
+    def __init__(self, latency: Callable | None = None, *, name: str = "fake", objectives=("latency_s",),
+                 fidelities=("hw",), values: Callable | None = None, fail: Callable | None = None,
+                 batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0, times_kernels: bool = False,
+                 simulated_clock: bool = False, reference_point=None, scale=None, capacity=None):
+        super().__init__()
+        self.name, self.objectives, self.fidelities = name, tuple(objectives), tuple(fidelities)
+        self.latency, self.values, self.fail = latency or _index_latency, values, fail
+        self.batch_size, self.sleep_s, self.lock_wait_s = batch_size, sleep_s, lock_wait_s
+        self.times_kernels, self.simulated_clock = times_kernels, simulated_clock
+        self.reference_point, self.scale, self.capacity = reference_point, scale, capacity
+        self.calls: list[tuple[str, list[int]]] = []
+        self.measured: list[int] = []
+        self.checked: list[int] = []
+        self.n_started = self.n_closed = 0
+
+    def info_fields(self) -> dict:
+        return {**super().info_fields(), "reference_point": self.reference_point, "scale": self.scale,
+                "capacity": self.capacity}
+
+    def start(self) -> None:
+        self.n_started += 1
+
+    def close(self) -> None:
+        self.n_closed += 1
+
+    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        fid = fidelity or self.top_fidelity
+        if fid not in self.fidelities:
+            raise ValueError(f"fidelity={fid!r} is unknown for {self.name}; valid: {', '.join(self.fidelities)}")
+        time.sleep(self.sleep_s * len(configs))
+        self._stats["lock_wait_s"] += self.lock_wait_s
+        indices = [c.index for c in configs]
+        self.calls.append((fid, indices))
+        self.measured += indices
+        return [self.measurement(task, c, fid, v) for c, v in zip(configs, self.evaluate(configs, fid))]
+
+    def evaluate(self, configs: list, fidelity: str) -> list[dict]:
+        """Objective values of each config at ``fidelity`` (override for a vectorized formula)."""
+        if self.values is not None:
+            return [dict(self.values(c, fidelity)) for c in configs]
+        return [{"latency_s": float(self.latency(c))} for c in configs]
+
+    def measurement(self, task: Task, config, fidelity: str, values: dict) -> Measurement:
+        """One config's measurement from its objective values (invalid: injected failure or a
+        non-finite value)."""
+        error = self.fail(config, fidelity) if self.fail is not None else None
+        if error is None and not all(math.isfinite(v) for v in values.values()):
+            error = "invalid"
+        if error:
+            return Measurement(task.id, config, valid=False, error=error, fidelity=fidelity)
+        latency = values.get("latency_s", values.get("delay_s", math.inf))
+        return Measurement(task.id, config, valid=True, latency_s=latency, fidelity=fidelity, objectives=values)
+
+    def check(self, task: Task, config) -> tuple[bool | None, str]:
+        self.checked.append(config.index)
+        return True, "fake check"

@@ -1,0 +1,136 @@
+"""The Target contract (src/targets/base.py): every real target and the tests' fake implement it,
+describe themselves with a filled TargetInfo, and the two tool flows charge tool time alike."""
+import dataclasses
+import inspect
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import TESTS, load_conf
+from fakes import FakeTarget
+from tunebench.fpga.tasks import fpga_tasks
+from tunebench.targets import make_target
+from tunebench.targets.base import STAT_KEYS, Target, TargetInfo
+from tunebench.targets.fpga_open import FPGAOpenTarget
+from tunebench.targets.table import TableTarget
+from tunebench.targets.tvm_target import TVMTarget
+from tunebench.targets.vivado import VivadoTarget
+
+STANDIN = os.path.join(TESTS, "standin_xilinx")
+FPGA_KEYS = {"kind", "name", "objectives", "fidelities", "reference_point", "scale", "capacity"}
+
+
+@pytest.fixture
+def standin_path(monkeypatch):
+    monkeypatch.setenv("PATH", STANDIN + os.pathsep + os.environ["PATH"])
+
+
+def _fpga(kind: str, tmp_path) -> Target:
+    cfg = load_conf(f"target/{kind}.yaml")
+    cfg["workdir"] = str(tmp_path)
+    return make_target(cfg)
+
+
+def _check_contract(t: Target, kind: str) -> TargetInfo:
+    """What every target must offer: a filled TargetInfo consistent with the target's members, a
+    JSON-ready description, stats with the fixed keys."""
+    assert isinstance(t, Target)
+    info = t.info
+    assert isinstance(info, TargetInfo) and info.kind == kind == t.kind and info.name == t.name
+    assert info.device_name and info.objectives == tuple(t.objectives) and info.fidelities == tuple(t.fidelities)
+    assert info.batch_size == t.batch_size >= 1 and info.top_fidelity == t.top_fidelity == t.fidelities[-1]
+    assert (info.times_kernels, info.simulated_clock) == (t.times_kernels, t.simulated_clock)
+    assert set(t.stats) == set(STAT_KEYS) and all(v == 0.0 for v in t.stats.values())
+    d = t.describe()
+    assert json.loads(json.dumps(d)) == d and d["name"] == info.device_name and d["kind"] == kind
+    return info
+
+
+def test_every_target_class_implements_the_contract():
+    for cls in (TVMTarget, TableTarget, FPGAOpenTarget, VivadoTarget, FakeTarget):
+        assert issubclass(cls, Target) and not inspect.isabstract(cls), cls
+
+
+def test_table_target_info():
+    t = TableTarget(load_conf("target/table.yaml"))
+    info = _check_contract(t, "table")
+    assert info.multi_objective and info.simulated_clock and not info.times_kernels
+    assert info.objectives == ("delay_s", "luts", "ffs") and info.fidelities == ("estimate", "synth", "impl")
+    assert len(info.reference_point) == 3 and set(info.scale) == set(info.objectives) and info.capacity["dsps"] > 0
+    assert info.tvm_target is None and info.threads is None and info.precision is None
+    assert set(t.describe()) == FPGA_KEYS | {"table"}
+
+
+def test_tool_flow_targets_info(tmp_path, standin_path):
+    info = _check_contract(_fpga("fpga_open", tmp_path / "open"), "fpga_open")
+    assert info.details["device"]["family"] == "ecp5" and "yosys" in info.details["tools"]
+    info = _check_contract(_fpga("vivado", tmp_path / "viv"), "vivado")
+    assert info.details["part"] and info.details["clock_ns"] > 0 and set(info.details["tools"]) == {"vitis_hls", "vivado"}
+    assert set(_fpga("vivado", tmp_path / "v2").describe()) == FPGA_KEYS | {"part", "clock_ns", "tools"}
+
+
+def test_llvm_target_info(tmp_path):
+    cfg = load_conf("target/llvm.yaml")
+    cfg["lock_dir"] = str(tmp_path)
+    t = TVMTarget(cfg, {"cache_dir": str(tmp_path / "cache")})  # no worker starts before start()
+    info = _check_contract(t, "llvm")
+    assert info.times_kernels and not info.multi_objective and info.objectives == ("latency_s",)
+    assert info.tvm_target["kind"] == "llvm" and info.threads == t.threads >= 1 and info.precision == "float32"
+    assert info.device_name == t.device["name"] and info.capacity is None and info.reference_point is None
+    assert set(t.describe()) == {"kind", "name", "mcpu", "num_cores", "host", "tvm_target", "objectives",
+                                 "fidelities", "threads", "precision"}
+
+
+def test_target_info_is_frozen_and_to_dict_is_a_copy():
+    info = FakeTarget(objectives=("a", "b"), fidelities=("lo", "hi"), capacity={"luts": 10},
+                      reference_point=[1, 2], scale={"a": 1.0, "b": 2.0}).info
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.name = "other"
+    with pytest.raises(TypeError):
+        info.capacity["luts"] = 20
+    d = info.to_dict()
+    d["capacity"]["luts"] = 20
+    assert info.capacity["luts"] == 10 and d["reference_point"] == [1.0, 2.0] and d["fidelities"] == ["lo", "hi"]
+
+
+def test_methods_get_the_typed_info_and_the_fake_counts_calls():
+    from test_loop import _task
+    from tunebench.harness.loop import tune_task
+    from tunebench.methods import Budget, make_method
+
+    method = make_method({"name": "random"})
+    target = FakeTarget(fail=lambda c, fid: "injected" if c.index % 2 else None)
+    res = tune_task(_task(), method, target, Budget(8), np.random.default_rng(0))
+    assert isinstance(method.target_info, TargetInfo) and method.target_info.name == "fake"
+    assert len(target.calls) == 2 and len(target.measured) == 8
+    assert all(m.valid == (m.config.index % 2 == 0) for m in res.measurements)
+    assert all(m.error == "injected" for m in res.measurements if not m.valid)
+
+
+@pytest.mark.parametrize("kind", ["fpga_open", "vivado"])
+def test_tool_flows_charge_tool_time_as_build_time(kind, tmp_path, standin_path):
+    """fpga_open and vivado share one measure loop: a stage's tool seconds are the measurement's cost,
+    ``tool_s`` and ``build_phase_s`` (not harness overhead); a stage run before is not charged again."""
+    t = _fpga(kind, tmp_path)
+    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, kind)[0]
+    try:
+        first = t.measure(task, [task.space.get(0), task.space.get(1)], "estimate")
+        assert all(m.valid for m in first), [m.error for m in first]
+        cost = sum(m.cost_s for m in first)
+        assert cost > 0 and t.stats["tool_s"] == pytest.approx(cost) == t.stats["build_phase_s"]
+        again = t.measure(task, [task.space.get(0)], "estimate")[0]
+        assert again.cost_s == 0 and again.stage_s == {} and t.stats["build_phase_s"] == pytest.approx(cost)
+        assert t.stats["run_phase_s"] == 0.0
+    finally:
+        t.close()
+
+
+def test_known_targets_describe_the_shipped_ones():
+    from tunebench.methods import KNOWN_TARGETS
+
+    table = TableTarget(load_conf("target/table.yaml")).info
+    for kind in ("fpga_open", "table", "vivado"):
+        assert (KNOWN_TARGETS[kind].objectives, KNOWN_TARGETS[kind].fidelities) == (table.objectives, table.fidelities)
+    assert KNOWN_TARGETS["llvm"].tvm_target and KNOWN_TARGETS["llvm"].objectives == ("latency_s",)
