@@ -90,7 +90,7 @@ def layer_task(layer: dict, target_kind: str):
     """The single-layer model's task (with its knob space) and ``(tasks, imported)``; its task id is
     the id of the same layer in the multi-layer model that was tuned."""
     from tunebench.datasets import model_tasks
-    from tunebench.targets.templates import get_template
+    from tunebench.targets.tvm.templates import get_template
 
     tasks, imported = model_tasks({"name": "layers", "layers": [layer]}, target_kind)
     if len(tasks) != 1:
@@ -142,7 +142,7 @@ def model_timing(target, task, tasks, imported, config, settings, name: str) -> 
     from tunebench.harness.e2e import E2EError
     from tunebench.harness.e2e_timing import model_latencies, summary_line
     from tunebench.protocol.stats import verdict
-    from tunebench.targets.scheduling import schedule
+    from tunebench.targets.tvm.scheduling import schedule
 
     try:
         lat = model_latencies(imported, tasks, {task.id: schedule(task.mod, task.kind, target.kind, config)},

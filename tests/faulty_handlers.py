@@ -5,7 +5,7 @@ Configs whose index is divisible by 3 raise during the build (a build error); th
 """
 import os
 
-from tunebench.targets.tvm_worker import handle as real_handle
+from tunebench.targets.tvm.worker import handle as real_handle
 
 
 def handle(name, payload):

@@ -1,4 +1,4 @@
-"""A tiny synthetic FPGA design-space table (the layout of tunebench.fpga.table) and a stand-in replay target.
+"""A tiny synthetic FPGA design-space table (the layout of tunebench.targets.fpga.table) and a stand-in replay target.
 
 The table is generated from closed-form formulas (below), NOT from any tool: it only exercises the
 methods' logic (three fidelities whose objectives are related non-linearly, invalid designs at

@@ -12,8 +12,8 @@ from tunebench.harness.loop import tune_task
 from tunebench.records import read_records
 from tunebench.methods import Budget, make_method
 from tunebench.methods.annealing import SimulatedAnnealing, index_digits, random_walk
-from tunebench.methods.autotvm import AutoTVM
-from tunebench.methods.xgb_model import KnobFeatures, XGBCostModel, average_recall
+from tunebench.methods.autotvm.tuner import AutoTVM
+from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel, average_recall
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task
 

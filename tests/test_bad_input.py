@@ -158,7 +158,7 @@ def _preimport():
     import mlflow.tracking  # noqa: F401
     import tunebench.harness.experiment  # noqa: F401
     import tunebench.harness.preflight  # noqa: F401
-    import tunebench.targets.tvm_target  # noqa: F401
+    import tunebench.targets.tvm.target  # noqa: F401
 
 
 def _run(entry: str, argv: list[str], cwd) -> tuple[int, list[str]]:

@@ -10,8 +10,8 @@ from conftest import TINY_LAYER
 from tunebench.datasets import model_tasks
 from tunebench.harness.experiment import run_experiment
 from tunebench.records import read_records
-from tunebench.targets import tvm_worker
-from tunebench.targets.templates import get_template
+from tunebench.targets.tvm import worker as tvm_worker
+from tunebench.targets.tvm.templates import get_template
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from tunebench.datasets.tasks import task_id
 from tunebench.harness.e2e import (SCHEDULED_ATTR, E2EMismatch, check_output, compile_model, default_build_module,
                                    flat_numpy, tuned_module)
 from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies
-from tunebench.targets.templates import get_template
-from tunebench.targets.tvm_target import TVMTarget
+from tunebench.targets.tvm.templates import get_template
+from tunebench.targets.tvm.target import TVMTarget
 
 TOL = 1e-4
 QUICK = E2ESettings(rounds=2, n_runs=4, default_n_runs=2, torch_compile=False)  # a short interleaved timing

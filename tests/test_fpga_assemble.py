@@ -4,8 +4,8 @@ import json
 import pandas as pd
 
 from fakes import FakeTarget
-from tunebench.fpga import assemble_table
-from tunebench.fpga.tasks import fpga_tasks
+from tunebench.targets.fpga import assemble_table
+from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.records import read_records, record_line
 from tunebench.task import Measurement
 
@@ -71,7 +71,7 @@ def _conv_task():
 def test_earlier_table_is_reused_by_knob_values(tmp_path, monkeypatch):
     """An earlier table of a smaller space (its own indices) plus records of the new designs give the
     whole table with no measurement; stage seconds keep their stages (sim + synth at synth)."""
-    from tunebench.fpga.table import write_table
+    from tunebench.targets.fpga.table import write_table
 
     task = _conv_task()
     n = task.space.size

@@ -1,8 +1,8 @@
 """target=fpga_open: the three fidelities on the smallest design, stage reuse, and invalid designs."""
 import pytest
 
-from tunebench.fpga import flow
-from tunebench.fpga.tasks import fpga_tasks
+from tunebench.targets.fpga import flow
+from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.targets import make_target
 from conftest import load_conf
 
@@ -67,7 +67,7 @@ def test_yosys_stat_parser():
 
 
 def test_estimate_is_analytical_and_monotone_in_lanes():
-    from tunebench.fpga.kernels import get_kernel
+    from tunebench.targets.fpga.kernels import get_kernel
 
     k = get_kernel("gemm")
     sp = k.space

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from tunebench.fpga.generator import build, simulate
-from tunebench.fpga.kernels import get_kernel
+from tunebench.targets.fpga.generator import build, simulate
+from tunebench.targets.fpga.kernels import get_kernel
 
 
 def _inputs(k, seed=0):

@@ -1,7 +1,7 @@
 """[Sun-PhD] Algorithm 1 pruning of the directive spaces: which configs the rules remove, and why."""
 import pytest
 
-from tunebench.fpga.kernels import get_kernel
+from tunebench.targets.fpga.kernels import get_kernel
 
 BASE_GEMM = dict(unroll_i=1, unroll_j=1, unroll_k=1, partition_A_type="cyclic", partition_A_factor=1,
                  partition_B_type="cyclic", partition_B_factor=1, pipeline=0, mul_core="dsp")

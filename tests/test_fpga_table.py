@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tunebench.fpga import flow
-from tunebench.fpga.kernels import KERNELS
-from tunebench.fpga.table import default_table, read_table, write_table
-from tunebench.fpga.tasks import fpga_tasks
+from tunebench.targets.fpga import flow
+from tunebench.targets.fpga.kernels import KERNELS
+from tunebench.targets.fpga.table import default_table, read_table, write_table
+from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.targets import make_target
@@ -25,7 +25,7 @@ def table_path(tmp_path):
     """A 3-fidelity table of hls_gemm built from the analytical estimate (objectives scaled per
     fidelity), with fixed tool seconds per stage so the clock arithmetic is known."""
     task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
-    from tunebench.fpga.kernels import get_kernel
+    from tunebench.targets.fpga.kernels import get_kernel
 
     k = get_kernel("gemm")
     ms = []

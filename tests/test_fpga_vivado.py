@@ -6,9 +6,9 @@ import re
 import pytest
 
 from tunebench.errors import UserError
-from tunebench.fpga import vivado_flow as vf
-from tunebench.fpga.kernels import KERNELS, get_kernel
-from tunebench.fpga.tasks import fpga_tasks
+from tunebench.targets.fpga import vivado_flow as vf
+from tunebench.targets.fpga.kernels import KERNELS, get_kernel
+from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.targets import make_target
 from conftest import TESTS, load_conf
 

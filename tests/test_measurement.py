@@ -17,8 +17,8 @@ from tunebench.harness.measurement import MeasurementProtocol, ProtocolSettings
 from tunebench.methods import Budget, make_method
 from tunebench.protocol.noise import Verdict
 from tunebench.protocol.stats import summarize
-from tunebench.targets.templates import get_template
-from tunebench.targets.tvm_target import TVMTarget
+from tunebench.targets.tvm.templates import get_template
+from tunebench.targets.tvm.target import TVMTarget
 from tunebench.task import Measurement
 
 from fakes import FakeTarget
@@ -155,7 +155,7 @@ def test_a_run_blocked_by_a_held_lock_says_so_and_does_not_charge_the_wait(tiny_
     from mlflow.tracking import MlflowClient
 
     import tunebench.harness.experiment as experiment
-    from tunebench.targets.tvm_target import TVMTarget as Real
+    from tunebench.targets.tvm.target import TVMTarget as Real
 
     lock_dir = tiny_cfg["workdir"] + "/locks"
     tiny_cfg["target"]["lock_dir"] = lock_dir

@@ -85,7 +85,7 @@ def test_shared_lock_folder_needs_the_sticky_bit(tmp_path):
 @as_root
 def test_machine_cache_and_reference_folder_refuse_foreign_folders(tmp_path):
     from tunebench.protocol.machine import MachineCache
-    from tunebench.targets.tvm_target import reference_cache_dir
+    from tunebench.targets.tvm.target import reference_cache_dir
 
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o700)
@@ -107,7 +107,7 @@ def test_machine_cache_and_reference_folder_refuse_foreign_folders(tmp_path):
 def test_atomic_write_never_follows_a_symlink_at_the_temp_name(tmp_path, monkeypatch):
     import tempfile
 
-    from tunebench.targets.tvm_worker import load_reference, save_reference
+    from tunebench.targets.tvm.worker import load_reference, save_reference
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -174,7 +174,7 @@ def test_lock_in_a_shared_sticky_folder_is_usable_by_all(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_task():
     from tunebench.datasets import model_tasks
-    from tunebench.targets.templates import get_template
+    from tunebench.targets.tvm.templates import get_template
 
     task = model_tasks({"name": "layers", "layers": [TINY_LAYER]}, "llvm")[0][0]
     task.space = get_template(task.kind, "llvm").make_space(task.mod)
@@ -184,7 +184,7 @@ def tiny_task():
 def test_a_poisoned_reference_is_detected_and_recomputed(tmp_path, tiny_task, caplog):
     """Through the llvm target's real check: the cached reference is tampered with (as another user
     could do in a shared folder); the next check must not trust it."""
-    from tunebench.targets.tvm_target import TVMTarget
+    from tunebench.targets.tvm.target import TVMTarget
 
     cfg = load_conf("target/llvm.yaml")
     cfg.update(lock_dir=str(tmp_path / "locks"), builder={"n_parallel": 1, "timeout_s": 60})
@@ -199,7 +199,7 @@ def test_a_poisoned_reference_is_detected_and_recomputed(tmp_path, tiny_task, ca
         poisoned = np.frombuffer(payload, dtype=meta["dtype"]) + np.float32(10.0)
         ref_file.write_bytes(good[:len(good) - len(payload)] + poisoned.tobytes())  # same header, new bytes
         caplog.clear()
-        with caplog.at_level("WARNING", logger="tunebench.targets.tvm_target"):
+        with caplog.at_level("WARNING", logger="tunebench.targets.tvm.target"):
             ok, detail = target.check(tiny_task, config)
     finally:
         target.close()
@@ -210,7 +210,7 @@ def test_a_poisoned_reference_is_detected_and_recomputed(tmp_path, tiny_task, ca
 
 
 def test_reference_with_wrong_shape_or_no_hash_is_not_used(tmp_path):
-    from tunebench.targets.tvm_worker import load_reference, save_reference
+    from tunebench.targets.tvm.worker import load_reference, save_reference
 
     path = str(tmp_path / "r.ref")
     save_reference(path, np.ones((2, 3), np.float32))
@@ -252,7 +252,7 @@ def test_the_crafted_file_would_run_code_without_weights_only(tmp_path):
 
 
 def test_malicious_dataset_is_refused_by_the_cli(tmp_path):
-    from tunebench.methods.gat_dataset import DATASET_FORMAT
+    from tunebench.methods.gat.dataset import DATASET_FORMAT
 
     marker = tmp_path / "pwned"
     evil = evil_file(tmp_path / "evil.pt", marker, DATASET_FORMAT)
@@ -275,8 +275,8 @@ def test_malicious_pretrained_checkpoint_is_refused(tmp_path):
     MetaSchedule's ``CostModel.load`` on the method's Python cost model."""
     from types import SimpleNamespace
 
-    from tunebench.methods.gat import GAT, make_py_cost_model
-    from tunebench.methods.gat_model import CHECKPOINT_FORMAT, GATCostModel
+    from tunebench.methods.gat.method import GAT, make_py_cost_model
+    from tunebench.methods.gat.model import CHECKPOINT_FORMAT, GATCostModel
 
     marker = tmp_path / "pwned"
     evil = evil_file(tmp_path / "evil.pt", marker, CHECKPOINT_FORMAT)
@@ -289,7 +289,7 @@ def test_malicious_pretrained_checkpoint_is_refused(tmp_path):
 
 
 def test_checkpoint_keys_and_shapes_are_checked(tmp_path):
-    from tunebench.methods.gat_model import CHECKPOINT_FORMAT, GATCostModel, load_tensor_file, save_tensor_file
+    from tunebench.methods.gat.model import CHECKPOINT_FORMAT, GATCostModel, load_tensor_file, save_tensor_file
 
     path = str(tmp_path / "m.pt")
     GATCostModel(variant="mhsa", epochs=1).save(path)
@@ -308,8 +308,8 @@ def test_checkpoint_keys_and_shapes_are_checked(tmp_path):
 
 
 def test_dataset_round_trip_and_shape_checks(tmp_path):
-    from tunebench.methods.gat_dataset import load_dataset, save_dataset
-    from tunebench.methods.gat_features import NODE_DIM, STAT_DIM
+    from tunebench.methods.gat.dataset import load_dataset, save_dataset
+    from tunebench.methods.gat.features import NODE_DIM, STAT_DIM
 
     rng = np.random.default_rng(0)
     graphs = [(rng.normal(size=(n, NODE_DIM)).astype(np.float32), rng.integers(0, n, size=(2, 2 * n)))
@@ -337,7 +337,7 @@ def test_dataset_round_trip_and_shape_checks(tmp_path):
 def handle_check_not_performed(name, payload):
     """Worker handler for the tests: the real one, except that every output check fails with an I/O
     error (as an unreadable reference folder would make it)."""
-    from tunebench.targets.tvm_worker import handle
+    from tunebench.targets.tvm.worker import handle
 
     if name == "check":
         raise OSError("reference folder unreadable (injected)")

@@ -1,4 +1,4 @@
-"""Tests of the tuning templates (tunebench.targets.templates); CPU only, except ``gpu``-marked.
+"""Tests of the tuning templates (tunebench.targets.tvm.templates); CPU only, except ``gpu``-marked.
 
 Workloads are real fused Relax tasks of a tiny PyTorch model (imported once per module) plus
 TE functions that mimic the Relax structure (pad_temp -> main block -> epilogues, int64 shapes)
@@ -22,7 +22,7 @@ import tvm
 from tvm import te, tirx
 
 from tunebench.space import Space
-from tunebench.targets.templates import TEMPLATE_KINDS, analyze, get_template
+from tunebench.targets.tvm.templates import TEMPLATE_KINDS, analyze, get_template
 
 LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})

@@ -228,7 +228,7 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
     Args:
         imported: the imported model; tasks: its tasks (for the untuned list).
         schedules: task id -> scheduled IRModule (the best config of each tuned task).
-        target: the :class:`~tunebench.targets.tvm_target.TVMTarget` (kind, TVM target, device,
+        target: the :class:`~tunebench.targets.tvm.target.TVMTarget` (kind, TVM target, device,
             threads, lock, calibration).
         settings: the ``e2e`` config. The noise thresholds are the target's (``measure.noise``).
 

@@ -88,7 +88,7 @@ def task_rng(seed: int, task: Task) -> np.random.Generator:
 
 
 def _attach_spaces(tasks: list[Task], target_kind: str) -> None:
-    from tunebench.targets.templates import get_template
+    from tunebench.targets.tvm.templates import get_template
 
     for t in tasks:
         t.space = get_template(t.kind, target_kind).make_space(t.mod)
@@ -103,8 +103,8 @@ def run_conditions(target) -> dict:
 
 
 def _check_model_target(cfg: dict) -> None:
-    from tunebench.fpga.kernels import KERNELS
-    from tunebench.fpga.tasks import FPGA_TARGETS, is_fpga_model
+    from tunebench.targets.fpga.kernels import KERNELS
+    from tunebench.targets.fpga.tasks import FPGA_TARGETS, is_fpga_model
 
     if is_fpga_model(cfg["model"]) != (cfg["target"].get("kind") in FPGA_TARGETS):
         raise UserError(f"model={cfg['model'].get('name')} and target={cfg['target'].get('name')} do not go "
@@ -115,7 +115,7 @@ def _check_model_target(cfg: dict) -> None:
 def _load_tasks(cfg: dict, target) -> tuple[list[Task], object]:
     """The model's tasks (with their search spaces) and the imported model (None for FPGA kernels)."""
     from tunebench.datasets import model_tasks
-    from tunebench.fpga.tasks import fpga_tasks, is_fpga_model
+    from tunebench.targets.fpga.tasks import fpga_tasks, is_fpga_model
 
     if is_fpga_model(cfg["model"]):
         tasks, imported = fpga_tasks(cfg["model"], target.kind), None
@@ -216,7 +216,7 @@ def run_experiment(cfg: dict, overrides: list[str] | None = None) -> str:
     status = "FAILED"
     try:
         record_path = record_path or _new_run_dir(cfg, run_id, target, tracker)
-        _tune_all(cfg, tasks, imported, target, budget, seed, tracker, run_id, record_path, history)
+        _tune_all(RunPlan(cfg, tasks, imported, target, budget, seed, tracker, run_id, record_path, history))
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
@@ -261,7 +261,7 @@ def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, t
     tuned latency is logged), else None."""
     from tunebench.harness.e2e import E2EError
     from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies, summary_line
-    from tunebench.targets.scheduling import schedule
+    from tunebench.targets.tvm.scheduling import schedule
 
     settings = E2ESettings.from_cfg(cfg.get("e2e"))
     schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config) for t in tasks if t.id in best}
@@ -408,15 +408,33 @@ def _run_metrics(totals: RunTotals, target, protocol, wall: float, phase0: dict)
     return out
 
 
-def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_id: str, record_path: str,
-              history: History) -> None:
+@dataclass
+class RunPlan:
+    """Everything one run tunes with, checked and built before the run started."""
+
+    cfg: dict
+    tasks: list[Task]
+    imported: object  # the imported model (None for FPGA kernels)
+    target: object
+    budget: Budget
+    seed: int
+    tracker: Tracker
+    run_id: str
+    record_path: str
+    history: History
+
+
+def _tune_all(plan: RunPlan) -> None:
+    """Tune every task of the run, then the run metrics, the end-to-end step and the run files."""
     from tunebench.harness.measurement import MeasurementProtocol, ProtocolSettings
+
+    cfg, tasks, target, tracker, record_path = plan.cfg, plan.tasks, plan.target, plan.tracker, plan.record_path
 
     run_dir = os.path.dirname(record_path)
     prior_by_task: dict[str, list[dict]] = {}
     for rec in read_records(record_path):
         prior_by_task.setdefault(rec["task_id"], []).append(rec)
-    context = {"run_id": run_id, "method": cfg["method"]["name"], "model": cfg["model"]["name"],
+    context = {"run_id": plan.run_id, "method": cfg["method"]["name"], "model": cfg["model"]["name"],
                "target": cfg["target"]["name"]}
     settings = ProtocolSettings.from_cfg(cfg.get("measure"))
     protocol = MeasurementProtocol(target, settings, run_dir)
@@ -435,7 +453,7 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
     records = RecordFile(record_path, context)
     with TuningProgress(len(tasks), enabled=bool(cfg.get("progress", True))) as progress:
         ctx = {"cfg": cfg, "target": target, "tracker": tracker, "protocol": protocol, "progress": progress,
-               "records": records, "budget": budget, "seed": seed, "history": history, "fpga": fpga,
+               "records": records, "budget": plan.budget, "seed": plan.seed, "history": plan.history, "fpga": fpga,
                "run_dir": run_dir, "check": bool(cfg.get("check_correctness", True))}
         for task in tasks:
             _tune_one(ctx, task, prior_by_task.get(task.id, []), totals)
@@ -449,7 +467,7 @@ def _tune_all(cfg, tasks, imported, target, budget, seed, tracker: Tracker, run_
         tracker.flush()
     if (cfg.get("e2e") or {}).get("enabled", True) and not multi:
         protocol.wait_if_busy("the end-to-end step")
-        e2e_error = _model_latency(cfg, imported, tasks, totals.best, target, tracker)
+        e2e_error = _model_latency(cfg, plan.imported, tasks, totals.best, target, tracker)
         tracker.flush()
     _write_run_files(run_dir, totals, tracker, fpga.artifacts if multi else ())
     if e2e_error:

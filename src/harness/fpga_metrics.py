@@ -43,7 +43,7 @@ class FPGAMetrics:
         self.artifacts: list[str] = []
 
     def true_front(self, task) -> np.ndarray | None:
-        from tunebench.fpga.table import default_table, read_table, true_front
+        from tunebench.targets.fpga.table import default_table, read_table, true_front
 
         try:
             table = self.target.table_for(task)  # the replayed table; None for a live target

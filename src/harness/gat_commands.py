@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from tunebench.methods.gat_dataset import build_dataset, load_dataset, save_dataset
+from tunebench.methods.gat.dataset import build_dataset, load_dataset, save_dataset
 
 
 def _tracker(workdir: str):
@@ -33,7 +33,7 @@ def cmd_build(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from tunebench.methods.gat_model import GATCostModel
+    from tunebench.methods.gat.model import GATCostModel
 
     ds = load_dataset(args.dataset)
     m = GATCostModel(variant=args.variant, graph_layer=args.graph_layer, lr=args.lr, epochs=args.epochs,

@@ -9,7 +9,7 @@ config (:class:`ProtocolSettings`):
   the calibration kernel; after the task, time it again: the drift and the slowdown against the
   machine's quiet reference say whether the task ran on a busy machine;
 - after each task: the ``retime.top_k`` fastest distinct configs are re-timed in interleaved
-  rounds (:meth:`~tunebench.targets.timing.TimingProtocol.retime`); the reported best is the
+  rounds (:meth:`~tunebench.targets.tvm.timing.TimingProtocol.retime`); the reported best is the
   fastest re-timed config whose output matches the reference. The record file keeps the search
   timings; ``retimed.jsonl`` the re-timings.
 

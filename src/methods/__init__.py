@@ -1,25 +1,27 @@
-"""Tuning methods, one module each. ``make_method(cfg)`` builds the one named by ``cfg["name"]``."""
+"""Tuning methods, grouped by family: ``autotvm/``, ``dgp/``, ``gat/``, ``mfgp/`` (multi-fidelity GP
+BO), ``dse/`` (FPGA DSE baselines), plus random search, exhaustive search and MetaSchedule.
+``make_method(cfg)`` builds the one named by ``cfg["name"]``."""
 
 from __future__ import annotations
 
 import inspect
 
 from tunebench.errors import UserError
-from tunebench.methods.autotvm import AutoTVM
+from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.base import Budget, Method, TargetNeeds
-from tunebench.methods.ann import ANN
-from tunebench.methods.bt import BoostedTrees
-from tunebench.methods.cgp import CGP
-from tunebench.methods.dac19 import DAC19
-from tunebench.methods.dcgp import DCGP
-from tunebench.methods.dgp import DGP
+from tunebench.methods.dgp.method import DGP
+from tunebench.methods.dse.ann import ANN
+from tunebench.methods.dse.bt import BoostedTrees
+from tunebench.methods.dse.dac19 import DAC19
+from tunebench.methods.dse.motpe import MOTPE
+from tunebench.methods.dse.nsga2 import NSGA2
 from tunebench.methods.exhaustive import Exhaustive
-from tunebench.methods.fpl18 import FPL18
-from tunebench.methods.gat import GAT
-from tunebench.methods.mes import MES
-from tunebench.methods.motpe import MOTPE
-from tunebench.methods.nsga2 import NSGA2
+from tunebench.methods.gat.method import GAT
 from tunebench.methods.metaschedule import MetaSchedule
+from tunebench.methods.mfgp.cgp import CGP
+from tunebench.methods.mfgp.dcgp import DCGP
+from tunebench.methods.mfgp.fpl18 import FPL18
+from tunebench.methods.mfgp.mes import MES
 from tunebench.methods.random_search import RandomSearch
 from tunebench.targets.base import TargetInfo
 

@@ -1,5 +1,5 @@
 """``method=exhaustive``: every config of the (pruned) space at every fidelity of the target, in index
-order; when all are measured, writes the design-space table (tunebench.fpga.table) to ``out``.
+order; when all are measured, writes the design-space table (tunebench.targets.fpga.table) to ``out``.
 Used to make the ground-truth tables for ``target=table`` and ADRS."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Exhaustive(Method):
         super().tell(measurements)
         self.got += measurements
         if len(self.got) >= len(self.queue) and self.written is None:
-            from tunebench.fpga.table import write_table
+            from tunebench.targets.fpga.table import write_table
 
             path = self.out or os.path.join("fpga_tables", f"{self.task.name}.csv")
             write_table(path, self.space, self.fids, list(self.target_info.objectives), self.got)

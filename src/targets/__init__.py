@@ -12,19 +12,19 @@ def make_target(cfg: dict, measure: dict | None = None):
     measurement-protocol settings (used by the TVM targets)."""
     kind = cfg.get("kind")
     if kind in ("llvm", "cuda"):
-        from tunebench.targets.tvm_target import TVMTarget
+        from tunebench.targets.tvm.target import TVMTarget
 
         return TVMTarget(cfg, measure)
     if kind == "fpga_open":
-        from tunebench.targets.fpga_open import FPGAOpenTarget
+        from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 
         return FPGAOpenTarget(cfg)
     if kind == "vivado":
-        from tunebench.targets.vivado import VivadoTarget
+        from tunebench.targets.fpga.vivado import VivadoTarget
 
         return VivadoTarget(cfg)
     if kind == "table":
-        from tunebench.targets.table import TableTarget
+        from tunebench.targets.fpga.table_target import TableTarget
 
         return TableTarget(cfg)
     raise UserError(f"target kind={kind!r} is unknown; valid: {', '.join(TARGET_KINDS)}")

@@ -1,0 +1,149 @@
+"""``method=autotvm``: AutoTVM's ``XGBTuner`` ([AutoTVM]; docs/METHODS.md §autotvm).
+
+AutoTVM's model-based tuning loop (``ModelBasedTuner`` in ``tvm/autotvm/tuner/model_based_tuner.py``)
+on tunebench's ask/tell interface:
+
+- until the cost model is first trained, ``ask`` returns uniformly random unvisited configs;
+- ``tell`` records every measurement (invalid ones with throughput 0); whenever the number of
+  measured configs reaches ``plan_size × (train_ct + 1)`` and at least one is valid, it retrains
+  the XGBoost model (:class:`~tunebench.methods.autotvm.xgb_model.XGBCostModel`) on all of them and runs
+  simulated annealing (:class:`~tunebench.methods.annealing.SimulatedAnnealing`) on the model to
+  plan the next ``plan_size`` configs (best predicted first, none already visited);
+- ``ask`` walks through the plan, skipping configs visited meanwhile; the last
+  ``int(eps_greedy × plan_size)`` entries of each plan are replaced by random configs, and so is
+  everything after the plan is used up, until the next retraining (AutoTVM's ``next_batch``);
+- a config is never returned twice; when the space is exhausted ``ask`` returns fewer (or none).
+
+Model training and the SA search run inside ``tell``, so the harness's search clock covers them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from tunebench.errors import UserError
+from tunebench.methods.annealing import SimulatedAnnealing
+from tunebench.methods.base import Method
+from tunebench.methods.autotvm.xgb_model import XGBCostModel
+from tunebench.space import Config
+from tunebench.task import Measurement
+
+log = logging.getLogger(__name__)
+
+
+def throughput(m: Measurement, flops: int) -> float:
+    """GFLOPS of a measurement, 0 when invalid (from the latency when the target left ``gflops`` at 0)."""
+    if not m.valid or not math.isfinite(m.latency_s) or m.latency_s <= 0:
+        return 0.0
+    if m.gflops > 0:
+        return float(m.gflops)
+    return (flops or 1e9) / m.latency_s / 1e9
+
+
+class AutoTVM(Method):
+    """AutoTVM's XGBTuner: XGBoost cost model + simulated annealing planning + ε-greedy.
+
+    Args (all from ``conf/method/autotvm.yaml``; sources are named there):
+        plan_size: configs planned per model (re)training; the model is retrained every plan_size measurements.
+        eps_greedy: fraction of each plan replaced by random configs.
+        loss_type, feature: of the XGBoost model (``"rank"``/``"reg"``; ``"knob"``).
+        sa_n_iter, sa_parallel_size, sa_temp, sa_persistent, sa_early_stop: simulated annealing settings.
+        xgb_params: XGBoost parameters (max_depth, gamma, ..., nthread).
+        num_boost_round, early_stopping_rounds: XGBoost training length and early stopping.
+
+    Attributes after tuning: ``train_log`` (one dict per (re)training: measurements, model fit and SA
+    statistics, seconds) and ``source`` (config index -> ``"random"``, ``"model"`` or ``"eps"``: why it
+    was proposed; ``"eps"`` = a random config in place of a plan's ε-greedy tail or after its end).
+    """
+
+    name = "autotvm"
+
+    def __init__(self, plan_size: int = 64, eps_greedy: float = 0.05, loss_type: str = "rank", feature: str = "knob",
+                 sa_n_iter: int = 500, sa_parallel_size: int = 128, sa_temp=(1.0, 0.0), sa_persistent: bool = True,
+                 sa_early_stop: int = 50, xgb_params: dict | None = None, num_boost_round: int = 8000,
+                 early_stopping_rounds: int = 20):
+        if not isinstance(plan_size, int) or plan_size < 1:
+            raise UserError(f"method.plan_size={plan_size!r}: must be a positive integer")
+        if not 0.0 <= float(eps_greedy) <= 1.0:
+            raise UserError(f"method.eps_greedy={eps_greedy!r}: must be in [0, 1]")
+        if loss_type not in ("rank", "reg"):
+            raise UserError(f"method.loss_type={loss_type!r}: valid: rank, reg")
+        if feature != "knob":
+            raise UserError(f"method.feature={feature!r}: valid: knob (AutoTVM's itervar/curve need its TE extractor)")
+        for key, v in (("num_boost_round", num_boost_round), ("early_stopping_rounds", early_stopping_rounds)):
+            if not isinstance(v, int) or v < 1:
+                raise UserError(f"method.{key}={v!r}: must be a positive integer")
+        if xgb_params is not None and not isinstance(xgb_params, Mapping):
+            raise UserError(f"method.xgb_params={xgb_params!r}: must be a mapping of XGBoost parameters")
+        self.plan_size, self.eps_greedy = int(plan_size), float(eps_greedy)
+        self.model_kw = dict(loss_type=loss_type, feature=feature, num_boost_round=num_boost_round,
+                             early_stopping_rounds=early_stopping_rounds, recall_n=self.plan_size,
+                             params=dict(xgb_params or {}))
+        self.sa_kw = dict(n_iter=sa_n_iter, parallel_size=sa_parallel_size, temp=sa_temp, persistent=sa_persistent,
+                          early_stop=sa_early_stop)
+        try:  # fail at construction (the harness validates the config before a run), not mid-run
+            SimulatedAnnealing(**self.sa_kw)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"method: bad simulated annealing setting: {exc}") from None
+
+    def setup(self, task, target_info, history, budget, rng) -> None:
+        super().setup(task, target_info, history, budget, rng)
+        self.model = XGBCostModel(self.space, seed=int(rng.integers(2**31)), **self.model_kw)
+        self.sa = SimulatedAnnealing(**self.sa_kw)
+        self.xs: dict[int, float] = {}  # measured config index -> throughput (GFLOPS; 0 = invalid)
+        self.plan: list[int] = []
+        self.plan_pt = 0
+        self.train_ct = 0
+        self.train_log: list[dict] = []
+        self.source: dict[int, str] = {}
+
+    # ---- proposing -----------------------------------------------------------------------
+    def ask(self, n: int) -> list[Config]:
+        out: list[int] = []
+        n_eps = int(self.eps_greedy * self.plan_size)
+        while len(out) < n and len(self.visited) < self.space.size:
+            while self.plan_pt < len(self.plan) and self.plan[self.plan_pt] in self.visited:
+                self.plan_pt += 1
+            if self.plan_pt >= len(self.plan) - n_eps:
+                break  # no plan yet, or in its ε-greedy tail, or past its end: random from here on
+            index = self.plan[self.plan_pt]
+            self.visited.add(index)
+            self.source[index] = "model"
+            out.append(index)
+        if len(out) < n:
+            kind = "eps" if self.plan else "random"
+            for index in self.space.sample(self.rng, n - len(out), exclude=self.visited):
+                self.visited.add(index)
+                self.source[index] = kind
+                out.append(index)
+        return [self.space.get(i) for i in out]
+
+    # ---- learning ------------------------------------------------------------------------
+    def tell(self, measurements: list[Measurement]) -> None:
+        super().tell(measurements)
+        for m in measurements:
+            self.xs[m.config.index] = throughput(m, self.task.flops)
+        n = len(self.xs)
+        if n >= self.plan_size * (self.train_ct + 1) and max(self.xs.values(), default=0.0) > 1e-6:
+            self._retrain()
+
+    def _retrain(self) -> None:
+        """Fit the model on every measurement and plan the next ``plan_size`` configs with SA."""
+        tic = time.perf_counter()
+        indices = np.fromiter(self.xs.keys(), dtype=np.int64, count=len(self.xs))
+        self.model.fit(indices, np.fromiter(self.xs.values(), dtype=np.float64, count=len(self.xs)))
+        fit_s = time.perf_counter() - tic
+        self.plan = self.sa.find_maximums(self.space, self.model.predict, self.plan_size, self.visited, self.rng)
+        self.plan_pt = 0
+        self.train_ct = len(self.xs) // self.plan_size
+        entry = {"n_measured": len(self.xs), "fit": dict(self.model.last_fit), "fit_s": fit_s,
+                 "sa": dict(self.sa.last_stats), "plan": len(self.plan), "seconds": time.perf_counter() - tic}
+        self.train_log.append(entry)
+        log.info("autotvm %s: model %d trained on %d measurements (%d rounds, a-recall %.3f), SA %d steps, "
+                 "plan of %d, %.2fs", self.task.name, len(self.train_log), len(self.xs), entry["fit"]["rounds"],
+                 entry["fit"]["a_recall"], entry["sa"]["steps"], len(self.plan), entry["seconds"])

@@ -1,0 +1,152 @@
+"""Pieces shared by the FPGA targets (fpga_open, table, vivado): config checks, objectives,
+the per-task stage cache that decides which tool seconds a measurement is charged, and the
+measure loop of the targets that run tools (:class:`ToolFlowTarget`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from abc import abstractmethod
+
+from tunebench.errors import UserError
+from tunebench.targets.base import Target
+from tunebench.task import Measurement, Task
+
+log = logging.getLogger(__name__)
+
+OBJECTIVE_UNITS = {"delay_s": "s", "luts": "LUT", "ffs": "FF", "dsps": "DSP", "brams": "BRAM"}
+STAGES = ("estimate", "synth", "impl")  # fidelities, cheapest first
+TOOL_STAGES = ("estimate", "sim", "synth", "impl")  # what runs (sim = functional check before synth)
+
+
+def stage_chain(fidelity: str) -> list[str]:
+    """Tool stages a measurement at ``fidelity`` needs, in order (impl needs synth's netlist)."""
+    return ["estimate"] if fidelity == "estimate" else ["sim", "synth", "impl"][:2 + (fidelity == "impl")]
+
+
+class FPGATargetBase(Target):
+    """Config handling common to FPGA targets. Subclasses implement ``measure``."""
+
+    simulated_clock = False  # True: the loop adds each measurement's cost_s to the search clock
+    times_kernels = False  # tool reports, not timings: no calibration, re-timing or peak
+
+    def __init__(self, cfg: dict):
+        super().__init__()
+        self.cfg = cfg
+        self.kind = cfg["kind"]
+        self.name = cfg.get("name", self.kind)
+        self.fidelities = list(cfg.get("fidelities") or STAGES)
+        self.objectives = list(cfg.get("objectives") or ["delay_s", "luts", "ffs"])
+        for o in self.objectives:
+            if o not in OBJECTIVE_UNITS:
+                raise UserError(f"target.objectives: {o!r} is unknown; valid: {', '.join(OBJECTIVE_UNITS)}")
+        for f in self.fidelities:
+            if f not in STAGES:
+                raise UserError(f"target.fidelities: {f!r} is unknown; valid: {', '.join(STAGES)}")
+        self.capacity = dict(cfg.get("capacity") or {})
+        self.scale = [float(cfg["scale"][o]) for o in self.objectives]
+        self.reference_point = [float(v) for v in cfg["reference_point"]]
+        if len(self.reference_point) != len(self.objectives):
+            raise UserError(f"target.reference_point={self.reference_point}: needs one value per objective "
+                            f"{self.objectives}")
+        self.batch_size = int(cfg.get("batch_size", 3))
+
+    def fidelity_of(self, fidelity: str | None) -> str:
+        f = fidelity or self.fidelities[-1]
+        if f not in self.fidelities:
+            raise UserError(f"fidelity={f!r} is unknown for target {self.name}; valid: {', '.join(self.fidelities)}")
+        return f
+
+    def objective_values(self, m: dict) -> dict:
+        out = {}
+        for o in self.objectives:
+            out[o] = m["cycles"] / (m["fmax_mhz"] * 1e6) if o == "delay_s" else float(m[o])
+        return out
+
+    def info_fields(self) -> dict:
+        """The hypervolume reference point, the objectives' scales, the device capacity and the
+        target's own details (:meth:`details`)."""
+        return {**super().info_fields(), "reference_point": tuple(self.reference_point),
+                "scale": dict(zip(self.objectives, self.scale)), "capacity": dict(self.capacity),
+                "details": self.details()}
+
+    def details(self) -> dict:
+        """What the target adds to its description (device, tools, table); none here."""
+        return {}
+
+    def check(self, task, config):
+        return True, "checked in simulation when generated (tests/test_fpga_generator.py)"
+
+
+class ToolFlowTarget(FPGATargetBase):
+    """An FPGA target that runs tools (fpga_open, vivado): a work directory for the run (``workdir``
+    from the config, kept; else a temporary one, removed on ``close``), the tools' timeouts, and the
+    per-config stage results of this run (``_results``) so a later fidelity reuses earlier stages."""
+
+    tmp_prefix = "tunebench-fpga-"
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.timeouts = dict(cfg.get("timeout_s") or {})
+        self._workroot = cfg.get("workdir")
+        self._tmp = None
+        self._results: dict = {}
+
+    def start(self) -> None:
+        if self._tmp is None:
+            self._tmp = self._workroot or tempfile.mkdtemp(prefix=self.tmp_prefix)
+            os.makedirs(self._tmp, exist_ok=True)
+
+    def close(self) -> None:
+        if self._tmp and not self._workroot:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp = None
+
+    # ---- the measure loop shared by the tool flows ---------------------------------------------
+    @abstractmethod
+    def stage_chain(self, fidelity: str) -> list[str]:
+        """Tool stages a measurement at ``fidelity`` needs, in order (a flow's own names)."""
+
+    @abstractmethod
+    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict):
+        """Run one tool ``stage`` of the design ``cfg`` in the folder ``wd``; ``done``: this
+        config's earlier stage results by stage name. Returns a :class:`tunebench.targets.fpga.flow.StageResult`."""
+
+    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        """Each config at ``fidelity`` through the flow's stages; stages already run for a config in
+        this run are reused and not charged again."""
+        from tunebench.targets.fpga.kernels import get_kernel
+
+        self.start()
+        fid = self.fidelity_of(fidelity)
+        kernel = get_kernel(task.mod["name"])
+        return [self._measure_one(task, kernel, c, fid) for c in configs]
+
+    def _measure_one(self, task: Task, kernel, c, fid: str) -> Measurement:
+        """One config at ``fid``: the stages it lacks run (stopping at an invalid one); their tool
+        seconds are its cost and count as build time (``tool_s`` and ``build_phase_s``)."""
+        cfg = c.to_dict()
+        cache = self._results.setdefault((task.id, c.index), {})
+        wd = os.path.join(self._tmp, task.id, str(c.index))
+        stage_s: dict[str, float] = {}
+        res = None
+        for stage in self.stage_chain(fid):
+            if stage not in cache:
+                cache[stage] = self.run_stage(kernel, cfg, wd, stage, cache)
+                stage_s[stage] = cache[stage].tool_s
+            res = cache[stage]
+            if not res.valid:
+                break
+        tool = sum(stage_s.values())
+        self._stats["tool_s"] += tool
+        self._stats["build_phase_s"] += tool
+        if not res.valid:
+            log.info("config %d at %s invalid: %s", c.index, fid, res.error)
+            return Measurement(task.id, c, valid=False, error=res.error, cost_s=tool, build_s=tool, fidelity=fid,
+                               stage_s=stage_s)
+        obj = self.objective_values(res.metrics)
+        delay = res.metrics["cycles"] / (res.metrics["fmax_mhz"] * 1e6)
+        return Measurement(task.id, c, valid=True, latency_s=delay, gflops=task.flops / delay / 1e9,
+                           cost_s=tool, build_s=tool, fidelity=fid, objectives=obj, stage_s=stage_s)

