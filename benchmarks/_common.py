@@ -13,7 +13,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -48,19 +47,12 @@ def _finite(o):
 
 
 def write_json(path: str, data: dict) -> None:
-    """Write ``data`` atomically (temporary file next to ``path``, then rename); NaN becomes null."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_finite(data), fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    """Write ``data`` atomically (``tunebench.safe_files.atomic_write_bytes``); NaN becomes null."""
+    from tunebench.safe_files import atomic_write_bytes
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    text = json.dumps(_finite(data), indent=1, allow_nan=False) + "\n"
+    atomic_write_bytes(path, text.encode(), mode=0o644)
 
 
 def loadavg() -> list[float] | None:

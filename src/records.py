@@ -10,7 +10,6 @@ import json
 import logging
 import os
 
-from tunebench.run_store import RECORD_TAG  # noqa: F401 (re-exported)
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)

@@ -199,8 +199,6 @@ def test_enough_distinct_cases():
 
 @pytest.mark.parametrize("argv,needle", RUN_CASES, ids=[" ".join(a)[-60:] for a, _ in RUN_CASES])
 def test_run_py_bad_input(tmp_path, argv, needle):
-    if "target=cuda" in argv and cuda_available():
-        pytest.skip("a GPU is present")
     own_model = any(a.startswith(("model.layers", "model=")) for a in argv)
     full = ["progress=false", *argv] if own_model else [*FAST, *argv]
     code, lines = _run("run", full, tmp_path)

@@ -10,7 +10,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
-from tunebench.harness.experiment import RECORD_TAG, run_experiment
+from tunebench.harness.experiment import run_experiment
+from tunebench.run_store import RECORD_TAG
 from tunebench.records import read_records
 
 

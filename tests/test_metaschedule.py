@@ -7,7 +7,7 @@ import sys
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
-from tunebench.harness.experiment import RECORD_TAG
+from tunebench.run_store import RECORD_TAG
 from tunebench.records import read_records
 from tunebench.space import Space, TraceConfig
 from tunebench.task import Measurement

@@ -12,7 +12,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from tunebench.errors import UserError
-from tunebench.harness.experiment import RECORD_TAG, run_experiment
+from tunebench.harness.experiment import run_experiment
+from tunebench.run_store import RECORD_TAG
 from tunebench.records import read_records
 
 

@@ -14,7 +14,8 @@ import pytest
 from conftest import ROOT, TINY_LAYER_ARG
 from tunebench.errors import TrackingOutage
 from tunebench.harness import tracking
-from tunebench.harness.tracking import SPOOL_NAME, Tracker, bounded_http, unreachable
+from tunebench.harness.tracking import Tracker
+from tunebench.harness.tracking_spool import HTTP_BOUNDS, SPOOL_NAME, bounded_http, unreachable
 
 URI = "http://127.0.0.1:1"
 
@@ -214,7 +215,7 @@ def test_bounded_http_makes_mlflow_fail_fast_and_only_inside(monkeypatch):
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    for k in tracking.HTTP_BOUNDS:
+    for k in HTTP_BOUNDS:
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own value is kept
     client = MlflowClient(f"http://127.0.0.1:{_free_port()}")  # nothing listens there
@@ -230,8 +231,8 @@ def test_bounded_http_makes_mlflow_fail_fast_and_only_inside(monkeypatch):
 # -- a real MLflow server, killed in the middle of a run --------------------------------------------
 
 def _start_server(port: int, folder) -> subprocess.Popen:
-    """``mlflow server`` on ``port`` with its store in ``folder`` (one worker, no job runner); skips
-    the test when it does not come up."""
+    """``mlflow server`` on ``port`` with its store in ``folder`` (one worker, no job runner); mlflow is
+    a pinned dependency, so a server that does not come up fails the test."""
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(folder / "server.log", "a") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
@@ -242,14 +243,14 @@ def _start_server(port: int, folder) -> subprocess.Popen:
     while time.time() < deadline:
         if proc.poll() is not None:
             tail = (folder / "server.log").read_text()[-500:]
-            pytest.skip(f"mlflow server did not start (exit {proc.returncode}): {tail}")
+            pytest.fail(f"mlflow server did not start (exit {proc.returncode}): {tail}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                 return proc
         except OSError:
             time.sleep(0.3)
     _stop(proc)
-    pytest.skip("mlflow server did not answer /health within 90 s")
+    pytest.fail("mlflow server did not answer /health within 90 s")
 
 
 def _stop(proc) -> None:

@@ -6,10 +6,9 @@ import logging
 import os
 import sys
 
-from tunebench.resources import conf_dir
+from tunebench.harness.config_check import CONF_DIR
 
 
-CONF_DIR = conf_dir()
 
 
 def layers_override(layers: list[dict]) -> str:

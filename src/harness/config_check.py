@@ -24,6 +24,7 @@ from tunebench.errors import UserError
 from tunebench.resources import conf_dir
 
 CONF_DIR = conf_dir()
+GROUPS = ("method", "model", "target", "budget")  # the config groups chosen by name (method=..., ...)
 
 
 def _is_int(v) -> bool:
@@ -95,12 +96,24 @@ def _leaves(d: dict, prefix: str = ""):
             yield key, v
 
 
-def _get(d: dict, dotted: str):
+_MISSING = object()
+
+
+def dotted_get(d: dict, dotted: str, default=_MISSING):
+    """``d["a"]["b"]`` for ``"a.b"``; ``default`` when a part is missing (KeyError without one)."""
     for part in dotted.split("."):
         if not isinstance(d, dict) or part not in d:
-            raise KeyError(dotted)
+            if default is _MISSING:
+                raise KeyError(dotted)
+            return default
         d = d[part]
     return d
+
+
+def group_options(conf_dir: str, group: str) -> list[str]:
+    """The options of a config group: the YAML files in ``conf/<group>/``."""
+    folder = os.path.join(conf_dir, group)
+    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
 
 
 def _short(v) -> str:
@@ -112,7 +125,7 @@ def check_rules(cfg: dict) -> None:
     """Apply :data:`RULES` to the keys present in ``cfg``."""
     for key, rule in RULES.items():
         try:
-            value = _get(cfg, key)
+            value = dotted_get(cfg, key)
         except KeyError:
             continue
         problem = rule(value)
@@ -164,12 +177,11 @@ def check_types(cfg: dict, conf_dir: str = CONF_DIR) -> None:
             raise UserError(f"{group}={_short(sub)}: must be a config group (a mapping)")
         name = sub.get("name")
         if not os.path.isfile(os.path.join(conf_dir, group, f"{name}.yaml")):
-            valid = sorted(f[:-5] for f in os.listdir(os.path.join(conf_dir, group)) if f.endswith(".yaml"))
-            raise UserError(f"{group}.name={_short(name)} is unknown; valid: {', '.join(valid)}")
+            raise UserError(f"{group}.name={_short(name)} is unknown; valid: {', '.join(group_options(conf_dir, group))}")
         defaults = group_defaults(group, name, conf_dir)
         for key, default in _leaves(defaults):
             try:
-                value = _get(sub, key)
+                value = dotted_get(sub, key)
             except KeyError:
                 continue
             problem = _type_problem(default, value)

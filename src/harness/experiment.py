@@ -23,9 +23,10 @@ from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
-from tunebench.records import RECORD_TAG, RecordFile, read_records  # noqa: F401 (RECORD_TAG: re-exported)
-from tunebench.harness.tracking import Tracker, check_reachable, resolve_uri
+from tunebench.records import RecordFile, read_records
+from tunebench.harness.tracking import Tracker, check_reachable, discard_store, new_store_path, resolve_uri
 from tunebench.methods import Budget, make_method
+from tunebench.run_store import RECORD_TAG
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ def _prepare(cfg: dict, tracker: Tracker | None):
         tasks, imported = _load_tasks(cfg, target)
         target.validate_tasks(tasks)
         if tracker is None:
-            created_store = new_store_path(cfg)
+            created_store = new_store_path((cfg.get("tracking") or {}).get("uri"), cfg["workdir"])
             tracker = _open_tracker(cfg)
         # records of earlier runs for transfer methods (method.history=...): read before the run starts
         history = History.load(cfg["method"].get("history"), tracker.client, cfg["workdir"])
@@ -185,7 +186,7 @@ def run_experiment(cfg: dict, overrides: list[str] | None = None) -> str:
     cfg = {**cfg, "workdir": os.path.abspath(cfg.get("workdir") or os.getcwd())}
     resume_id, tracker, record_path = cfg.get("resume"), None, None
     if resume_id:
-        created_store = new_store_path(cfg)
+        created_store = new_store_path((cfg.get("tracking") or {}).get("uri"), cfg["workdir"])
         tracker = _open_tracker(cfg)
         try:
             plan = plan_resume(tracker, resume_id, cfg, overrides)
@@ -225,33 +226,6 @@ def run_experiment(cfg: dict, overrides: list[str] | None = None) -> str:
         target.close()
         tracker.end(status)
     return run_id
-
-
-def new_store_path(cfg: dict) -> str | None:
-    """The embedded store's database file when this run would create it (else None)."""
-    uri = resolve_uri((cfg.get("tracking") or {}).get("uri"), cfg["workdir"])
-    path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
-    return path if path and not os.path.exists(path) else None
-
-
-def discard_store(path: str | None) -> None:
-    """Remove an embedded store created by a run that then failed a check (no empty ``mlflow.db``);
-    kept if it holds a run (another job of a parallel sweep may have started one meanwhile)."""
-    import sqlite3
-
-    if not path or not os.path.exists(path):
-        return
-    db = sqlite3.connect(path)
-    try:
-        if db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]:
-            return
-    except sqlite3.Error:
-        return
-    finally:
-        db.close()
-    for p in (path, f"{path}.lock"):
-        if os.path.exists(p):
-            os.remove(p)
 
 
 def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, tracker: Tracker) -> str | None:

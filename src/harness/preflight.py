@@ -9,17 +9,11 @@ import itertools
 import os
 
 from tunebench.errors import UserError
-from tunebench.harness.config_check import CONF_DIR, validate_config
+from tunebench.harness.config_check import CONF_DIR, GROUPS, group_options, validate_config
 
-GROUPS = ("method", "model", "target", "budget")
 MULTIRUN = ("-m", "--multirun")
 PASS_THROUGH = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion", "-sc")
 MAX_JOBS = 512  # a bigger sweep is validated on its first MAX_JOBS jobs
-
-
-def group_options(conf_dir: str, group: str) -> list[str]:
-    folder = os.path.join(conf_dir, group)
-    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
 
 
 def _parse(overrides: list[str]):

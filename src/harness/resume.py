@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import yaml
 
 from tunebench.errors import UserError
-from tunebench.records import RECORD_TAG
+from tunebench.harness.config_check import GROUPS, dotted_get
+from tunebench.run_store import RECORD_TAG
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 RESUMABLE = ("resume", "tracking", "progress", "workdir", "records_dir", "e2e", "hydra")
 # saved values that import code or load a file: used only when given again on the command line
 TRUSTED_ONLY = ("target.handler", "method.pretrained")
-GROUPS = ("method", "model", "target", "budget")
 
 
 @dataclass
@@ -32,14 +32,6 @@ class ResumePlan:
     cfg: dict  # the saved config with the allowed overrides applied
     record_path: str
     finished: bool  # the run already ended FINISHED: nothing to do
-
-
-def _get(d: dict, dotted: str):
-    for part in dotted.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return None
-        d = d[part]
-    return d
 
 
 def _set(d: dict, dotted: str, value) -> None:
@@ -83,15 +75,15 @@ def _check_overrides(run_id: str, saved: dict, cfg: dict, keys: list[str]) -> No
     for key in keys:
         if key.split(".")[0] in RESUMABLE:
             continue
-        new, old = (cfg.get(key), saved.get(key)) if key in GROUPS else (_get(cfg, key), _get(saved, key))
+        new, old = dotted_get(cfg, key, None), dotted_get(saved, key, None)
         if key in GROUPS and key != "budget":
             new, old = new.get("name") if isinstance(new, dict) else new, old.get("name") if isinstance(old, dict) else old
         if new != old:
             raise UserError(f"resume={run_id}: {key}={new!r} conflicts with the run's {key}={old!r}; a resumed run "
                             "keeps its config (may change: tracking.*, progress, workdir, records_dir, e2e.*)")
     for key in TRUSTED_ONLY:
-        old = _get(saved, key)
-        if old and _get(cfg, key) != old:
+        old = dotted_get(saved, key, None)
+        if old and dotted_get(cfg, key, None) != old:
             raise UserError(f"resume={run_id}: the run's config sets {key}={old!r}; give {key}={old} on the "
                             "command line to allow it (a resumed config never imports or loads it on its own)")
 
@@ -117,5 +109,5 @@ def plan_resume(tracker, run_id: str, cfg: dict, overrides: list[str] | None) ->
               "progress": cfg.get("progress", saved.get("progress", True))}
     for key in keys:
         if key.split(".")[0] == "e2e":
-            _set(merged, key, _get(cfg, key))
+            _set(merged, key, dotted_get(cfg, key, None))
     return ResumePlan(cfg=merged, record_path=record_path, finished=run.info.status == "FINISHED")

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 from tunebench.errors import TrackingOutage, UserError
 from tunebench.run_store import quiet_mlflow
-from tunebench.harness.tracking_spool import (HTTP_BOUNDS, SPOOL_NAME, TrackingSpool,  # noqa: F401 (re-exported)
-                                              _reason, bounded_http, unreachable)
+from tunebench.harness.tracking_spool import TrackingSpool, _reason, bounded_http, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +80,33 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
             raise UserError(f"tracking.uri={uri}: folder {parent} does not exist")
     else:
         raise UserError(f"tracking.uri={uri}: unsupported scheme; valid: sqlite:///path, file:/path, http(s)://host")
+
+
+def new_store_path(uri: str | None, workdir: str) -> str | None:
+    """The embedded store's database file when opening ``uri`` would create it (else None)."""
+    uri = resolve_uri(uri, workdir)
+    path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    return path if path and not os.path.exists(path) else None
+
+
+def discard_store(path: str | None) -> None:
+    """Remove an embedded store created by a run that then failed a check (no empty ``mlflow.db``);
+    kept if it holds a run (another job of a parallel sweep may have started one meanwhile)."""
+    import sqlite3
+
+    if not path or not os.path.exists(path):
+        return
+    db = sqlite3.connect(path)
+    try:
+        if db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]:
+            return
+    except sqlite3.Error:
+        return
+    finally:
+        db.close()
+    for p in (path, f"{path}.lock"):
+        if os.path.exists(p):
+            os.remove(p)
 
 
 @contextmanager
