@@ -5,7 +5,7 @@ A :class:`History` holds raw record dicts (the record file's JSON lines: ``task_
 
 - an earlier run: :meth:`History.load` takes a record file path (``.../records.jsonl``) or an MLflow
   run id (its record file on this machine, else its ``records.jsonl`` artifact);
-- the running experiment: after each task the harness adds that task's measurements with
+- the running experiment: after each task the harness adds the records it wrote for that task with
   :meth:`History.add_task`, labelled with the role the method reported (e.g. dgp's ``"source"``).
 
 Methods receive the run's History in ``setup(..., history, ...)`` and must not modify records; they
@@ -63,12 +63,10 @@ class History:
                                                       int(rec.get("flops") or 0), origin=origin, role=role)
             entry.records.append(rec)
 
-    def add_task(self, task, measurements, role: str = "") -> None:
-        """Add a task tuned in this run: ``task`` a :class:`~tunebench.task.Task`, ``measurements`` its
-        :class:`~tunebench.task.Measurement` list."""
-        from tunebench.records import record_line
-
-        recs = [record_line(m, task) for m in measurements]
+    def add_task(self, task, records: list[dict], role: str = "") -> None:
+        """Add a task tuned in this run: ``task`` a :class:`~tunebench.task.Task`, ``records`` its
+        measurements as the record file holds them (the lines the run wrote)."""
+        recs = list(records)
         entry = self.tasks.get(task.id)
         if entry is None:
             self.tasks[task.id] = HistoryTask(task.id, task.kind, dict(task.shape), int(task.flops), recs, "run", role)

@@ -88,10 +88,12 @@ class RecordFile:
             if data and not data.endswith(b"\n"):
                 fh.truncate(data.rfind(b"\n") + 1)
 
-    def append(self, m: Measurement, task: Task) -> None:
+    def append(self, m: Measurement, task: Task) -> dict:
+        """Write ``m`` as one line (its :func:`record_line` plus the context) and return that record."""
         rec = {**record_line(m, task), **self.context}
         self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
         self._fh.flush()
+        return rec
 
     def close(self) -> None:
         self._fh.close()

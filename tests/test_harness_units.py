@@ -97,3 +97,35 @@ def test_best_on_a_multi_fidelity_target_ranks_only_the_top_fidelity():
     assert [m.config.index for m in result.ranked()] == [3, 0, 2, 1]
     best, _ = best_of_fidelity(result, SimpleNamespace(fidelities=["estimate", "synth", "impl"]), check=False)
     assert best.fidelity == "impl" and best.latency_s == 2e-6  # the estimate's 1 us is no result
+
+
+def test_history_gets_the_records_written_once(tmp_path):
+    """The record writer converts each measurement once; the history receives those same lines (with the
+    method's role) when the task ends, prior (resumed) records first."""
+    import numpy as np
+
+    from fakes import FakeTarget
+    from tunebench.harness.loop import tune_task
+    from tunebench.harness.observers import HistoryFeed, RecordWriter
+    from tunebench.history import History
+    from tunebench.methods.base import Budget
+    from tunebench.methods.random_search import RandomSearch
+
+    class Source(RandomSearch):
+        def report(self):
+            return {"role": "source"}
+
+    t = _task()
+    rf = RecordFile(str(tmp_path / "records.jsonl"), {"run_id": "r1"})
+    prior_rec = {"task_id": t.id, "trial": 0, "config": {}, "note": "resumed"}
+    writer = RecordWriter(rf, t, prior=[prior_rec])
+    history = History()
+    tune_task(t, Source(), FakeTarget(), Budget(trials_per_task=5), np.random.default_rng(0),
+              observers=[writer, HistoryFeed(history, t, Source(), writer)])
+    rf.close()
+    entry = history.tasks[t.id]
+    assert entry.role == "source" and entry.origin == "run"
+    assert entry.records[0] is prior_rec and len(entry.records) == 6
+    assert all(a is b for a, b in zip(entry.records[1:], writer.lines[1:]))
+    assert [r["trial"] for r in read_records(rf.path)] == [0, 1, 2, 3, 4]
+    assert entry.records[1]["run_id"] == "r1"

@@ -271,74 +271,90 @@ class RunTotals:
     checks: list = field(default_factory=list)
     best: dict = field(default_factory=dict)
 
+    def add(self, task: Task, result, best, checks: list) -> None:
+        """Count one tuned task: its measurements, clock, checks and (when it has one) best config."""
+        self.search_s += result.search_s
+        self.n_meas += len(result.measurements)
+        self.n_invalid += result.n_invalid
+        self.n_noisy += sum(m.noisy for m in result.measurements)
+        self.checks += checks
+        if best is not None:
+            self.best[task.id] = best
+            self.latency_s += task.weight * best.latency_s
+            self.flops += task.weight * task.flops
 
-def _observers(ctx: dict, task: Task, row) -> list:
-    """What watches a task's loop: its records, the best-so-far curve (one objective) or the Pareto
-    curves (several), and its progress row."""
-    from tunebench.harness.observers import ProgressRow, RecordWriter, SearchCurve
+
+def _observers(ctx: dict, task: Task, method, row, prior_recs: list[dict]) -> tuple[list, object]:
+    """What watches a task's loop, in call order: its records, the run's history (when the task ends),
+    the best-so-far curve (one objective) or the Pareto curves and final FPGA values (several), and
+    its progress row. Returns the list and the curve observer."""
+    from tunebench.harness.observers import HistoryFeed, ProgressRow, RecordWriter, SearchCurve
 
     tracker = ctx["tracker"]
-    curve = ctx["fpga"].observer(task, tracker) if ctx["fpga"] is not None else SearchCurve(tracker, task)
-    return [RecordWriter(ctx["records"], task), curve, ProgressRow(ctx["progress"], row)]
+    fpga = ctx["fpga"]
+    writer = RecordWriter(ctx["records"], task, prior_recs)
+    curve = fpga.observer(task, tracker, ctx["run_dir"]) if fpga is not None else SearchCurve(tracker, task)
+    return [writer, HistoryFeed(ctx["history"], task, method, writer), curve, ProgressRow(ctx["progress"], row)], curve
 
 
-def _prior_measurements(task: Task, recs: list[dict]) -> list[Measurement]:
-    """A resumed task's earlier measurements; a record that does not fit the task's space is skipped
-    (logged with its trial number), never a crash."""
-    out = []
+def _prior_measurements(task: Task, recs: list[dict]) -> tuple[list[Measurement], list[dict]]:
+    """A resumed task's earlier measurements and the records they came from; a record that does not
+    fit the task's space is skipped (logged with its trial number), never a crash."""
+    out, kept = [], []
     for r in recs:
         try:
             out.append(Measurement.from_record(r, task.space))
+            kept.append(r)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             log.warning("task %s: record of trial %s skipped (%s)", task.name, r.get("trial"), exc)
-    return out
+    return out, kept
 
 
 def _tune_one(ctx: dict, task: Task, prior_recs: list, totals: RunTotals) -> None:
     """Tune one task, then its protocol steps (calibration, re-timing, checks) and metrics."""
-    cfg, target, tracker, protocol = ctx["cfg"], ctx["target"], ctx["tracker"], ctx["protocol"]
-    prior = _prior_measurements(task, prior_recs)
+    cfg, protocol = ctx["cfg"], ctx["protocol"]
+    prior, prior_recs = _prior_measurements(task, prior_recs)
     row = ctx["progress"].start_task(task, ctx["budget"].trials_per_task, prior)
     method = make_method(cfg["method"])
+    observers, curve = _observers(ctx, task, method, row, prior_recs)
     pre = protocol.before_task(f"task {task.name}")
-    result = tune_task(task, method, target, ctx["budget"], task_rng(ctx["seed"], task), prior=prior,
-                       history=ctx["history"], observers=_observers(ctx, task, row))
+    result = tune_task(task, method, ctx["target"], ctx["budget"], task_rng(ctx["seed"], task), prior=prior,
+                       history=ctx["history"], observers=observers)
     after = protocol.after_task(pre)
     report = method.report()
-    ctx["history"].add_task(task, result.measurements, role=str(report.get("role", "")))
     totals.excluded_search_s += result.search_s if report.get("role") == "source" else float(report.get("pretrain_s", 0))
-    fpga_summary = ctx["fpga"].finish_task(task, result, ctx["run_dir"]) if ctx["fpga"] is not None else None
     best, checks, retimed = protocol.final_best(result, ctx["check"])
     protocol.warn_if_noisy(task, best, after)
+    metrics = _task_metrics(ctx, task, result, report, best, checks, (pre, after))
+    ctx["progress"].finish_task(row, result, best)
+    totals.add(task, result, best, checks)
+    fpga_summary = curve.summary if ctx["fpga"] is not None else None
+    totals.summaries.append(_task_summary(task, result, best, checks, report, retimed, metrics, fpga_summary))
+
+
+def _task_metrics(ctx: dict, task: Task, result, report: dict, best, checks, calib) -> dict:
+    """The task's final MLflow metrics (``<task_id>.<key>``): the method's numbers, counts, clocks,
+    output checks, best latency and the protocol's calibration values."""
+    from tunebench.harness.measurement import UNCHECKED_TAG, check_metrics
+
+    protocol, tracker = ctx["protocol"], ctx["tracker"]
     metrics = {k: v for k, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                and math.isfinite(v)}
     n = len(result.measurements)
-    n_noisy = sum(m.noisy for m in result.measurements)
-    from tunebench.harness.measurement import UNCHECKED_TAG, check_metrics
-
     metrics.update(trials=n, invalid=result.n_invalid, search_s=result.search_s, lock_wait_s=result.lock_wait_s,
-                   n_noisy=n_noisy, **check_metrics(best, checks, ctx["check"]))
+                   n_noisy=sum(m.noisy for m in result.measurements), **check_metrics(best, checks, ctx["check"]))
     if metrics.get("unchecked"):  # a check that could not be performed: never counted as passed
         ctx.setdefault("unchecked", []).append(task.name)
         tracker.set_tags({UNCHECKED_TAG: ",".join(ctx["unchecked"])})
     share = None
     if best is not None:
-        totals.best[task.id] = best
         metrics.update(best_latency_ms=best.latency_s * 1e3, best_gflops=best.gflops)
-        totals.latency_s += task.weight * best.latency_s
-        totals.flops += task.weight * task.flops
         share = 100.0 * best.gflops / protocol.peak["fma_gflops"] if protocol.peak else None
-    metrics.update(protocol.task_metrics(best, pre, after, share))
+    metrics.update(protocol.task_metrics(best, *calib, share))
     for key, value in metrics.items():
         tracker.metric(f"{task.id}.{key}", value, n if key.startswith("best_") else 0)
     tracker.flush()
-    ctx["progress"].finish_task(row, result, best)
-    totals.search_s += result.search_s
-    totals.n_meas += n
-    totals.n_invalid += result.n_invalid
-    totals.n_noisy += n_noisy
-    totals.checks += checks
-    totals.summaries.append(_task_summary(task, result, best, checks, report, retimed, metrics, fpga_summary))
+    return metrics
 
 
 def _task_summary(task, result, best, checks, report, retimed, metrics, fpga_summary) -> dict:

@@ -62,10 +62,11 @@ class FPGAMetrics:
                 if m.valid and m.fidelity == self.top]
         return np.asarray(rows, dtype=float).reshape(-1, len(self.objectives))
 
-    def observer(self, task, tracker) -> "ParetoCurves":
-        """The per-batch hypervolume / ADRS curves of ``task`` (its true front read once, here)."""
+    def observer(self, task, tracker, run_dir: str) -> "ParetoCurves":
+        """The per-batch hypervolume / ADRS curves of ``task`` and its final values (its true front
+        read once, here)."""
         self._G = self.true_front(task)
-        return ParetoCurves(self, task, tracker, self._G)
+        return ParetoCurves(self, task, tracker, self._G, run_dir)
 
     def finish_task(self, task, result, run_dir: str) -> dict:
         Y = self._Y(result.measurements)
@@ -110,10 +111,15 @@ class FPGAMetrics:
 
 class ParetoCurves(Observer):
     """Hypervolume and ADRS of the designs measured so far at the top fidelity, after every batch
-    (steps: trial index, and the search clock in ms)."""
+    (steps: trial index, and the search clock in ms); when the task ends, its final values and
+    ``pareto_<kernel>.json`` (:meth:`FPGAMetrics.finish_task`), kept in ``summary``."""
 
-    def __init__(self, metrics: FPGAMetrics, task, tracker, true_front):
-        self.metrics, self.task, self.tracker, self.G = metrics, task, tracker, true_front
+    def __init__(self, metrics: FPGAMetrics, task, tracker, true_front, run_dir: str):
+        self.metrics, self.task, self.tracker, self.G, self.run_dir = metrics, task, tracker, true_front, run_dir
+        self.summary: dict | None = None
+
+    def task_finished(self, result) -> None:
+        self.summary = self.metrics.finish_task(self.task, result, self.run_dir)
 
     def batch_measured(self, batch, result) -> None:
         mt = self.metrics

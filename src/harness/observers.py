@@ -25,14 +25,33 @@ class Observer:
 
 
 class RecordWriter(Observer):
-    """Appends every measurement to the run's record file (flushed line by line)."""
+    """Appends every measurement to the run's record file (flushed line by line); ``lines`` keeps the
+    records written, so nothing converts a measurement a second time.
 
-    def __init__(self, records, task):
+    Args:
+        records: a :class:`~tunebench.records.RecordFile`.
+        prior: the records of the task's resumed measurements (already in the file): the start of ``lines``.
+    """
+
+    def __init__(self, records, task, prior: list[dict] = ()):
         self.records, self.task = records, task
+        self.lines: list[dict] = list(prior)
 
     def batch_measured(self, batch, result) -> None:
         for m in batch:
-            self.records.append(m, self.task)
+            self.lines.append(self.records.append(m, self.task))
+
+
+class HistoryFeed(Observer):
+    """Adds the task's records to the run's :class:`~tunebench.history.History` when the task ends,
+    labelled with the role the method reports (later tasks of a transfer method learn from them)."""
+
+    def __init__(self, history, task, method, writer: RecordWriter):
+        self.history, self.task, self.method, self.writer = history, task, method, writer
+
+    def task_finished(self, result) -> None:
+        role = str(self.method.report().get("role", ""))
+        self.history.add_task(self.task, self.writer.lines, role=role)
 
 
 class SearchCurve(Observer):

@@ -205,30 +205,14 @@ class CudaConv2dDirect(CudaTemplate):
         return FLOAT_BYTES * (rc * h * w + tf * rc * ry * rx)
 
     def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
-        info = self.analyze(mod)
-        sch = new_schedule(mod)
-        main = sch.get_sblock(info.main)
-        data_s = stage_data_shared(sch, info, main)
-        weight_s = sch.cache_read(main, info.weight_read, "shared")
-        out, acc = stage_output(sch, info, "local")
-
+        sch, staged, out, acc = _stage_conv(self.analyze(mod), mod)
         n, f, y, x, rc, ry, rx = sch.get_loops(acc)
-        bf, vf, tf, fi = sch.split(f, list(config["tile_f"]))
-        by, vy, ty, yi = sch.split(y, list(config["tile_y"]))
-        bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
+        (bf, vf, tf, fi), (by, vy, ty, yi), (bx, vx, tx, xi) = _split_fyx(sch, config, f, y, x)
         rco, rci = sch.split(rc, list(config["tile_rc"]))
         ryo, ryi = sch.split(ry, list(config["tile_ry"]))
         rxo, rxi = sch.split(rx, list(config["tile_rx"]))
         sch.reorder(bf, by, bx, vf, vy, vx, tf, ty, tx, rco, ryo, rxo, rci, ryi, rxi, fi, yi, xi)
-        bz = sch.fuse(n, bf)
-        bind_conv_tiles(sch, (bz, by, bx, vf, vy, vx, tf, ty, tx))
-        sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
-        sch.decompose_reduction(acc, rco)
-
-        threads = conv_threads(config)
-        for block in (data_s, weight_s):
-            cooperative_fetch(sch, block, rxo, threads)
-        annotate_unroll(sch, bz, config)
+        _bind_conv(sch, config, n, (bf, by, bx, vf, vy, vx, tf, ty, tx), out, acc, rco, staged, rxo)
         return sch.mod
 
 
@@ -262,27 +246,11 @@ class CudaDepthwiseConv2d(CudaTemplate):
         return FLOAT_BYTES * (tf * h * w + tf * kh * kw)
 
     def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
-        info = self.analyze(mod)
-        sch = new_schedule(mod)
-        main = sch.get_sblock(info.main)
-        data_s = stage_data_shared(sch, info, main)
-        weight_s = sch.cache_read(main, info.weight_read, "shared")
-        out, acc = stage_output(sch, info, "local")
-
+        sch, staged, out, acc = _stage_conv(self.analyze(mod), mod)
         n, f, y, x, rc, ry, rx = sch.get_loops(acc)
-        bf, vf, tf, fi = sch.split(f, list(config["tile_f"]))
-        by, vy, ty, yi = sch.split(y, list(config["tile_y"]))
-        bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
+        (bf, vf, tf, fi), (by, vy, ty, yi), (bx, vx, tx, xi) = _split_fyx(sch, config, f, y, x)
         sch.reorder(bf, by, bx, vf, vy, vx, tf, ty, tx, fi, yi, xi, rc, ry, rx)
-        bz = sch.fuse(n, bf)
-        bind_conv_tiles(sch, (bz, by, bx, vf, vy, vx, tf, ty, tx))
-        sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
-        sch.decompose_reduction(acc, fi)
-
-        threads = conv_threads(config)
-        for block in (data_s, weight_s):
-            cooperative_fetch(sch, block, bx, threads)
-        annotate_unroll(sch, bz, config)
+        _bind_conv(sch, config, n, (bf, by, bx, vf, vy, vx, tf, ty, tx), out, acc, fi, staged, bx)
         return sch.mod
 
 
@@ -347,3 +315,33 @@ def stage_data_shared(sch: st.Schedule, info: FusedInfo, main):
         sch.set_scope(pad, 0, "shared")
         return pad
     return sch.cache_read(main, info.data_read, "shared")
+
+
+def _stage_conv(info: FusedInfo, mod: tvm.IRModule):
+    """A new schedule of a conv with its padded input and weights read through shared memory and its
+    output accumulated in registers: ``(sch, (data_s, weight_s), out, acc)``."""
+    sch = new_schedule(mod)
+    main = sch.get_sblock(info.main)
+    data_s = stage_data_shared(sch, info, main)
+    weight_s = sch.cache_read(main, info.weight_read, "shared")
+    out, acc = stage_output(sch, info, "local")
+    return sch, (data_s, weight_s), out, acc
+
+
+def _split_fyx(sch, config: Config, f, y, x):
+    """The channel, row and column loops split 4 ways by the ``tile_f``/``tile_y``/``tile_x`` knobs."""
+    return tuple(sch.split(loop, list(config[k])) for loop, k in ((f, "tile_f"), (y, "tile_y"), (x, "tile_x")))
+
+
+def _bind_conv(sch, config: Config, n, tiles, out, acc, init_at, staged, fetch_at) -> None:
+    """Bind a conv's tiles ``(bf, by, bx, vf, vy, vx, tf, ty, tx)`` (batch fused into the channel
+    blocks), write the output per thread, start the reduction at ``init_at``, fetch the shared tiles
+    cooperatively at ``fetch_at`` and annotate unrolling."""
+    bz = sch.fuse(n, tiles[0])
+    bind_conv_tiles(sch, (bz, *tiles[1:]))
+    sch.reverse_compute_at(out, tiles[-1], preserve_unit_loops=True)
+    sch.decompose_reduction(acc, init_at)
+    threads = conv_threads(config)
+    for block in staged:
+        cooperative_fetch(sch, block, fetch_at, threads)
+    annotate_unroll(sch, bz, config)

@@ -1,11 +1,11 @@
 """Assemble a design-space table from earlier record files plus live measurements of what is missing.
 
-``python -m tunebench.targets.fpga.assemble_table --kernel gemm --out data/fpga/gemm.csv records/<run>/records.jsonl ...``
+``python -m tunebench.harness.assemble_table --kernel gemm --out data/fpga/gemm.csv records/<run>/records.jsonl ...``
 
 Every (config, fidelity) of the kernel's current pruned space found in the record files or in an
 earlier table (``--table``; both matched by knob values, so the measurements of an earlier space count)
 is reused; the rest (or the part of it ``--shard K/N`` and ``--only KNOB=VALUE`` select) is measured with
-``target=fpga_open`` (conf/target/fpga_open.yaml) in index order, as ``method=exhaustive`` would.
+``target=fpga_open`` (conf/target/fpga_open.yaml) by the harness's tuning loop with ``method=exhaustive``.
 The result equals an exhaustive run for the same tool versions (nextpnr's placer seed is fixed);
 only the recorded tool seconds differ with machine load. ``--new-records <file>`` appends every live
 measurement to a record file as it arrives, so an interrupted run can be resumed by passing that file
@@ -18,9 +18,11 @@ import argparse
 import logging
 import os
 
+import numpy as np
 import yaml
 
 from tunebench.errors import UserError
+from tunebench.harness.observers import Observer
 from tunebench.targets.fpga.table import table_measurements, write_table
 from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.records import RecordFile, read_records
@@ -46,7 +48,7 @@ def main(argv=None) -> None:
                     help="reuse the rows of an earlier table (CSV) whose knobs are in the space; repeatable")
     ap.add_argument("records", nargs="*")
     args = ap.parse_args(argv)
-    shard_k, shard_n = _parse_shard(args.shard)
+    _parse_shard(args.shard)
     only = _parse_only(args.only)
     if not args.out and not args.new_records:
         ap.error("give --out, --new-records or both (otherwise nothing measured is kept)")
@@ -80,28 +82,47 @@ def main(argv=None) -> None:
             have.setdefault((m.config.index, m.fidelity), m)
     logging.info("%s: %d configs x %d fidelities, %d reused from records and tables", args.kernel, space.size,
                  len(target.fidelities), len(have))
-    new_records = RecordFile(args.new_records) if args.new_records else None
-    out = []
-    for i in (reversed(range(space.size)) if args.reverse else range(space.size)):
-        values = space.get(i).to_dict()
-        wanted = i % shard_n == shard_k and all(str(values[k]) == v for k, v in only.items())
-        for f in target.fidelities:
-            if (i, f) not in have and wanted:
-                m = target.measure(task, [space.get(i)], f)[0]
-                logging.info("config %d %s: %s %s", i, f, m.objectives, m.error)
-                if new_records:
-                    new_records.append(m, task)
-                have[(i, f)] = m
-            if (i, f) in have:
-                out.append(have[(i, f)])
-    target.close()
-    if new_records:
-        new_records.close()
-    out.sort(key=lambda m: m.config.index)  # stable: fidelities stay in order within a config
+    out = _measure_missing(target, task, have, args) + [m for m in have.values() if m.fidelity in target.fidelities]
+    out.sort(key=lambda m: (m.config.index, target.fidelities.index(m.fidelity)))
     if args.out:
         write_table(args.out, space, target.fidelities, target.objectives, out)
         logging.info("wrote %s (%d of %d configs x fidelities measured)", args.out, len(out),
                      space.size * len(target.fidelities))
+
+
+class _LogEach(Observer):
+    """One log line per measurement (a table takes hours: the log shows it moving)."""
+
+    def batch_measured(self, batch, result) -> None:
+        for m in batch:
+            logging.info("config %d %s: %s %s", m.config.index, m.fidelity, m.objectives, m.error)
+
+
+def _measure_missing(target, task, have: dict, args) -> list[Measurement]:
+    """Measure the selected (config, fidelity) pairs not in ``have`` through the harness loop with
+    ``method=exhaustive``; each is appended to ``--new-records`` as it arrives."""
+    from tunebench.harness.loop import tune_task
+    from tunebench.harness.observers import RecordWriter
+    from tunebench.methods.base import Budget
+    from tunebench.methods.exhaustive import Exhaustive, exhaustive_queue
+
+    part = {"reverse": args.reverse, "shard": _parse_shard(args.shard), "only": _parse_only(args.only),
+            "skip": frozenset(have)}
+    n = len(exhaustive_queue(task.space, target.fidelities, **part))
+    if n == 0:
+        target.close()
+        return []
+    new_records = RecordFile(args.new_records) if args.new_records else None
+    observers = [_LogEach()] + ([RecordWriter(new_records, task)] if new_records else [])
+    target.start()
+    try:
+        result = tune_task(task, Exhaustive(**part), target, Budget(trials_per_task=n), np.random.default_rng(0),
+                           observers=observers)
+    finally:
+        target.close()
+        if new_records:
+            new_records.close()
+    return result.measurements
 
 
 def _parse_only(items: list[str]) -> dict[str, str]:
