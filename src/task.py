@@ -25,6 +25,8 @@ class Task:
         flops: floating-point operations of the main operator (2 x multiply-accumulates).
         weight: how many times this workload occurs in the model.
         target_kind: ``"llvm"`` or ``"cuda"``; the space depends on it.
+        template: the template variant the space comes from (``target.template``; ``""`` before a
+            space is attached, and for FPGA kernels).
         space: the knob space of this task on that target (set by the template).
     """
 
@@ -37,10 +39,12 @@ class Task:
     weight: int = 1
     target_kind: str = "llvm"
     space: Space | None = None
+    template: str = ""
 
     def summary(self) -> dict:
         return {"id": self.id, "name": self.name, "kind": self.kind, "shape": self.shape,
                 "flops": self.flops, "weight": self.weight, "target_kind": self.target_kind,
+                "template": self.template or None,
                 "space_size": self.space.size if self.space is not None else None}
 
 

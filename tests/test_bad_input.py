@@ -44,6 +44,8 @@ RUN_CASES = [
     (["budget.trails_per_task=4"], "budget.trails_per_task is unknown"),
     (["method=autotvm", "method.plan_sizee=8"], "method.plan_sizee is unknown"),
     (["target.batchsize=3"], "target.batchsize is unknown"),
+    (["target.template=winograd"], "target.template='winograd': is not a template of target llvm; valid: packed, nchw"),
+    (["-m", "target=cuda", "target.template=packed"], "target.template='packed': is not a template of target cuda; valid: direct"),
     (["e2e.foo=1"], "e2e.foo is unknown"),
     (["measure.noise.cv=0.1"], "measure.noise.cv is unknown"),
     (["tracking.url=x"], "tracking.url is unknown"),

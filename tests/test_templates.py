@@ -23,6 +23,7 @@ from tvm import te, tirx
 
 from tunebench.space import Space
 from tunebench.targets.tvm.templates import TEMPLATE_KINDS, analyze, get_template
+from tunebench.targets.tvm.templates.cpu_packed import CpuConv2dPacked
 
 LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
@@ -166,10 +167,13 @@ def assert_close(got, ref):
 # ---- registry and analysis -----------------------------------------------------------------
 
 def test_get_template_resolves_every_kind():
-    assert len(TEMPLATE_KINDS) == 6
-    for (task_kind, target_kind), cls in TEMPLATE_KINDS.items():
-        tpl = get_template(task_kind, target_kind)
+    assert len(TEMPLATE_KINDS) == 9
+    for (task_kind, target_kind, variant), cls in TEMPLATE_KINDS.items():
+        tpl = get_template(task_kind, target_kind, variant)
         assert isinstance(tpl, cls) and (tpl.task_kind, tpl.target_kind) == (task_kind, target_kind)
+    assert isinstance(get_template("conv2d", "llvm"), CpuConv2dPacked)  # the default variant
+    with pytest.raises(ValueError, match="valid: packed, nchw"):
+        get_template("conv2d", "llvm", "winograd")
 
 
 @pytest.mark.parametrize("args, bad", [(("conv3d", "llvm"), "conv3d"), (("dense", "rocm"), "rocm")])
@@ -226,17 +230,23 @@ def test_cuda_space_knobs(relax_tasks):
     ("dense", lambda: dense_te(1, 25088, 4096)),
 ])
 def test_cpu_spaces_are_reasonable(kind, mod):
-    space = get_template(kind, "llvm").make_space(mod())
+    space = get_template(kind, "llvm", "nchw").make_space(mod())
     assert 1 < space.size <= 1_000_000
     assert space.names[-2:] == ("order", "unroll_kw")
+    packed = get_template(kind, "llvm", "packed").make_space(mod())
+    assert 1 < packed.size <= 1_000_000
+    want = {"conv2d": ("tile_ic", "tile_oc", "tile_ow", "unroll_kw"), "dense": ("tile_y", "tile_x", "tile_k"),
+            "depthwise_conv2d": space.names}[kind]
+    assert packed.names == want
 
 
 # ---- llvm: scheduled output == unscheduled output --------------------------------------------
 
+@pytest.mark.parametrize("variant", ["packed", "nchw"])
 @pytest.mark.parametrize("label", LABELS)
-def test_cpu_template_matches_reference(relax_tasks, label):
+def test_cpu_template_matches_reference(relax_tasks, label, variant):
     mod = relax_tasks[label]
-    tpl = get_template(analyze(mod).kind, "llvm")
+    tpl = get_template(analyze(mod).kind, "llvm", variant)
     space = tpl.make_space(mod)
     args = random_args(mod, seed=0)
     ref = run_llvm(mod, args)
@@ -245,9 +255,10 @@ def test_cpu_template_matches_reference(relax_tasks, label):
         assert_close(run_llvm(tpl.apply(mod, cfg), args), ref)
 
 
-def test_cpu_dense_batch_without_bias():
+@pytest.mark.parametrize("variant", ["packed", "nchw"])
+def test_cpu_dense_batch_without_bias(variant):
     mod = dense_te(4, 24, 20, bias=False)
-    tpl = get_template("dense", "llvm")
+    tpl = get_template("dense", "llvm", variant)
     args = random_args(mod, seed=2)
     ref = run_llvm(mod, args)
     assert_close(ref, args[0] @ args[1])
@@ -361,3 +372,27 @@ def test_space_sizes_are_products(relax_tasks):
         for target_kind in ("llvm", "cuda"):
             space = get_template(analyze(mod).kind, target_kind).make_space(mod)
             assert space.size == math.prod(len(k.entities) for k in space.knobs)
+
+
+def test_packed_kernel_takes_packed_weights(relax_tasks):
+    """What is timed (the kernel taking its weights packed, the packing removed) computes the same
+    as the checked function (which packs inside): weights packed here by the documented layouts."""
+    from tunebench.targets.tvm.templates.fused import prepacked
+
+    for label in ("conv3x3_res", "dense"):
+        mod = relax_tasks[label]
+        tpl = get_template(analyze(mod).kind, "llvm", "packed")
+        args = random_args(mod, seed=4)
+        ref = run_llvm(mod, args)
+        for cfg in sample_configs(tpl.make_space(mod), 3, seed=5):
+            w = args[1]
+            if label == "dense":  # W[K, N] -> [N / bn, K, bn]
+                bn = cfg["tile_x"][2]
+                packed = w.reshape(w.shape[0], -1, bn).transpose(1, 0, 2)
+            else:  # W[O, I, KH, KW] -> [O / oc_bn, I / ic_bn, KH, KW, ic_bn, oc_bn]
+                ic, oc = cfg["tile_ic"][1], cfg["tile_oc"][1]
+                o, i, kh, kw = w.shape
+                packed = w.reshape(o // oc, oc, i // ic, ic, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+            timed = prepacked(tpl.apply(mod, cfg))
+            assert tuple(int(d) for d in timed["main"].params[1].ty.shape) == packed.shape
+            assert_close(run_llvm(timed, [args[0], np.ascontiguousarray(packed), *args[2:]]), ref)

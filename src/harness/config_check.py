@@ -131,6 +131,13 @@ def check_rules(cfg: dict) -> None:
         problem = rule(value)
         if problem:
             raise UserError(f"{key}={_short(value)}: {problem}")
+    target = cfg.get("target") or {}
+    if "template" in target:
+        from tunebench.targets.tvm.variants import template_problem
+
+        problem = template_problem(str(target.get("kind")), target["template"])
+        if problem:
+            raise UserError(f"target.template={_short(target['template'])}: {problem}")
     for key in ("timeout_s",):  # FPGA targets: a mapping of stage -> seconds
         stages = (cfg.get("target") or {}).get(key)
         if isinstance(stages, dict):

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 import tvm
+from tvm import relax
 
 from tunebench.datasets.relax_import import ImportedModel, default_gpu_schedule, make_target
 from tunebench.datasets.tasks import task_id
@@ -67,7 +68,11 @@ def tuned_module(imported: ImportedModel, schedules: Mapping[str, tvm.IRModule],
     ``schedules`` is replaced by the ``"main"`` PrimFunc of that value, under the original
     GlobalVar; the scheduled function takes the original's ``global_symbol`` (fused functions
     have none before compilation, and then neither does the replacement) and is marked
-    ``tirx.is_scheduled``, so the cuda compile pipeline does not schedule it again. Identical
+    ``tirx.is_scheduled``, so the cuda compile pipeline does not schedule it again. Schedules that
+    read their weights through a packed copy (:func:`~tunebench.targets.tvm.templates.fused.pack_weight`)
+    have the copy split out and lifted into the module's ``main_transform_params`` function, which
+    the model runner calls once on the weights before the model runs (TVM's compile-time weight
+    pre-packing); ``main`` then takes the packed weights. Identical
     workloads (task weight > 1) all get the schedule: FuseTIR usually leaves one PrimFunc called
     at several sites, and any structurally identical copies have the same task id. Other
     PrimFuncs are left as they are (on cuda, ``tvm.compile`` gives them dlight's default
@@ -86,8 +91,11 @@ def tuned_module(imported: ImportedModel, schedules: Mapping[str, tvm.IRModule],
         ValueError: a schedule's parameters (count, shapes, dtypes) differ from the function it
             replaces -- it was made for another workload (one-line message naming both).
     """
+    from tunebench.targets.tvm.templates.fused import prepacked
+
     mod = imported.mod.clone()
     used: set[str] = set()
+    packs = False
     for gv, func in imported.mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
@@ -102,10 +110,13 @@ def tuned_module(imported: ImportedModel, schedules: Mapping[str, tvm.IRModule],
         new = new.with_attr("global_symbol", symbol) if symbol else new.without_attr("global_symbol")
         mod.update_func(gv, new.with_attr(SCHEDULED_ATTR, True))
         used.add(tid)
+        packs = packs or _signature(prepacked(tvm.IRModule({"main": new}))["main"]) != _signature(func)
     unused = sorted(set(schedules) - used)
     if unused:
         log.warning("schedules for %d task id(s) match no function of the model: %s",
                     len(unused), ", ".join(unused))
+    if packs:  # weight packing out of the kernels, into main_transform_params: run once per model
+        mod = relax.transform.LiftTransformParams()(relax.transform.SplitLayoutRewritePreproc()(mod))
     return mod
 
 

@@ -88,11 +88,13 @@ def task_rng(seed: int, task: Task) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(task.id[:8], 16)])
 
 
-def _attach_spaces(tasks: list[Task], target_kind: str) -> None:
+def _attach_spaces(tasks: list[Task], target_kind: str, template: str) -> None:
+    """Each task's space from its kind's template of the target's variant (``target.template``)."""
     from tunebench.targets.tvm.templates import get_template
 
     for t in tasks:
-        t.space = get_template(t.kind, target_kind).make_space(t.mod)
+        t.template = template
+        t.space = get_template(t.kind, target_kind, template).make_space(t.mod)
 
 
 def run_conditions(target) -> dict:
@@ -122,7 +124,7 @@ def _load_tasks(cfg: dict, target) -> tuple[list[Task], object]:
         tasks, imported = fpga_tasks(cfg["model"], target.kind), None
     else:
         tasks, imported = model_tasks(cfg["model"], target.kind)
-        _attach_spaces(tasks, target.kind)
+        _attach_spaces(tasks, target.kind, target.info.details["template"])
     if not tasks:
         raise UserError(f"model={cfg['model'].get('name')}: no conv2d/depthwise/dense tasks found")
     return tasks, imported
@@ -238,7 +240,8 @@ def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, t
     from tunebench.targets.tvm.scheduling import schedule
 
     settings = E2ESettings.from_cfg(cfg.get("e2e"))
-    schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config) for t in tasks if t.id in best}
+    schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config, variant=t.template)
+                 for t in tasks if t.id in best}
     log.info("end-to-end latency of %s: %d tuned tasks, %d rounds interleaved with the baselines",
              cfg["model"]["name"], len(schedules), settings.rounds)
     try:

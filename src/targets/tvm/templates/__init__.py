@@ -9,43 +9,56 @@ Usage::
     err = tpl.check(task.mod, space.get(i), limits)   # cuda: GPU limits from the knobs alone
     err = tpl.verify(sched, limits)               # cuda: verify_gpu_code on the lowered kernel
 
-``TEMPLATE_KINDS`` maps each supported ``(task_kind, target_kind)`` pair to its template class.
-The templates and their knobs are documented in :mod:`.cuda` and :mod:`.cpu`; the analysis of
-a fused function (main block, pad and epilogue blocks, extents) in :mod:`.fused`.
+``TEMPLATE_KINDS`` maps each supported ``(task_kind, target_kind, variant)`` to its template class.
+A target kind has one or more template *variants* (``VARIANTS``; the first is the default):
+``llvm`` has ``packed`` (conv2d and dense on weights pre-packed once per model: AutoTVM's x86
+``conv2d_NCHWc`` and ``dense_pack``, :mod:`.cpu_packed`) and ``nchw`` (tiled NCHW loop nests on the
+weights as they are, :mod:`.cpu`); depthwise conv2d uses the NCHW template in both. ``cuda`` has
+``direct`` (:mod:`.cuda`). The analysis of a fused function (main block, pad and epilogue blocks,
+extents) is in :mod:`.fused`.
 """
 
 from __future__ import annotations
 
 from .cpu import CpuConv2d, CpuDense, CpuDepthwiseConv2d
+from .cpu_packed import CpuConv2dPacked, CpuDensePacked
 from .cuda import CudaConv2dDirect, CudaDense, CudaDepthwiseConv2d
 from .fused import FusedInfo, Template, analyze
+from ..variants import VARIANTS
 
 TASK_KINDS = ("conv2d", "depthwise_conv2d", "dense")
 TARGET_KINDS = ("llvm", "cuda")
 
-#: (task_kind, target_kind) -> template class
-TEMPLATE_KINDS: dict[tuple[str, str], type[Template]] = {
-    ("conv2d", "llvm"): CpuConv2d,
-    ("depthwise_conv2d", "llvm"): CpuDepthwiseConv2d,
-    ("dense", "llvm"): CpuDense,
-    ("conv2d", "cuda"): CudaConv2dDirect,
-    ("depthwise_conv2d", "cuda"): CudaDepthwiseConv2d,
-    ("dense", "cuda"): CudaDense,
+
+#: (task_kind, target_kind, variant) -> template class
+TEMPLATE_KINDS: dict[tuple[str, str, str], type[Template]] = {
+    ("conv2d", "llvm", "packed"): CpuConv2dPacked,
+    ("depthwise_conv2d", "llvm", "packed"): CpuDepthwiseConv2d,
+    ("dense", "llvm", "packed"): CpuDensePacked,
+    ("conv2d", "llvm", "nchw"): CpuConv2d,
+    ("depthwise_conv2d", "llvm", "nchw"): CpuDepthwiseConv2d,
+    ("dense", "llvm", "nchw"): CpuDense,
+    ("conv2d", "cuda", "direct"): CudaConv2dDirect,
+    ("depthwise_conv2d", "cuda", "direct"): CudaDepthwiseConv2d,
+    ("dense", "cuda", "direct"): CudaDense,
 }
 
 
-def get_template(task_kind: str, target_kind: str) -> Template:
+def get_template(task_kind: str, target_kind: str, variant: str | None = None) -> Template:
     """The template for ``task_kind`` (``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``) on
-    ``target_kind`` (``"llvm"``, ``"cuda"``).
+    ``target_kind`` (``"llvm"``, ``"cuda"``) in ``variant`` (None or ``""``: the kind's default).
 
     Raises:
-        ValueError: for an unknown task or target kind, naming the valid ones.
+        ValueError: for an unknown task kind, target kind or variant, naming the valid ones.
     """
     if task_kind not in TASK_KINDS:
         raise ValueError(f"unknown task kind {task_kind!r}; valid: {', '.join(TASK_KINDS)}")
     if target_kind not in TARGET_KINDS:
         raise ValueError(f"unknown target kind {target_kind!r}; valid: {', '.join(TARGET_KINDS)}")
-    return TEMPLATE_KINDS[(task_kind, target_kind)]()
+    variant = variant or VARIANTS[target_kind][0]
+    if variant not in VARIANTS[target_kind]:
+        raise ValueError(f"unknown template {variant!r} for {target_kind}; valid: {', '.join(VARIANTS[target_kind])}")
+    return TEMPLATE_KINDS[(task_kind, target_kind, variant)]()
 
 
 __all__ = ["TASK_KINDS", "TARGET_KINDS", "TEMPLATE_KINDS", "FusedInfo", "Template", "analyze",

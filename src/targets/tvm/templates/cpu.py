@@ -20,7 +20,7 @@ import tvm
 
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
-from .fused import Template, new_schedule, stage_output
+from .fused import Template, new_schedule, pad_once, stage_output
 
 #: dense: the inner reduction loop is unrolled only up to this many iterations (code size)
 MAX_UNROLL_K = 32
@@ -51,13 +51,7 @@ class CpuTemplate(Template):
     def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
         info = self.analyze(mod)
         sch = new_schedule(mod)
-        if info.pad is not None:
-            pad = sch.get_sblock(info.pad)
-            if info.padded:  # materialize the padded input once, parallel over batch x channels
-                n, c, *_ = sch.get_loops(pad)
-                sch.parallel(sch.fuse(n, c))
-            else:  # a pure copy: read the input directly
-                sch.compute_inline(pad)
+        pad_once(sch, info)
         out, acc = stage_output(sch, info, "global")
 
         # tile the main block: <axis>_o / <axis>_i loops for every split knob

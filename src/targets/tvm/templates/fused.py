@@ -43,6 +43,9 @@ AXES = {
 
 _REDUCE = tvm.tirx.IterVar.CommReduce  # iter_type of a reduction block var
 
+#: block annotation of a weight copy in a packed layout (the name TVM's passes look for)
+LAYOUT_REWRITE = "meta_schedule.layout_rewrite_preproc"
+
 
 @dataclass(frozen=True)
 class FusedInfo:
@@ -199,6 +202,40 @@ def stage_output(sch: st.Schedule, info: FusedInfo, acc_scope: str):
     if acc_scope != "global":
         sch.set_scope(acc, 0, acc_scope)
     return out, acc
+
+
+def pad_once(sch: st.Schedule, info: FusedInfo) -> None:
+    """CPU: a pad block that really pads is computed once, parallel over batch x channels; a pad
+    block that only copies (padding 0) is inlined (the input is read directly)."""
+    if info.pad is None:
+        return
+    pad = sch.get_sblock(info.pad)
+    if info.padded:
+        n, c, *_ = sch.get_loops(pad)
+        sch.parallel(sch.fuse(n, c))
+    else:
+        sch.compute_inline(pad)
+
+
+def pack_weight(sch: st.Schedule, block, read_index: int, index_map) -> None:
+    """Read ``block``'s weight (its read ``read_index``, a function parameter) through a copy in the
+    layout ``index_map`` gives, marked as a weight layout rewrite.
+
+    The scheduled function keeps its signature (the copy runs inside it: what the output check
+    runs). In a model build the copy is split out of the function and computed once from the
+    weights before the model runs (:func:`tunebench.harness.e2e.tuned_module`); a single kernel is
+    timed with the packed weight as its parameter (:func:`prepacked`), so neither pays the packing
+    per call.
+    """
+    copy = sch.cache_read(block, read_index, "global")
+    sch.transform_layout(copy, ("write", 0), index_map)
+    sch.annotate(copy, LAYOUT_REWRITE, True)
+
+
+def prepacked(sched_mod: tvm.IRModule) -> tvm.IRModule:
+    """``sched_mod`` with every weight layout rewrite removed: its function takes the packed weights
+    as parameters (unchanged when it has none)."""
+    return st.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sched_mod)
 
 
 class Template(abc.ABC):
