@@ -33,12 +33,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import sys
 import tempfile
 
 from _common import add_out_args, loadavg, machine_info, out_path, provenance, run_main, write_json
+from _layers import best_config, compose, fmt_ci, label, layer_task, model_timing
 
 NAME = "autotvm_vs_metaschedule"
 METHODS = ("autotvm", "metaschedule")
@@ -49,19 +49,6 @@ LAYERS = [  # ResNet-18: stage-1 3x3, stage-2 first 3x3 (stride 2), stage-2 3x3
     {"in_channels": 128, "height": 28, "width": 28, "out_channels": 128, "kernel": 3, "stride": 1, "padding": 1},
 ]
 E2E_ROWS = ("tuned", "torch", "torch_compile")  # the model rows the table uses (tvm_default: JSON only)
-
-
-def label(layer: dict) -> str:
-    return (f"{layer['in_channels']}->{layer['out_channels']} {layer['height']}x{layer['width']} "
-            f"k{layer['kernel']} s{layer['stride']}")
-
-
-def compose(method: str, work: str, args, layers: list[dict]) -> dict:
-    from tunebench.harness.cli import compose_config, layers_override
-
-    return compose_config([f"workdir={work}", "experiment=bench", "progress=false", "e2e.enabled=false",
-                           f"seed={args.seed}", f"method={method}", f"budget.trials_per_task={args.trials}",
-                           layers_override(layers)])
 
 
 # ---- tuning -------------------------------------------------------------------------------------
@@ -75,7 +62,7 @@ def tune_methods(args, layers: list[dict], work: str) -> dict:
 
     out = {}
     for method in METHODS:
-        run_id = run_experiment(compose(method, work, args, layers))
+        run_id = run_experiment(compose(method, work, args.trials, args.seed, layers))
         with open(os.path.join(work, "records", run_id, "tasks.json")) as fh:
             entries = json.load(fh)
         m = MlflowClient(f"sqlite:///{work}/mlflow.db").get_run(run_id).data.metrics
@@ -84,38 +71,6 @@ def tune_methods(args, layers: list[dict], work: str) -> dict:
         out[method] = {"run_id": run_id, "tasks": {e["id"]: e for e in entries},
                        "metrics": {k: m[k] for k in keep if k in m}}
     return out
-
-
-def layer_task(layer: dict, target_kind: str):
-    """The single-layer model's task (with its knob space) and ``(tasks, imported)``; its task id is
-    the id of the same layer in the multi-layer model that was tuned."""
-    from tunebench.datasets import model_tasks
-    from tunebench.targets.tvm.templates import get_template
-
-    tasks, imported = model_tasks({"name": "layers", "layers": [layer]}, target_kind)
-    if len(tasks) != 1:
-        raise RuntimeError(f"layer {label(layer)}: {len(tasks)} tasks, expected 1")
-    task = tasks[0]
-    task.space = get_template(task.kind, target_kind).make_space(task.mod)
-    return task, tasks, imported
-
-
-def best_config(entry: dict, task):
-    """The best config of a ``tasks.json`` entry, rebuilt (a trace, or the knob space's config at
-    ``best_index``), checked to round-trip to the recorded ``best_config``."""
-    from tunebench.space import TraceConfig
-
-    recorded = entry.get("best_config")
-    if recorded is None:
-        return None
-    if "trace" in recorded:
-        cfg = TraceConfig(int(entry["best_index"]), json.dumps(recorded["trace"], separators=(",", ":")))
-    else:
-        cfg = task.space.get(int(entry["best_index"]))
-    if cfg.to_dict() != recorded:
-        raise RuntimeError(f"task {task.name}: best_index {entry['best_index']} does not rebuild the recorded "
-                           "best_config")
-    return cfg
 
 
 # ---- measuring ----------------------------------------------------------------------------------
@@ -135,30 +90,6 @@ def retime_pair(target, task, configs: list, rounds: int, repeat: int) -> dict:
     g, lo, hi = paired_ratio_ci(res[0]["round_medians"], res[1]["round_medians"])
     out["ratio"] = {"geomean": g, "ci_low": lo, "ci_high": hi, "verdict": verdict(lo, hi)}
     return out
-
-
-def model_timing(target, task, tasks, imported, config, settings, name: str) -> dict:
-    """The single-layer model with ``config`` vs PyTorch (``model_latencies``); JSON-ready."""
-    from tunebench.harness.e2e import E2EError
-    from tunebench.harness.e2e_timing import model_latencies, summary_line
-    from tunebench.protocol.stats import verdict
-    from tunebench.targets.tvm.scheduling import schedule
-
-    try:
-        lat = model_latencies(imported, tasks, {task.id: schedule(task.mod, task.kind, target.kind, config)},
-                              target, settings, name=name)
-    except E2EError as exc:
-        return {"error": str(exc)}
-    for line in summary_line(lat, target):
-        print(f"  {name}: {line}", flush=True)
-    rows = {row: {"stats_ms": r["stats"].to_dict(), "verdict": r["verdict"].to_dict(),
-                  "round_medians_ms": list(r["round_medians"]),
-                  **{k: r[k] for k in ("rel_err", "compile_s", "load_s") if r.get(k) is not None}}
-            for row, r in lat["rows"].items()}
-    speedups = {base: {"geomean": g, "ci_low": lo, "ci_high": hi, "verdict": verdict(lo, hi, better_below=False)}
-                for base, (g, lo, hi) in lat["speedups"].items()}
-    return {"rows": rows, "speedups": speedups, "calib_slowdown": lat["slowdown"], "calib_drift": lat["drift"],
-            "foreign_cpu": lat["foreign_cpu"], "attempts": lat["attempts"]}
 
 
 def noisy_values(row: dict) -> list[str]:
@@ -198,14 +129,6 @@ def measure_layer(layer: dict, runs: dict, target, rounds: int, repeat: int, set
 
 
 # ---- reporting ----------------------------------------------------------------------------------
-
-def fmt_ci(d: dict | None, digits: int = 2) -> str:
-    if not d:
-        return "—"
-    finite = all(isinstance(d[k], float) and math.isfinite(d[k]) for k in ("ci_low", "ci_high"))
-    ci = f" [{d['ci_low']:.{digits}f}, {d['ci_high']:.{digits}f}]" if finite else " [n/a]"
-    return f"{d['geomean']:.{digits}f}{ci}"
-
 
 def speedup(row: dict, method: str, base: str = "torch") -> dict | None:
     return row["e2e"][method].get("speedups", {}).get(base)
@@ -326,7 +249,7 @@ def main() -> int:
     layers = LAYERS[:args.layers]
     from tunebench.methods import make_method
 
-    make_method(compose("metaschedule", ".", args, layers)["method"])  # MetaSchedule's imports before MLflow's
+    make_method(compose("metaschedule", ".", args.trials, args.seed, layers)["method"])  # MetaSchedule's imports before MLflow's
 
     from tunebench.harness.cli import setup_logging
     from tunebench.harness.e2e_timing import E2ESettings
@@ -336,7 +259,7 @@ def main() -> int:
     setup_logging()
     load_before = loadavg()
     with tempfile.TemporaryDirectory() as work:
-        cfg = compose("autotvm", work, args, layers)
+        cfg = compose("autotvm", work, args.trials, args.seed, layers)
         runs = tune_methods(args, layers, work)
     ps = ProtocolSettings.from_cfg(cfg["measure"])
     rounds, repeat = args.rounds or ps.rounds, args.repeat or ps.repeat
