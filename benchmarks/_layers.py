@@ -9,6 +9,8 @@ import math
 
 
 def label(layer: dict) -> str:
+    if "in_features" in layer:
+        return f"dense {layer['in_features']}->{layer['out_features']} batch {layer.get('batch', 1)}"
     groups = f" g{layer['groups']}" if layer.get("groups", 1) != 1 else ""
     return (f"{layer['in_channels']}->{layer['out_channels']} {layer['height']}x{layer['width']} "
             f"k{layer['kernel']} s{layer['stride']} p{layer['padding']}{groups}")

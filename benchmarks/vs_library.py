@@ -1,4 +1,4 @@
-"""Tuned kernels vs the vendor library: every conv layer of a model (or a layer set) tuned by one
+"""Tuned kernels vs the vendor library: every conv/dense layer of a model (or a layer set) tuned by one
 method, the best kernel of each layer timed against PyTorch in interleaved rounds.
 
 One tuning run (``run_experiment``, ``model=layers``, e2e step off) tunes every layer with the method
@@ -9,7 +9,7 @@ FP32 (TF32 off on CUDA), timed in interleaved rounds (``model_latencies``, the `
 speedup = PyTorch / TVM as the geometric mean of the per-round ratios with a 95 % bootstrap
 interval; every row judged for noise (noisy values are named in the table, never dropped).
 
-Layer sets: ``--model resnet18`` (its distinct conv layers, each a conv + bias + ReLU here),
+Layer sets: ``--model resnet18`` (its distinct conv and dense layers, each + bias + ReLU here),
 ``--set irregular`` (shapes no model of the suite has: odd channel counts, stride 2 without
 padding, 1x1 at 7x7, 5x5, 7x7 stride 2, depthwise, a non-power-of-two width) or ``--layers FILE``
 (a JSON list of ``model.layers`` specs).
@@ -24,7 +24,7 @@ Usage: python benchmarks/vs_library.py [--model resnet18 | --set irregular | --l
     [--method autotvm] [--trials 64] [--target llvm] [--template packed] [--seed 0]
     [--no-torch-compile] [--out PATH | --publish]
   default output: benchmarks/results/local/vs_library.json (untracked); --publish:
-  benchmarks/results/vs_library_<set>_<method>_<target>.json (tracked, cited by docs/RESULTS.md).
+  benchmarks/results/vs_library_<set>_<method>_<target>_<template>.json (tracked, cited by docs/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -50,20 +50,22 @@ IRREGULAR = [
     {"in_channels": 96, "height": 28, "width": 28, "out_channels": 24, "kernel": 1, "stride": 1, "padding": 0},
     {"in_channels": 200, "height": 14, "width": 14, "out_channels": 200, "kernel": 3, "stride": 1, "padding": 1},
 ]
-SHAPE_KEYS = ("batch", "in_channels", "height", "width", "out_channels", "kernel", "stride", "padding", "groups")
+SHAPE_KEYS = {"conv2d": ("batch", "in_channels", "height", "width", "out_channels", "kernel", "stride", "padding",
+                         "groups"),
+              "dense": ("batch", "in_features", "out_features")}
+SHAPE_KEYS["depthwise_conv2d"] = SHAPE_KEYS["conv2d"]
 
 
 def model_layers(name: str, target_kind: str) -> list[dict]:
-    """The distinct conv layers of model ``name`` as ``model.layers`` specs (conv + bias + ReLU)."""
+    """The distinct conv and dense layers of model ``name`` as ``model.layers`` specs (+ bias + ReLU)."""
     from tunebench.datasets import model_tasks
 
     tasks, _ = model_tasks({"name": name}, target_kind)
     out = []
     for t in tasks:
-        if t.kind in ("conv2d", "depthwise_conv2d"):
-            spec = {k: int(t.shape[k]) for k in SHAPE_KEYS}
-            if spec not in out:
-                out.append(spec)
+        spec = {k: int(t.shape[k]) for k in SHAPE_KEYS[t.kind]}
+        if spec not in out:
+            out.append(spec)
     return out
 
 
@@ -130,7 +132,8 @@ def parse_args():
         ap.error("--trials must be positive")
     if args.publish and args.out:
         ap.error("--out and --publish exclude each other")
-    args.set_name = args.model or args.set or (os.path.basename(args.layers) if args.layers else "resnet18")
+    from_file = os.path.splitext(os.path.basename(args.layers))[0] if args.layers else None
+    args.set_name = args.model or args.set or from_file or "resnet18"
     if not (args.model or args.set or args.layers):
         args.model = "resnet18"
     return args
@@ -191,7 +194,7 @@ def main() -> int:
            "geomean_speedup_vs_torch": geomean(ratios) if ratios else None,
            "loadavg_before": load_before, "loadavg_after": loadavg(), **provenance()}
     print_table(out)
-    name = f"{NAME}_{args.set_name}_{args.method}_{args.target}.json"
+    name = f"{NAME}_{args.set_name}_{args.method}_{args.target}_{template}.json"
     path = os.path.join(RESULTS, name) if args.publish else args.out or os.path.join(RESULTS, "local", f"{NAME}.json")
     write_json(path, out)
     print(f"written: {os.path.relpath(path)}")

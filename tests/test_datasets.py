@@ -17,7 +17,7 @@ import torch.nn as nn
 
 from tunebench.datasets import (MODELS, build_model, extract_tasks, import_model, layers_model,
                                 make_target, model_tasks, run_relax)
-from tunebench.datasets.relax_import import fold_batchnorm
+from tunebench.datasets.relax_import import fold_batchnorm, prepare_for_export
 from tunebench.datasets.tasks import clear_cache
 from tunebench.datasets.zoo import BasicBlock
 
@@ -250,6 +250,20 @@ def test_layers_model_rejects_bad_shapes():
         model_tasks({"name": "layers"}, "llvm")
 
 
+def test_layers_model_dense_layers():
+    """Dense specs become matmul tasks of their shape beside conv tasks; bad dense specs are one line."""
+    from tunebench.errors import UserError
+
+    tasks, _ = model_tasks({"name": "layers", "layers": [LAYER_A, {"in_features": 64, "out_features": 10}]}, "llvm")
+    dense = [t for t in tasks if t.kind == "dense"]
+    assert len(tasks) == 2 and len(dense) == 1
+    assert dense[0].shape == {"batch": 1, "in_features": 64, "out_features": 10} and dense[0].flops == 2 * 64 * 10
+    with pytest.raises(UserError, match=r"model.layers\[0\] misses out_features; required: in_features, out_features"):
+        model_tasks({"name": "layers", "layers": [{"in_features": 8}]}, "llvm")
+    with pytest.raises(UserError, match=r"model.layers\[0\].kernel is unknown; valid: in_features, out_features"):
+        model_tasks({"name": "layers", "layers": [{"in_features": 8, "out_features": 4, "kernel": 3}]}, "llvm")
+
+
 def test_model_tasks_cache_is_instant_and_returns_copies():
     cfg = {"name": "layers", "layers": [LAYER_A]}
     first, imp1 = model_tasks(cfg, "llvm")
@@ -312,6 +326,10 @@ def test_run_relax_matches_pytorch_with_bn_folding():
     model, x = _small_cnn(), torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     folded = fold_batchnorm(model)
     assert not any(isinstance(m, nn.BatchNorm2d) for m in folded.modules())
+    assert type(folded) is type(model)  # a plain module of its own class: it goes to worker processes
+    import pickle
+
+    assert isinstance(pickle.loads(pickle.dumps(prepare_for_export(model))), type(model))
     with torch.no_grad():
         ref = model(x).numpy()
         np.testing.assert_allclose(folded(x).numpy(), ref, atol=1e-5)

@@ -1,8 +1,11 @@
-"""Layer specs of ``model=layers``: each a conv2d (+bias)(+ReLU) at a given shape.
+"""Layer specs of ``model=layers``: each a conv2d (+bias)(+ReLU) or a dense layer (+bias)(+ReLU) at a
+given shape.
 
-Keys: ``in_channels, height, width, out_channels, kernel, stride, padding`` (required) and
-``batch=1, groups=1, relu=true`` (optional). :func:`normalize_layer` checks one spec and fills in the
-defaults; every problem is a one-line :class:`UserError` naming ``model.layers[i].<key>``.
+Conv2d keys: ``in_channels, height, width, out_channels, kernel, stride, padding`` (required) and
+``batch=1, groups=1, relu=true`` (optional). Dense (fully connected) keys: ``in_features,
+out_features`` (required) and ``batch=1, relu=true``; a spec with ``in_features`` is a dense layer.
+:func:`normalize_layer` checks one spec and fills in the defaults; every problem is a one-line
+:class:`UserError` naming ``model.layers[i].<key>``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,13 @@ from tunebench.errors import UserError
 
 LAYER_KEYS = ("in_channels", "height", "width", "out_channels", "kernel", "stride", "padding")
 LAYER_DEFAULTS = {"batch": 1, "groups": 1, "relu": True}
+DENSE_KEYS = ("in_features", "out_features")
+DENSE_DEFAULTS = {"batch": 1, "relu": True}
+
+
+def is_dense(spec: dict) -> bool:
+    """Whether a (normalized) layer spec is a dense layer."""
+    return "in_features" in spec
 _MIN = {"padding": 0}  # every other integer key must be >= 1
 
 
@@ -22,21 +32,24 @@ def normalize_layer(shape, index: int | None = None) -> dict:
     """A validated copy of one layer spec with the defaults filled in."""
     at = _where(index)
     if not isinstance(shape, dict):
-        raise UserError(f"{at}={shape!r}: must be a mapping with keys {', '.join(LAYER_KEYS)}")
-    missing = [k for k in LAYER_KEYS if k not in shape]
+        raise UserError(f"{at}={shape!r}: must be a mapping with keys {', '.join(LAYER_KEYS)} "
+                        f"(conv2d) or {', '.join(DENSE_KEYS)} (dense)")
+    keys, defaults = (DENSE_KEYS, DENSE_DEFAULTS) if is_dense(shape) else (LAYER_KEYS, LAYER_DEFAULTS)
+    missing = [k for k in keys if k not in shape]
     if missing:
-        raise UserError(f"{at} misses {', '.join(missing)}; required: {', '.join(LAYER_KEYS)}")
-    unknown = sorted(set(shape) - set(LAYER_KEYS) - set(LAYER_DEFAULTS))
+        raise UserError(f"{at} misses {', '.join(missing)}; required: {', '.join(keys)}")
+    unknown = sorted(set(shape) - set(keys) - set(defaults))
     if unknown:
-        raise UserError(f"{at}.{unknown[0]} is unknown; valid: {', '.join(LAYER_KEYS + tuple(LAYER_DEFAULTS))}")
-    out = {**LAYER_DEFAULTS, **shape}
+        raise UserError(f"{at}.{unknown[0]} is unknown; valid: {', '.join(keys + tuple(defaults))}")
+    out = {**defaults, **shape}
     for key, value in out.items():
         if key == "relu":
             if not isinstance(value, bool):
                 raise UserError(f"{at}.relu={value!r}: must be true or false")
         elif not isinstance(value, int) or isinstance(value, bool) or value < _MIN.get(key, 1):
             raise UserError(f"{at}.{key}={value!r}: must be an integer >= {_MIN.get(key, 1)}")
-    _check_geometry(out, at)
+    if not is_dense(out):
+        _check_geometry(out, at)
     return out
 
 

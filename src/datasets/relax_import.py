@@ -64,23 +64,38 @@ def make_target(target_kind: str) -> tvm.target.Target:
 def fold_batchnorm(module: nn.Module) -> nn.Module:
     """A copy of ``module`` in eval mode with every BatchNorm folded into the conv feeding it.
 
-    Uses ``torch.fx.experimental.optimization.fuse``: the module is FX-traced and each
-    ``Conv2d -> BatchNorm2d`` edge whose conv output has no other user is replaced by one conv
-    with ``W' = W * g / sqrt(var + eps)`` and ``b' = (b - mean) * g / sqrt(var + eps) + beta``
-    (``fuse_conv_bn_eval``). Modules without BatchNorm are returned as an eval-mode deep copy
-    (no tracing). The result is a ``torch.fx.GraphModule`` when folding happened.
+    The copy is FX-traced only to find each ``Conv2d -> BatchNorm2d`` edge whose conv output has no
+    other user; that conv is replaced (in the copy, which keeps its own class) by one conv with
+    ``W' = W * g / sqrt(var + eps)`` and ``b' = (b - mean) * g / sqrt(var + eps) + beta``
+    (``fuse_conv_bn_eval``) and the BatchNorm by ``nn.Identity``. The result is a plain module, so it
+    can be sent to another process (an FX ``GraphModule`` of this PyTorch cannot be pickled). Modules
+    without BatchNorm are returned as an eval-mode deep copy (no tracing).
     """
-    from torch.fx.experimental.optimization import fuse
+    import torch.fx
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
 
     folded = copy.deepcopy(module).eval()
     if not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in folded.modules()):
         return folded
-    folded = fuse(folded, inplace=True).eval()
+    mods = dict(folded.named_modules())
+    for node in torch.fx.symbolic_trace(folded).graph.nodes:
+        if node.op != "call_module" or not isinstance(mods[node.target], nn.modules.batchnorm._BatchNorm):
+            continue
+        prev = node.args[0]
+        if (isinstance(prev, torch.fx.Node) and prev.op == "call_module" and len(prev.users) == 1
+                and isinstance(mods[prev.target], nn.Conv2d)):
+            _set_submodule(folded, prev.target, fuse_conv_bn_eval(mods[prev.target], mods[node.target]))
+            _set_submodule(folded, node.target, nn.Identity())
     left = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in folded.modules())
     if left:
         log.warning("%d BatchNorm layers of %s have no conv to fold into; they stay in the graph",
                     left, type(module).__name__)
     return folded
+
+
+def _set_submodule(root: nn.Module, dotted: str, new: nn.Module) -> None:
+    parent, _, name = dotted.rpartition(".")
+    setattr(root.get_submodule(parent) if parent else root, name, new)
 
 
 class PretransposedLinear(nn.Module):

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from tunebench.datasets.layer_spec import check_layer_list
+from tunebench.datasets.layer_spec import check_layer_list, is_dense
 
 IMAGENET_INPUT = (1, 3, 224, 224)
 NUM_CLASSES = 1000
@@ -221,12 +221,12 @@ def build_model(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
 
 
 class LayersModel(nn.Module):
-    """Independent conv2d(+bias)(+ReLU) layers, one per shape dict.
+    """Independent conv2d(+bias)(+ReLU) or dense(+bias)(+ReLU) layers, one per shape dict.
 
     ``forward`` takes one input per layer, as separate positional arguments
-    (``model(x0, x1, ...)``, ``x_i`` of shape ``(batch, in_channels, height, width)``),
-    and returns the tuple of layer outputs. Layers do not feed each other, so every layer
-    becomes one fused ``conv2d[_add][_relu]`` task; identical layers are deduplicated by
+    (``model(x0, x1, ...)``, ``x_i`` of shape ``(batch, in_channels, height, width)``, dense
+    ``(batch, in_features)``), and returns the tuple of layer outputs. Layers do not feed each
+    other, so every layer becomes one fused ``conv2d[_add][_relu]`` (``matmul_add[_relu]``) task; identical layers are deduplicated by
     MetaSchedule into one task whose weight is the number of copies.
     """
 
@@ -234,6 +234,7 @@ class LayersModel(nn.Module):
         super().__init__()
         self.shapes = check_layer_list(list(shapes))
         self.convs = nn.ModuleList(
+            nn.Linear(s["in_features"], s["out_features"]) if is_dense(s) else
             nn.Conv2d(s["in_channels"], s["out_channels"], s["kernel"], stride=s["stride"],
                       padding=s["padding"], groups=s["groups"], bias=True) for s in self.shapes)
 
@@ -245,10 +246,12 @@ class LayersModel(nn.Module):
         return tuple(outs)
 
     def example_inputs(self, seed: int = 0) -> tuple[torch.Tensor, ...]:
-        """One deterministic random input per layer, shape ``(batch, in_channels, height, width)``."""
+        """One deterministic random input per layer, shape ``(batch, in_channels, height, width)``
+        (dense: ``(batch, in_features)``)."""
         gen = torch.Generator().manual_seed(seed)
-        return tuple(torch.randn((s["batch"], s["in_channels"], s["height"], s["width"]),
-                                 generator=gen) for s in self.shapes)
+        return tuple(torch.randn((s["batch"], s["in_features"]) if is_dense(s) else
+                                 (s["batch"], s["in_channels"], s["height"], s["width"]), generator=gen)
+                     for s in self.shapes)
 
 
 def layers_model(shapes: Sequence[dict], seed: int = 0) -> tuple[LayersModel, tuple[torch.Tensor, ...]]:
