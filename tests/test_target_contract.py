@@ -80,7 +80,8 @@ def test_llvm_target_info(tmp_path):
     assert info.tvm_target["kind"] == "llvm" and info.threads == t.threads >= 1 and info.precision == "float32"
     assert info.device_name == t.device["name"] and info.capacity is None and info.reference_point is None
     assert set(t.describe()) == {"kind", "name", "mcpu", "num_cores", "host", "tvm_target", "objectives",
-                                 "fidelities", "threads", "precision"}
+                                 "fidelities", "threads", "precision", "template"}
+    assert info.details["template"] == "packed"  # target.template's default on llvm
 
 
 def test_target_info_is_frozen_and_to_dict_is_a_copy():
