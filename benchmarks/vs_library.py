@@ -35,7 +35,7 @@ import json
 import os
 import tempfile
 
-from _common import RESULTS, loadavg, machine_info, provenance, run_main, write_json
+from _common import RESULTS, add_out_args, loadavg, machine_info, out_path, provenance, run_main, write_json
 from _layers import best_config, compose, fmt_ci, label, layer_task, model_timing
 
 NAME = "vs_library"
@@ -125,13 +125,11 @@ def parse_args():
     ap.add_argument("--template", default=None, help="target.template (default: the target's default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-torch-compile", action="store_true", help="leave out the torch.compile row")
-    ap.add_argument("--out", default=None, help=f"result file (default benchmarks/results/local/{NAME}.json)")
-    ap.add_argument("--publish", action="store_true", help="write the tracked file under benchmarks/results/")
+    add_out_args(ap, NAME)
     args = ap.parse_args()
     if args.trials < 1:
         ap.error("--trials must be positive")
-    if args.publish and args.out:
-        ap.error("--out and --publish exclude each other")
+    args.path = out_path(ap, args, NAME)  # with --publish, named after the set, method, target and template
     from_file = os.path.splitext(os.path.basename(args.layers))[0] if args.layers else None
     args.set_name = args.model or args.set or from_file or "resnet18"
     if not (args.model or args.set or args.layers):
@@ -195,7 +193,7 @@ def main() -> int:
            "loadavg_before": load_before, "loadavg_after": loadavg(), **provenance()}
     print_table(out)
     name = f"{NAME}_{args.set_name}_{args.method}_{args.target}_{template}.json"
-    path = os.path.join(RESULTS, name) if args.publish else args.out or os.path.join(RESULTS, "local", f"{NAME}.json")
+    path = os.path.join(RESULTS, name) if args.publish else args.path
     write_json(path, out)
     print(f"written: {os.path.relpath(path)}")
     return 0

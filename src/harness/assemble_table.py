@@ -48,7 +48,7 @@ def main(argv=None) -> None:
                     help="reuse the rows of an earlier table (CSV) whose knobs are in the space; repeatable")
     ap.add_argument("records", nargs="*")
     args = ap.parse_args(argv)
-    _parse_shard(args.shard)
+    shard = _parse_shard(args.shard)
     only = _parse_only(args.only)
     if not args.out and not args.new_records:
         ap.error("give --out, --new-records or both (otherwise nothing measured is kept)")
@@ -82,7 +82,8 @@ def main(argv=None) -> None:
             have.setdefault((m.config.index, m.fidelity), m)
     logging.info("%s: %d configs x %d fidelities, %d reused from records and tables", args.kernel, space.size,
                  len(target.fidelities), len(have))
-    out = _measure_missing(target, task, have, args) + [m for m in have.values() if m.fidelity in target.fidelities]
+    part = {"reverse": args.reverse, "shard": shard, "only": only, "skip": frozenset(have)}
+    out = _measure_missing(target, task, part, args.new_records) + [m for m in have.values() if m.fidelity in target.fidelities]
     out.sort(key=lambda m: (m.config.index, target.fidelities.index(m.fidelity)))
     if args.out:
         write_table(args.out, space, target.fidelities, target.objectives, out)
@@ -98,21 +99,19 @@ class _LogEach(Observer):
             logging.info("config %d %s: %s %s", m.config.index, m.fidelity, m.objectives, m.error)
 
 
-def _measure_missing(target, task, have: dict, args) -> list[Measurement]:
-    """Measure the selected (config, fidelity) pairs not in ``have`` through the harness loop with
+def _measure_missing(target, task, part: dict, new_records_path: str | None) -> list[Measurement]:
+    """Measure the (config, fidelity) pairs ``part`` selects (:func:`~tunebench.methods.exhaustive.exhaustive_queue`) through the harness loop with
     ``method=exhaustive``; each is appended to ``--new-records`` as it arrives."""
     from tunebench.harness.loop import tune_task
     from tunebench.harness.observers import RecordWriter
     from tunebench.methods.base import Budget
     from tunebench.methods.exhaustive import Exhaustive, exhaustive_queue
 
-    part = {"reverse": args.reverse, "shard": _parse_shard(args.shard), "only": _parse_only(args.only),
-            "skip": frozenset(have)}
     n = len(exhaustive_queue(task.space, target.fidelities, **part))
     if n == 0:
         target.close()
         return []
-    new_records = RecordFile(args.new_records) if args.new_records else None
+    new_records = RecordFile(new_records_path) if new_records_path else None
     observers = [_LogEach()] + ([RecordWriter(new_records, task)] if new_records else [])
     target.start()
     try:
