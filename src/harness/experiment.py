@@ -296,7 +296,8 @@ def _observers(ctx: dict, task: Task, method, row, prior_recs: list[dict]) -> tu
     tracker = ctx["tracker"]
     fpga = ctx["fpga"]
     writer = RecordWriter(ctx["records"], task, prior_recs)
-    curve = fpga.observer(task, tracker, ctx["run_dir"]) if fpga is not None else SearchCurve(tracker, task)
+    curve = (fpga.observer(task, tracker, ctx["run_dir"], method.learned_set) if fpga is not None
+             else SearchCurve(tracker, task))
     return [writer, HistoryFeed(ctx["history"], task, method, writer), curve, ProgressRow(ctx["progress"], row)], curve
 
 

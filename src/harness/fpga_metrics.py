@@ -11,6 +11,12 @@ true front: the replayed table (``target=table``) or the shipped table of the ke
 (``data/fpga/<kernel>.csv``) for live targets; without one, no ADRS is logged.
 Final values per task and per run: ``adrs``, ``hypervolume``, ``tool_s`` (tool seconds charged),
 ``algorithm_s`` (search seconds minus tool seconds), ``n_front``; artifact ``pareto_<kernel>.json``.
+
+The learned set Omega that ADRS and hypervolume measure is every valid design the method measured at
+the top fidelity, for every method (the usual DSE definition). A method whose answer is a distinct part
+of that (``Method.learned_set``: ann, bt and dac19 run their model's predicted Pareto designs through the
+flow after random initial designs) also gets ``adrs_learned`` / ``hypervolume_learned`` on that part
+alone ("learned front only", the reading of [Sun-PhD] §3.6.3 for those baselines) and ``n_learned``.
 """
 
 from __future__ import annotations
@@ -62,13 +68,24 @@ class FPGAMetrics:
                 if m.valid and m.fidelity == self.top]
         return np.asarray(rows, dtype=float).reshape(-1, len(self.objectives))
 
-    def observer(self, task, tracker, run_dir: str) -> "ParetoCurves":
+    def observer(self, task, tracker, run_dir: str, learned=None) -> "ParetoCurves":
         """The per-batch hypervolume / ADRS curves of ``task`` and its final values (its true front
-        read once, here)."""
+        read once, here). ``learned``: a callable giving the method's learned set when the task ends
+        (``Method.learned_set``), or None."""
         self._G = self.true_front(task)
-        return ParetoCurves(self, task, tracker, self._G, run_dir)
+        return ParetoCurves(self, task, tracker, self._G, run_dir, learned)
 
-    def finish_task(self, task, result, run_dir: str) -> dict:
+    def learned_values(self, result, learned: list[int] | None) -> dict:
+        """ADRS and hypervolume of the method's learned set alone (empty without a distinct one)."""
+        if learned is None:
+            return {}
+        keep = set(int(i) for i in learned)
+        Y = self._Y([m for m in result.measurements if m.config.index in keep])
+        return {"n_learned": len(Y),
+                "hypervolume_learned": normalized_hypervolume(Y, self.ref, self.scale) if len(Y) else 0.0,
+                "adrs_learned": adrs(self._G, Y) if self._G is not None and len(Y) else None}
+
+    def finish_task(self, task, result, run_dir: str, learned: list[int] | None = None) -> dict:
         Y = self._Y(result.measurements)
         idx = pareto_front(Y)
         top_ms = [m for m in result.measurements if m.valid and m.fidelity == self.top]
@@ -80,7 +97,8 @@ class FPGAMetrics:
                "n_front": len(front), "n_top_fidelity": len(top_ms), "tool_s": tool_s,
                "algorithm_s": max(0.0, result.search_s - tool_s), "search_s": result.search_s,
                "per_fidelity": {f: sum(m.fidelity == f for m in result.measurements) for f in self.target.fidelities},
-               "true_front_size": None if self._G is None else len(self._G)}
+               "true_front_size": None if self._G is None else len(self._G),
+               **self.learned_values(result, learned)}
         path = os.path.join(run_dir, f"pareto_{task.name}.json")
         with open(path, "w") as fh:
             json.dump({"task": task.name, "objectives": self.objectives, "fidelity": self.top,
@@ -88,8 +106,10 @@ class FPGAMetrics:
                        "true_front": None if self._G is None else self._G.tolist(), **out}, fh, indent=1)
         self.artifacts.append(os.path.basename(path))
         self.finals.append(out)
-        log.info("task %s: hypervolume %.4f, ADRS %s, %d Pareto designs, tool %.1f s, algorithm %.1f s",
+        learned_adrs = out.get("adrs_learned")
+        log.info("task %s: hypervolume %.4f, ADRS %s%s, %d Pareto designs, tool %.1f s, algorithm %.1f s",
                  task.name, out["hypervolume"], "n/a" if out["adrs"] is None else f"{out['adrs']:.4f}",
+                 "" if learned_adrs is None else f" (learned front only: {learned_adrs:.4f})",
                  len(front), tool_s, out["algorithm_s"])
         return out
 
@@ -98,9 +118,12 @@ class FPGAMetrics:
             return
         hv = float(np.mean([f["hypervolume"] for f in self.finals]))
         tracker.metric("hypervolume", hv)
-        ad = [f["adrs"] for f in self.finals if f["adrs"] is not None]
-        if ad and len(ad) == len(self.finals):
-            tracker.metric("adrs", float(np.mean(ad)) if all(math.isfinite(a) for a in ad) else float("inf"))
+        for key in ("adrs", "adrs_learned"):
+            ad = [f[key] for f in self.finals if f.get(key) is not None]
+            if ad and len(ad) == len(self.finals):
+                tracker.metric(key, float(np.mean(ad)) if all(math.isfinite(a) for a in ad) else float("inf"))
+        if all("hypervolume_learned" in f for f in self.finals):
+            tracker.metric("hypervolume_learned", float(np.mean([f["hypervolume_learned"] for f in self.finals])))
         tool = sum(f["tool_s"] for f in self.finals)
         algo = sum(f["algorithm_s"] for f in self.finals)
         tracker.metric("tool_s", tool)
@@ -114,12 +137,14 @@ class ParetoCurves(Observer):
     (steps: trial index, and the search clock in ms); when the task ends, its final values and
     ``pareto_<kernel>.json`` (:meth:`FPGAMetrics.finish_task`), kept in ``summary``."""
 
-    def __init__(self, metrics: FPGAMetrics, task, tracker, true_front, run_dir: str):
+    def __init__(self, metrics: FPGAMetrics, task, tracker, true_front, run_dir: str, learned=None):
         self.metrics, self.task, self.tracker, self.G, self.run_dir = metrics, task, tracker, true_front, run_dir
+        self.learned = learned
         self.summary: dict | None = None
 
     def task_finished(self, result) -> None:
-        self.summary = self.metrics.finish_task(self.task, result, self.run_dir)
+        learned = self.learned() if self.learned is not None else None
+        self.summary = self.metrics.finish_task(self.task, result, self.run_dir, learned)
 
     def batch_measured(self, batch, result) -> None:
         mt = self.metrics

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tunebench.methods.seeding import library_seed, seed_libraries
 from tunebench.space import Config
 from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
@@ -80,7 +81,12 @@ class Method(ABC):
 
     def setup(self, task: Task, target_info: TargetInfo, history, budget: Budget, rng: np.random.Generator) -> None:
         """Prepare for a new task. ``target_info``: what the target offers (objectives, fidelities,
-        capacity, TVM target, ...); ``history``: earlier records (or None); ``rng``: the run's generator."""
+        capacity, TVM target, ...); ``history``: earlier records (or None); ``rng``: the run's generator.
+
+        The process-wide generators of Python, NumPy and PyTorch are seeded from ``rng`` here
+        (:mod:`tunebench.methods.seeding`): a subclass calls ``super().setup`` before building models."""
+        self.seed = library_seed(rng)  # for libraries that take a seed argument
+        seed_libraries(self.seed)
         self.task = task
         self.space = task.space
         self.target_info = target_info
@@ -100,6 +106,14 @@ class Method(ABC):
     def tell(self, measurements: list[Measurement]) -> None:
         """Learn from measured configs (also called with the prior records of a resumed run)."""
         self.visited.update(m.config.index for m in measurements)
+
+    def learned_set(self) -> list[int] | None:
+        """The designs the method returns as its answer, when that is a distinct part of what it
+        measured (config indices): e.g. the predicted Pareto designs that ann, bt and dac19 run through
+        the tool flow after their random initial designs. None (the default): the answer is everything
+        the method measured. Read once, after the loop, by multi-objective metrics (the "learned front
+        only" ADRS)."""
+        return None
 
     def report(self) -> dict:
         """What the method wants logged about the task it just tuned (called once, after the loop).

@@ -89,7 +89,8 @@ class DAC19(Method):
     def _regressor(self, X: np.ndarray, y: np.ndarray):
         import xgboost as xgb
 
-        booster = xgb.train(self.xgb_params, xgb.DMatrix(X, label=y), num_boost_round=self.num_boost_round)
+        params = {**self.xgb_params, "seed": self.seed % 2**31}
+        booster = xgb.train(params, xgb.DMatrix(X, label=y), num_boost_round=self.num_boost_round)
         return lambda Z: booster.predict(xgb.DMatrix(Z))
 
     def _predicted_pareto(self) -> list[int]:
@@ -111,9 +112,14 @@ class DAC19(Method):
         top_pred = np.zeros((N, M))
         for j in range(M):
             top_pred[:, j] = self._regressor(inputs[both], np.array([top_ok[i][j] for i in both]))(inputs)
-        for i, v in top_ok.items():
-            top_pred[i] = v
-        measured = set(self.reports[self.top])
-        front = [int(i) for i in np.flatnonzero(pareto_mask(top_pred).numpy()) if int(i) not in measured]
-        front.sort(key=lambda i: tuple(top_pred[i]))
-        return front if self.max_pareto is None else front[:self.max_pareto]
+        for i, r in self.reports[self.top].items():
+            top_pred[i] = top_ok[i] if r is not None else np.inf  # measured: known values; invalid: never Pareto
+        front = [int(i) for i in np.flatnonzero(pareto_mask(top_pred).numpy())]
+        new = sorted((i for i in front if i not in self.reports[self.top]), key=lambda i: tuple(top_pred[i]))
+        new = new if self.max_pareto is None else new[:self.max_pareto]
+        self.learned = sorted({i for i in front if i in top_ok} | set(new))
+        return new
+
+    def learned_set(self) -> list[int] | None:
+        """The predicted Pareto designs run through the flow (measured ones that are on it included)."""
+        return getattr(self, "learned", None)

@@ -77,5 +77,11 @@ class PredictParetoMethod(Method):
             pred[:, j] = model.predict(allX)
         for i, y in self.measured.items():
             pred[i] = y if y is not None else np.inf  # measured: known values; invalid: never Pareto
-        front = pareto_front(pred)
-        self.queue = [int(i) for i in front if int(i) not in self.measured]
+        front = [int(i) for i in pareto_front(pred)]
+        self.learned = sorted(front)
+        self.queue = [i for i in front if i not in self.measured]
+
+    def learned_set(self) -> list[int] | None:
+        """The predicted Pareto designs (measured ones that are on it included); None before the
+        prediction (the budget ended inside the initial designs)."""
+        return getattr(self, "learned", None)
