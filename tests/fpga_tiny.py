@@ -78,10 +78,16 @@ class TinyTableTarget(FakeTarget):
 
     kind = "table"
 
-    def __init__(self, path: str = TABLE):
+    def __init__(self, path: str = TABLE, costs: dict | None = None):
         super().__init__(name="table", objectives=OBJECTIVES, fidelities=FIDELITIES, batch_size=1,
                          reference_point=[1.0, 1.0, 1.0], capacity=CAPACITY)
         self.rows = {int(r["index"]): r for r in read_table(path)}
+        self.costs = costs  # declared fidelity costs (TargetInfo.fidelity_costs); None: none declared
+
+    def task_info(self, task):
+        import dataclasses
+
+        return dataclasses.replace(self.info, fidelity_costs=self.costs) if self.costs else self.info
 
     def evaluate(self, configs, fidelity) -> list[dict]:
         return [{} for _ in configs]  # measurement() reads the row

@@ -41,7 +41,11 @@ def test_mfbo_methods_on_tiny_table(name):
     assert all(len(v) == 8 for v in by_fid.values()) and by_fid["impl"] <= by_fid["synth"] <= by_fid["estimate"]
     assert 1 <= method.iteration <= 12 and method.finished in ("max_iterations", "no_hypervolume_gain")
     # every iteration asked the chosen design at its fidelity and the cheaper ones it lacked
-    assert sum(fids.values()) == len(ms) and len(ms) <= 24 + 3 * 12
+    # the estimate stage (~0.01 s against ~4-6 s) turns out free once measured: the other 56 designs
+    # are evaluated there; then iterations at synth/impl and the final predicted Pareto designs at impl
+    assert fids["estimate"] == 64 and method.report()["free_fidelities"] == ["estimate"]
+    final = len(method.learned or [])
+    assert sum(fids.values()) == len(ms) and len(ms) <= 64 + 16 + 2 * 12 + final
     for entry in method.log:  # PEIPV choice: the argmax of rho_i * acquisition_i over fidelities
         best = max(entry["scores"].items(), key=lambda kv: kv[1]["rho"] * kv[1]["acq"])
         assert best[0] == entry["fidelity"]
@@ -73,8 +77,53 @@ def test_peipv_weighting_uses_stage_times():
     m.fidelity_weighting = "none"
     assert m.fidelity_rho() == [1.0, 1.0, 1.0]
     # stage_seconds overrides what was measured: [Sun-PhD] Table 3.1 GEMM
-    m.fidelity_weighting, m.stage_seconds, m.rho_max = "cost", [137.75, 1379.67, 1744.61], float("inf")
+    m.fidelity_weighting, m.stage_seconds, m.rho_max = "cost", [137.75, 1379.67, 1744.61], None
     assert m.fidelity_rho()[0] == pytest.approx(3262.03 / 137.75)
+
+
+COSTS = {"estimate": 0.01, "synth": 4.0, "impl": 6.0}  # cumulative seconds: estimate is 0.17 % of impl
+
+
+def test_a_near_free_fidelity_is_evaluated_everywhere_and_never_chosen():
+    target, task = TinyTableTarget(costs=COSTS), tiny_task()
+    m = make_method({"name": "cgp", "max_iterations": 6, "patience": 6})
+    ms = run_method(m, target, task, trials=300, seed=3)
+    n = task.space.size
+    assert [x.fidelity for x in ms[:n]] == ["estimate"] * n and {x.config.index for x in ms[:n]} == set(range(n))
+    assert all(x.fidelity != "estimate" for x in ms[n:])  # never again, never chosen
+    assert m.log and all(e["fidelity"] != "estimate" and "estimate" not in e["scores"] for e in m.log)
+    assert m.report()["free_fidelities"] == ["estimate"]
+    # 8 nested initial designs at synth and impl follow the sweep
+    init = ms[n:n + 16]
+    assert Counter(x.fidelity for x in init) == {"synth": 8, "impl": 8}
+
+
+def test_rho_follows_the_declared_costs():
+    target, task = TinyTableTarget(costs=COSTS), tiny_task()
+    m = make_method({"name": "cgp", "max_iterations": 1})
+    run_method(m, target, task, trials=300)
+    assert m.fidelity_rho() == pytest.approx([6.0 / 0.01, 6.0 / 4.0, 1.0])  # no cap, whatever was observed
+    m.rho_max = 24.0
+    assert m.fidelity_rho()[0] == 24.0
+    assert make_method({"name": "cgp", "free_fidelity_ratio": None}).free_ratio is None
+
+
+def test_the_final_step_spends_only_the_remaining_budget():
+    def run(trials):
+        m = make_method({"name": "fpl18", "max_iterations": 4, "final_beta": 2.0})
+        return m, run_method(m, TinyTableTarget(costs=COSTS), tiny_task(), trials=trials, seed=4)
+
+    m, ms = run(400)
+    new = [i for i in m.learned if i not in {x.config.index for x in ms[:-m.report()["final_designs"]]
+                                             if x.fidelity == "impl"}]
+    assert m.finished in ("max_iterations", "no_hypervolume_gain") and len(new) >= 2
+    impl = {x.config.index for x in ms if x.fidelity == "impl"}
+    assert set(m.learned) <= impl  # the learned set: predicted Pareto designs, all measured at impl
+    before = len(ms) - len(new)
+    assert all(x.fidelity == "impl" for x in ms[before:])
+    m2, ms2 = run(before + 1)  # the same run (same seed) with one trial left for the final step
+    assert len(ms2) == before + 1 and ms2[-1].fidelity == "impl"
+    assert [x.config.index for x in ms2[:before]] == [x.config.index for x in ms[:before]]
 
 
 def test_cheap_fidelities_chosen_when_costs_differ():
@@ -82,7 +131,8 @@ def test_cheap_fidelities_chosen_when_costs_differ():
     target, task = TinyTableTarget(), tiny_task()
     picks = {}
     for weighting in ("cost", "none"):
-        m = make_method({"name": "fpl18", "max_iterations": 10, "patience": 10, "fidelity_weighting": weighting})
+        m = make_method({"name": "fpl18", "max_iterations": 10, "patience": 10, "fidelity_weighting": weighting,
+                         "free_fidelity_ratio": None})
         run_method(m, target, task, trials=200, seed=2)
         picks[weighting] = sum(e["fidelity"] != "impl" for e in m.log) / len(m.log)
     assert picks["cost"] > picks["none"]

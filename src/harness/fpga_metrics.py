@@ -85,7 +85,9 @@ class FPGAMetrics:
                 "hypervolume_learned": normalized_hypervolume(Y, self.ref, self.scale) if len(Y) else 0.0,
                 "adrs_learned": adrs(self._G, Y) if self._G is not None and len(Y) else None}
 
-    def finish_task(self, task, result, run_dir: str, learned: list[int] | None = None) -> dict:
+    def finish_task(self, task, result, run_dir: str, learned: list[int] | None = None, trace=None) -> dict:
+        """The task's final values and ``pareto_<kernel>.json``; ``trace``: (tool seconds, ADRS,
+        hypervolume) after every batch, kept in the file for comparisons at equal tool time."""
         Y = self._Y(result.measurements)
         idx = pareto_front(Y)
         top_ms = [m for m in result.measurements if m.valid and m.fidelity == self.top]
@@ -103,7 +105,8 @@ class FPGAMetrics:
         with open(path, "w") as fh:
             json.dump({"task": task.name, "objectives": self.objectives, "fidelity": self.top,
                        "reference_point": self.ref, "scale": self.scale, "front": front,
-                       "true_front": None if self._G is None else self._G.tolist(), **out}, fh, indent=1)
+                       "true_front": None if self._G is None else self._G.tolist(), **out,
+                       "trace": _trace_columns(trace or [])}, fh, indent=1)
         self.artifacts.append(os.path.basename(path))
         self.finals.append(out)
         learned_adrs = out.get("adrs_learned")
@@ -132,6 +135,13 @@ class FPGAMetrics:
         tracker.metric("algorithm_h", algo / 3600)
 
 
+def _trace_columns(trace: list[tuple]) -> dict:
+    """``{"tool_s": [...], "adrs": [...], "hypervolume": [...]}`` of the points where a value changed."""
+    kept = [p for i, p in enumerate(trace) if i in (0, len(trace) - 1) or p[1:] != trace[i - 1][1:]]
+    return {"tool_s": [round(p[0], 3) for p in kept], "adrs": [p[1] for p in kept],
+            "hypervolume": [p[2] for p in kept]}
+
+
 class ParetoCurves(Observer):
     """Hypervolume and ADRS of the designs measured so far at the top fidelity, after every batch
     (steps: trial index, and the search clock in ms); when the task ends, its final values and
@@ -141,16 +151,23 @@ class ParetoCurves(Observer):
         self.metrics, self.task, self.tracker, self.G, self.run_dir = metrics, task, tracker, true_front, run_dir
         self.learned = learned
         self.summary: dict | None = None
+        self.trace: list[tuple] = []  # (tool seconds so far, ADRS, hypervolume) after every batch
+        self._tool_s = 0.0
+
+    def task_started(self, result) -> None:
+        self._tool_s = sum(m.cost_s for m in result.measurements)  # a resumed task's earlier tool time
 
     def task_finished(self, result) -> None:
         learned = self.learned() if self.learned is not None else None
-        self.summary = self.metrics.finish_task(self.task, result, self.run_dir, learned)
+        self.summary = self.metrics.finish_task(self.task, result, self.run_dir, learned, self.trace)
 
     def batch_measured(self, batch, result) -> None:
         mt = self.metrics
         Y = mt._Y(result.measurements)
         hv = normalized_hypervolume(Y, mt.ref, mt.scale) if len(Y) else 0.0
         d = adrs(self.G, Y) if self.G is not None and len(Y) else None
+        self._tool_s += sum(m.cost_s for m in batch)
+        self.trace.append((self._tool_s, d, hv))
         for m in batch:
             ms = int(round(m.search_s * 1000))
             self.tracker.metric(f"{self.task.id}.hypervolume", hv, m.trial)

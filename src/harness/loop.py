@@ -130,7 +130,7 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
         waited = target.stats["lock_wait_s"] - waited0
         return clock_offset + time.perf_counter() - t0 - waited + charged[0]
 
-    info = target.info
+    info = target.task_info(task)
     simulated = info.simulated_clock
     top = info.top_fidelity if info.multi_objective else None
     method.setup(task, target_info=info, history=history, budget=budget, rng=rng)

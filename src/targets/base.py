@@ -63,6 +63,9 @@ class TargetInfo:
         reference_point: hypervolume reference point in scaled units, one per objective; None elsewhere.
         details: the rest of the device description (TVM: mcpu, cores, host, GPU limits; FPGA:
             device, tools, part, clock, table), recorded as is.
+        fidelity_costs: seconds to a report at each fidelity from scratch (T_i of [Sun-PhD] Eq. 3.15:
+            the cumulative tool time of the stages it needs), from the target's measured stage seconds
+            (``Target.task_info``: per task); None where unknown or not applicable.
     """
 
     kind: str
@@ -80,13 +83,14 @@ class TargetInfo:
     scale: Mapping[str, float] | None = None
     reference_point: tuple[float, ...] | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    fidelity_costs: Mapping[str, float] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "objectives", tuple(self.objectives))
         object.__setattr__(self, "fidelities", tuple(self.fidelities))
         if self.reference_point is not None:
             object.__setattr__(self, "reference_point", tuple(float(v) for v in self.reference_point))
-        for name in ("tvm_target", "capacity", "scale", "details"):
+        for name in ("tvm_target", "capacity", "scale", "details", "fidelity_costs"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
     @property
@@ -147,6 +151,11 @@ class Target(ABC):
                 "fidelities": tuple(self.fidelities), "batch_size": int(self.batch_size),
                 "times_kernels": bool(self.times_kernels), "simulated_clock": bool(self.simulated_clock),
                 "tvm_target": self.tvm_target, "threads": self.threads, "precision": self.precision}
+
+    def task_info(self, task: Task) -> TargetInfo:
+        """The description a method tuning ``task`` is given: :attr:`info` plus what depends on the
+        task (FPGA targets: the fidelities' costs from the task's recorded or measured stage seconds)."""
+        return self.info
 
     def describe(self) -> dict:
         """The device description recorded with a run (``info.to_dict()``)."""

@@ -30,7 +30,9 @@ import torch
 from tunebench.errors import UserError
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.mfgp import acquisition as acq
+from tunebench.methods.mfgp import costs as fidelity_costs
 from tunebench.methods.mfgp.designs import nested_random
+from tunebench.methods.mfgp.final_set import final_designs, optimistic_front
 from tunebench.methods.mfgp.models import FidelityChain, FitSettings, ICMGP, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
 
@@ -54,10 +56,13 @@ class MultiFidelityBO(Method):
         acquisition: ``eipv`` or ``mes``; eipv_samples: QMC draws for correlated EIPV;
             mes_samples: sampled minimum vectors for MES; mes_pool: candidates used to sample them.
         fidelity_weighting: ``cost`` (rho_i = T_top / T_i) or ``none`` (rho_i = 1).
-        stage_seconds: tool seconds per stage (cheapest first) to use for rho instead of the means
-            observed in the measurements' ``stage_s``; min_stage_s: floor on every T_i.
-        rho_max: cap on rho_i (None: no cap). Without one, an analytical stage that takes milliseconds
-            gets rho ~ 1e3-1e4 and PEIPV picks it every iteration until the early stop ends the search.
+        stage_seconds: tool seconds per stage (cheapest first) to use for the costs T_i instead of
+            the target's declared costs or the observed stage seconds (``costs``); min_stage_s: floor on T_i.
+        rho_max: cap on rho_i (None: no cap; the costs decide).
+        free_fidelity_ratio: a fidelity costing at most this fraction of the top one is evaluated for
+            every design up front and never chosen by PEIPV (None: no fidelity is free; ``costs``).
+        final_pareto: when the loop stops, evaluate the top fidelity's predicted Pareto set (optimistic
+            bound mean - ``final_beta`` x std) within the remaining trials (``final_set``).
         measure_lower: also evaluate the cheaper fidelities of a design chosen at fidelity h.
         ref_point: hypervolume reference in normalized units (a number: the same for every objective).
         delay_factor, invalid_factor, capacity_overrides: see ``objectives``.
@@ -73,7 +78,8 @@ class MultiFidelityBO(Method):
                  chaining: str = "nargp", deep_kernel=None, task_rank=None, acquisition: str = "eipv",
                  eipv_samples: int = 128, mes_samples: int = 10, mes_pool: int = 500,
                  fidelity_weighting: str = "cost", stage_seconds=None, min_stage_s: float = 1e-3,
-                 rho_max=24.0, patience_scope: str = "top",
+                 rho_max=None, patience_scope: str = "all", free_fidelity_ratio=0.01,
+                 final_pareto: bool = True, final_beta: float = 1.0,
                  measure_lower: bool = True, ref_point=1.0, delay_factor: float = 2.0,
                  invalid_factor: float = 10.0, capacity_overrides=None, optimizer: str = "lbfgs",
                  fit_steps: int = 30, refit_steps: int = 10, lr: float = 0.01, weight_decay: float = 0.0,
@@ -91,6 +97,10 @@ class MultiFidelityBO(Method):
             raise UserError("method.acquisition=mes needs method.model=independent (MES samples each objective)")
         if deep_kernel is not None and model != "icm":
             raise UserError("method.deep_kernel needs method.model=icm")
+        if free_fidelity_ratio is not None and not 0 <= float(free_fidelity_ratio) < 1:
+            raise UserError(f"method.free_fidelity_ratio={free_fidelity_ratio!r} must be in [0, 1) or null")
+        if float(final_beta) < 0:
+            raise UserError(f"method.final_beta={final_beta!r} must be >= 0")
         for key, v in (("max_iterations", max_iterations), ("patience", patience), ("fit_steps", fit_steps),
                        ("eipv_samples", eipv_samples), ("mes_samples", mes_samples), ("num_threads", num_threads)):
             if int(v) < 1:
@@ -106,8 +116,10 @@ class MultiFidelityBO(Method):
         self.fidelity_weighting = fidelity_weighting
         self.stage_seconds = list(stage_seconds) if stage_seconds is not None else None
         self.min_stage_s = float(min_stage_s)
-        self.rho_max = float(rho_max) if rho_max is not None else math.inf
+        self.rho_max = float(rho_max) if rho_max is not None else None
         self.patience_scope = patience_scope
+        self.free_ratio = None if free_fidelity_ratio is None else float(free_fidelity_ratio)
+        self.final_pareto, self.final_beta = bool(final_pareto), float(final_beta)
         self.measure_lower = bool(measure_lower)
         self.ref_point = ref_point
         self.delay_factor, self.invalid_factor = float(delay_factor), float(invalid_factor)
@@ -127,6 +139,8 @@ class MultiFidelityBO(Method):
                             f"vivado, table); this target has objectives={self.objectives}, "
                             f"fidelities={self.fidelities}")
         L, M = len(self.fidelities), len(self.objectives)
+        self.declared_costs = dict(target_info.fidelity_costs or {}) or None
+        self.n_told = 0
         n_init = self.n_init if isinstance(self.n_init, (list, tuple)) else [self.n_init] * L
         n_init = [int(v) for v in n_init][-L:] if len(n_init) >= L else None
         if n_init is None:
@@ -145,8 +159,14 @@ class MultiFidelityBO(Method):
         self.reports: list[dict[int, dict | None]] = [dict() for _ in range(L)]  # level -> index -> raw objectives (None: invalid)
         self.stage_times: dict[str, list[float]] = {}
         self.cost_times: list[list[float]] = [[] for _ in range(L)]
-        initial = nested_random(self.space.size, n_init, self.rng)
-        self.queue: list[tuple[int, int]] = [(i, k) for k, ids in enumerate(initial) for i in ids]
+        self.free = fidelity_costs.free_levels(self._known_costs(), self.free_ratio)
+        costly = [k for k in range(L) if k not in self.free]
+        initial = nested_random(self.space.size, [n_init[k] for k in costly], self.rng)
+        self.initial_ids = set(initial[0]) if initial else set()
+        self.queue: list[tuple[int, int]] = [(i, k) for k in self.free for i in range(self.space.size)]
+        self.queue += [(i, costly[j]) for j, ids in enumerate(initial) for i in ids]
+        self.learned: list[int] | None = None
+        self.final_done = False
         self.initial_done = False
         self.iteration = 0
         self.stale = 0
@@ -161,11 +181,14 @@ class MultiFidelityBO(Method):
     def ask(self, n: int) -> list:
         if not self.queue and not self.finished:
             self._next_iteration()
+        if not self.queue and self.finished:  # stopped before an iteration ran (e.g. no model yet)
+            self._final_step()
         out, self.queue = self.queue[:n], self.queue[n:]
         return [(self.space.get(i), self.fidelities[k]) for i, k in out]
 
     def tell(self, measurements) -> None:
         super().tell(measurements)
+        self.n_told += len(measurements)
         for m in measurements:
             fid = getattr(m, "fidelity", None)
             if fid not in self.fidelities:
@@ -196,26 +219,35 @@ class MultiFidelityBO(Method):
         idx, Y, valid = self._level_data(len(self.fidelities) - 1)
         return acq.hypervolume(Y[valid], self.ref) if valid.any() else 0.0
 
+    def _known_costs(self) -> list[float] | None:
+        """T_i known before anything is measured (``stage_seconds`` or the target's declared costs)."""
+        if self.stage_seconds is None and not self.declared_costs:
+            return None
+        return fidelity_costs.cumulative_seconds(self.fidelities, self.declared_costs, self.stage_seconds,
+                                                 [], self.min_stage_s)
+
+    def fidelity_seconds(self) -> list[float]:
+        """T_i per fidelity (cheapest first): known costs, else the stage times seen so far."""
+        observed: list[float | None] = []
+        for k, fid in enumerate(self.fidelities):
+            seen = self.stage_times.get(fid)
+            if seen:
+                observed.append(float(np.mean(seen)))
+            elif self.cost_times[k]:  # no per-stage split: the measurement's own charged seconds
+                below = sum(v for v in observed if v is not None)
+                observed.append(max(float(np.mean(self.cost_times[k])) - below, 0.0))
+            else:
+                observed.append(None)
+        return fidelity_costs.cumulative_seconds(self.fidelities, self.declared_costs, self.stage_seconds,
+                                                 observed, self.min_stage_s)
+
     def fidelity_rho(self) -> list[float]:
-        """rho_i per fidelity (cheapest first) from the stage times seen so far (or ``stage_seconds``)."""
+        """rho_i = T_top / T_i per fidelity (cheapest first; [Sun-PhD] Eq. 3.15), or all 1 when
+        ``fidelity_weighting`` is ``none``."""
         L = len(self.fidelities)
         if self.fidelity_weighting == "none" or L == 1:
             return [1.0] * L
-        if self.stage_seconds is not None:
-            per_stage = [float(s) for s in self.stage_seconds]
-        else:
-            per_stage = []
-            for k, fid in enumerate(self.fidelities):
-                seen = self.stage_times.get(fid)
-                if seen:
-                    per_stage.append(float(np.mean(seen)))
-                elif self.cost_times[k]:  # no per-stage split: the measurement's own charged seconds
-                    below = sum(per_stage)
-                    per_stage.append(max(float(np.mean(self.cost_times[k])) - below, 0.0))
-                else:
-                    per_stage.append(self.min_stage_s)
-        cumulative = np.maximum(np.cumsum(per_stage), self.min_stage_s)
-        return [min(float(cumulative[-1] / t), self.rho_max) for t in cumulative]
+        return fidelity_costs.rho(self.fidelity_seconds(), self.rho_max)
 
     # ---- one BO iteration ---------------------------------------------------------------------------
     def _make_model(self, level: int, d_x: int, d_f: int):
@@ -224,10 +256,20 @@ class MultiFidelityBO(Method):
             return ICMGP(d_x, d_f, M, rank=self.task_rank, deep=self.deep_kernel, fit=self.fit)
         return IndependentGP(d_x, d_f, M, link="ar1" if (self.chaining == "ar1" and d_f) else "none", fit=self.fit)
 
+    def _sweep_free_levels(self) -> bool:
+        """Costs not known up front: once the initial designs show them, queue every design not yet
+        measured at the fidelities that turned out free (``costs.free_levels``). True if any was queued."""
+        self.free = fidelity_costs.free_levels(self.fidelity_seconds(), self.free_ratio)
+        self.queue = [(i, k) for k in self.free for i in range(self.space.size) if i not in self.reports[k]]
+        return bool(self.queue)
+
     def _next_iteration(self) -> None:
         if not self.initial_done:
+            if not self.free and self._sweep_free_levels():
+                return
             self.initial_done = True
-            initial = [r for level in self.reports for r in level.values() if r is not None]
+            initial = [r for level in self.reports for i, r in level.items()
+                       if r is not None and i in self.initial_ids]
             self.scaler = ObjectiveScaler(self.objectives, self.capacity, initial, self.delay_factor,
                                           self.capacity_overrides)
             self.best_hv = self.top_hypervolume()
@@ -243,24 +285,16 @@ class MultiFidelityBO(Method):
             self.finished = "no_hypervolume_gain"
         if self.finished:
             log.info("%s stops after %d iterations: %s", self.name, self.iteration, self.finished)
+            self._final_step()
             return
         t0 = time.perf_counter()
         L = len(self.fidelities)
-        if self.chain is None:
-            self.chain = FidelityChain(L, self.X_all.shape[1], len(self.objectives), self._make_model,
-                                       self.chaining)
-        data = []
-        for k in range(L):
-            idx, Y, _ = self._level_data(k)
-            data.append((self.X_all[idx], Y))
-        sizes = [len(X) for X, _ in data]
-        self.chain.fit(data, refit=[n != old for n, old in zip(sizes, self._fitted_sizes)])
-        self._fitted_sizes = sizes
+        self._fit_chain()
         rho = self.fidelity_rho()
         best = (-math.inf, None, None)
         scores = {}
         for k in range(L):
-            if not self.chain.fitted[k]:
+            if not self.chain.fitted[k] or k in self.free:
                 continue
             free = np.array([i for i in range(self.space.size) if i not in self.reports[k]], dtype=np.int64)
             if not len(free):
@@ -287,6 +321,51 @@ class MultiFidelityBO(Method):
                  self.name, self.iteration, idx, self.fidelities[h], self.acquisition,
                  ", ".join(f"{f} {v['rho']:.1f} x {v['acq']:.3g}" for f, v in scores.items()),
                  self.best_hv, self.stale)
+
+    def _fit_chain(self) -> None:
+        """Fit the fidelity chain on every level's data (hyperparameters re-optimized where it grew)."""
+        if self.chain is None:
+            self.chain = FidelityChain(len(self.fidelities), self.X_all.shape[1], len(self.objectives),
+                                       self._make_model, self.chaining)
+        data = []
+        for k in range(len(self.fidelities)):
+            idx, Y, _ = self._level_data(k)
+            data.append((self.X_all[idx], Y))
+        sizes = [len(X) for X, _ in data]
+        self.chain.fit(data, refit=[n != old for n, old in zip(sizes, self._fitted_sizes)])
+        self._fitted_sizes = sizes
+
+    def _final_step(self) -> None:
+        """Queue the top fidelity's predicted Pareto designs (``final_set``) within the remaining trials."""
+        top = len(self.fidelities) - 1
+        if not self.final_pareto or self.final_done:
+            return
+        self.final_done = True
+        self._fit_chain()
+        if not self.chain.fitted[top]:
+            return
+        mean, cov = self.chain.predict(top, self.X_all)
+        mean = mean.numpy()
+        std = cov.diagonal(dim1=-2, dim2=-1).clamp_min(0).sqrt().numpy()
+        idx, Y, valid = self._level_data(top)
+        measured = {int(i): (Y[j] if valid[j] else None) for j, i in enumerate(idx)}
+        front = optimistic_front(mean, std, self.final_beta, measured)
+        remaining = self.budget.trials_per_task - self.n_told - len(self.queue)
+        new = final_designs(front, (mean - self.final_beta * std).sum(axis=1), measured, remaining)
+        self.learned = sorted({i for i in front if measured.get(i) is not None} | set(new))
+        self.queue += [(i, top) for i in new]
+        log.info("%s final step: %d predicted Pareto designs (beta %.2f), %d new at %s (%d trials left)",
+                 self.name, len(front), self.final_beta, len(new), self.fidelities[top], remaining)
+
+    def learned_set(self) -> list[int] | None:
+        """The final step's predicted Pareto designs (measured at the top fidelity); None without it."""
+        return self.learned
+
+    def report(self) -> dict:
+        return {"iterations": self.iteration, "stop": self.finished,
+                "free_fidelities": [self.fidelities[k] for k in self.free],
+                "fidelity_seconds": dict(zip(self.fidelities, self.fidelity_seconds())),
+                "final_designs": len(self.learned) if self.learned is not None else 0}
 
     def _acquisition(self, k: int, free: np.ndarray) -> torch.Tensor:
         """Acquisition values [len(free)] of fidelity level k at the designs ``free``."""

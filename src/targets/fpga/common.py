@@ -4,6 +4,7 @@ measure loop of the targets that run tools (:class:`ToolFlowTarget`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -24,6 +25,30 @@ TOOL_STAGES = ("estimate", "sim", "synth", "impl")  # what runs (sim = functiona
 def stage_chain(fidelity: str) -> list[str]:
     """Tool stages a measurement at ``fidelity`` needs, in order (impl needs synth's netlist)."""
     return ["estimate"] if fidelity == "estimate" else ["sim", "synth", "impl"][:2 + (fidelity == "impl")]
+
+
+def cumulative_costs(stage_means: dict[str, float], fidelities, chain) -> dict[str, float] | None:
+    """T_f per fidelity: the summed mean seconds of the stages ``chain(f)`` runs from scratch; None
+    when a needed stage has no mean."""
+    out = {}
+    for f in fidelities:
+        stages = chain(f)
+        if any(s not in stage_means for s in stages):
+            return None
+        out[f] = float(sum(stage_means[s] for s in stages))
+    return out
+
+
+def table_stage_means(df) -> dict[str, float]:
+    """Mean recorded seconds per tool stage of a design-space table (rows that ran the stage)."""
+    out = {}
+    for s in TOOL_STAGES:
+        col = f"{s}.tool_s"
+        if col in df.columns:
+            ran = df[col][df[col] > 0]
+            if len(ran):
+                out[s] = float(ran.mean())
+    return out
 
 
 class FPGATargetBase(Target):
@@ -76,6 +101,15 @@ class FPGATargetBase(Target):
         """What the target adds to its description (device, tools, table); none here."""
         return {}
 
+    def task_info(self, task):
+        """:attr:`info` with the fidelities' costs for ``task`` (:meth:`fidelity_costs`)."""
+        costs = self.fidelity_costs(task)
+        return dataclasses.replace(self.info, fidelity_costs=costs) if costs else self.info
+
+    def fidelity_costs(self, task) -> dict[str, float] | None:
+        """Seconds to a report at each fidelity from scratch (``TargetInfo.fidelity_costs``); None here."""
+        return None
+
     def check(self, task, config):
         return True, "checked in simulation when generated (tests/test_fpga_generator.py)"
 
@@ -93,6 +127,20 @@ class ToolFlowTarget(FPGATargetBase):
         self._workroot = cfg.get("workdir")
         self._tmp = None
         self._results: dict = {}
+        self._stage_seconds: dict[str, list[float]] = {}  # every stage run so far: the running means
+
+    def fidelity_costs(self, task) -> dict[str, float] | None:
+        """The running means of the stages this target has run; before every stage has run, the
+        recorded seconds of the kernel's shipped table (:meth:`recorded_stage_means`), else None."""
+        means = {s: sum(v) / len(v) for s, v in self._stage_seconds.items() if v}
+        costs = cumulative_costs(means, self.fidelities, self.stage_chain)
+        if costs is None:
+            costs = cumulative_costs(self.recorded_stage_means(task), self.fidelities, self.stage_chain)
+        return costs
+
+    def recorded_stage_means(self, task) -> dict[str, float]:
+        """Stage seconds recorded by an earlier exhaustive run of this flow for ``task``; none here."""
+        return {}
 
     def start(self) -> None:
         if self._tmp is None:
@@ -136,6 +184,7 @@ class ToolFlowTarget(FPGATargetBase):
             if stage not in cache:
                 cache[stage] = self.run_stage(kernel, cfg, wd, stage, cache)
                 stage_s[stage] = cache[stage].tool_s
+                self._stage_seconds.setdefault(stage, []).append(float(cache[stage].tool_s))
             res = cache[stage]
             if not res.valid:
                 break

@@ -15,7 +15,8 @@ import numpy as np
 
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.generator import simulate
-from tunebench.targets.fpga.common import ToolFlowTarget, stage_chain
+from tunebench.errors import UserError
+from tunebench.targets.fpga.common import ToolFlowTarget, stage_chain, table_stage_means
 
 
 def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
@@ -49,6 +50,16 @@ class FPGAOpenTarget(ToolFlowTarget):
 
     def stage_chain(self, fidelity: str) -> list[str]:
         return stage_chain(fidelity)
+
+    def recorded_stage_means(self, task) -> dict[str, float]:
+        """The stage seconds of the kernel's shipped table (made by this flow with ``method=exhaustive``)."""
+        from tunebench.targets.fpga.table import default_table, read_table
+
+        path = default_table(task.mod["name"])
+        try:
+            return table_stage_means(read_table(path, task.space, self.fidelities, self.objectives))
+        except (UserError, OSError, ValueError, KeyError):  # no table, or one of another space
+            return {}
 
     def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict) -> flow.StageResult:
         """``estimate`` (analytical), ``sim`` (simulation against numpy), ``synth`` (Yosys), ``impl``

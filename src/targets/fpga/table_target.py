@@ -9,7 +9,7 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 from __future__ import annotations
 
 from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
-from tunebench.targets.fpga.common import FPGATargetBase
+from tunebench.targets.fpga.common import FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
 from tunebench.task import Measurement, Task
 
 
@@ -38,6 +38,11 @@ class TableTarget(FPGATargetBase):
             path = self.path or default_table(task.mod["name"])
             self._tables[task.id] = read_table(path, task.space, self.fidelities, self.objectives)
         return self._tables[task.id]
+
+    def fidelity_costs(self, task: Task) -> dict[str, float] | None:
+        """T_f from the table's recorded seconds: the mean of each stage over the designs that ran it,
+        summed over the stages a report at f needs from scratch."""
+        return cumulative_costs(table_stage_means(self.table_for(task)), self.fidelities, stage_chain)
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
         fid = self.fidelity_of(fidelity)
