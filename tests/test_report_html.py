@@ -146,12 +146,16 @@ def test_paper_tables_layout(sweep):
                       "--method", "random,nsga2,exhaustive", "--norm", "random", timeout=300)
     script = command(sweep, os.path.join(ROOT, "benchmarks", "fpga_tables.py"), "records",
                      "--methods", "random,nsga2,exhaustive", "--norm", "random")
-    assert printed == script
+    figure = "\n\n![ADRS and hypervolume against tool hours](tool_hours.png)"
+    assert printed == script.rstrip("\n") + figure + "\n" and (sweep / "pt" / "tool_hours.png").exists()
     assert (sweep / "pt" / "paper_tables.md").read_text() == printed
     assert printed.count("| kernel | random | nsga2 | exhaustive |") == 9
-    assert "| hls_gemm | 1.00 |" in printed and printed.rstrip().endswith("Runs per cell: [1]")
+    assert "| hls_gemm | 1.00 |" in printed and "Runs per cell: [1]" in printed
+    # ADRS and hypervolume at equal tool time: one row per tool budget
+    assert printed.count("| kernel @ tool budget | random | nsga2 | exhaustive |") == 2
+    assert "| hls_gemm @ 0.25 h |" in printed and "| hls_gemm @ 1 h |" in printed
     text = (sweep / "pt" / "leaderboard.html").read_text(encoding="utf-8")
-    assert text.count('<table class="sortable">') == 9 and text.count("<tfoot>") == 9  # Average rows stay below
+    assert text.count('<table class="sortable">') == 11 and text.count("<tfoot>") == 9  # Average rows stay below
     assert not (sweep / "pt" / "leaderboard.md").exists()
 
 

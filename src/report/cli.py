@@ -27,7 +27,7 @@ import tempfile
 
 from tunebench.errors import UserError
 from tunebench.report import html as html_page
-from tunebench.report import paper_tables
+from tunebench.report import paper_tables, tool_budget
 from tunebench.report.aggregate import aggregate, machine_line
 from tunebench.report.markdown import COLUMNS_NOTE, EMPTY, FOOTNOTE, to_markdown, write_csv
 from tunebench.report.plots import make_plots, write_pngs
@@ -60,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="standard: per-method rows, CSV and plots; paper-tables: the FPGA DSE tables "
                              "(normalized ADRS, hours, evaluations) in paper_tables.md")
     parser.add_argument("--norm", default="ann", help="paper-tables: the method ADRS is normalized to (= 1.00)")
+    parser.add_argument("--tool-budgets", default="0.25,0.5,1.0", type=tool_budget.parse_budgets,
+                        help="paper-tables: tool hours at which ADRS and hypervolume are compared (comma-separated)")
     parser.add_argument("--html", action="store_true",
                         help=f"also write {HTML_FILE}: sortable tables and inline SVG plots in one file")
 
@@ -128,10 +130,17 @@ def _paper_tables(args, client, runs, methods, header: list[str]) -> str:
     with tempfile.TemporaryDirectory(prefix="tunebench-lb-") as tmp:
         rows = paper_tables.rows_from_store(client, runs, RunFiles(client, tmp))
     models, columns, means = paper_tables.summarize(rows, methods)
-    markdown = paper_tables.render(models, columns, means, norm)
+    budgets = getattr(args, "tool_budgets", tool_budget.DEFAULT_BUDGETS_H)
+    extra = tool_budget.budget_tables(models, columns, tool_budget.budget_stats(rows, budgets), budgets)
+    markdown = paper_tables.render(models, columns, means, norm, extra)
+    fig = None if getattr(args, "no_plots", False) else tool_budget.cost_figure(rows, columns)
+    if fig is not None:
+        fig.savefig(os.path.join(out, tool_budget.FIGURE), dpi=110)
+        markdown += f"\n\n![ADRS and hypervolume against tool hours]({tool_budget.FIGURE})"
     _write(os.path.join(out, "paper_tables.md"), markdown + "\n")
     if getattr(args, "html", False):
         sections = html_page.paper_sections(paper_tables.tables(models, columns, means, norm))
+        sections += [html_page.Section(title, headers, cells) for title, headers, cells in extra]
         page = html_page.render_page("tunebench FPGA tables", header, sections, [paper_tables.runs_per_cell(means)],
                                      empty=EMPTY)
         _write(os.path.join(out, HTML_FILE), page)

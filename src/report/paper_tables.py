@@ -6,7 +6,8 @@
   method), and again in [Sun-PhD]'s reading for the baselines with a distinct learned front (ann,
   bt, dac19: their predicted Pareto designs only; the other methods' cells are their Omega values);
 - raw ADRS, normalized hypervolume, algorithm hours and tool (FPGA) hours (means over seeds);
-- overall hours (algorithm + tool), evaluations at all fidelities and at the top fidelity.
+- overall hours (algorithm + tool), evaluations at all fidelities and at the top fidelity;
+- with :mod:`tunebench.report.tool_budget`: ADRS and hypervolume at equal tool hours.
 
 Each run gives one row per ``pareto_<kernel>.json`` (written by the harness's FPGA metrics) with its
 ``config.yaml``; runs on other targets than ``table``, ``fpga_open`` and ``vivado`` are left out.
@@ -40,7 +41,8 @@ def run_rows(cfg: dict, pareto_docs: list[dict]) -> list[dict]:
              "learned": "adrs_learned" in d,
              "adrs_paper": d["adrs_learned"] if d.get("adrs_learned") is not None else d.get("adrs"),
              "tool_s": d.get("tool_s", 0.0), "alg_s": d.get("algorithm_s", 0.0),
-             "n_top": d.get("n_top_fidelity"), "per_fidelity": d.get("per_fidelity", {})} for d in pareto_docs]
+             "n_top": d.get("n_top_fidelity"), "per_fidelity": d.get("per_fidelity", {}),
+             "trace": d.get("trace")} for d in pareto_docs]
 
 
 def _read(path: str, loader=json.load):
@@ -169,10 +171,11 @@ def runs_per_cell(out) -> str:
     return f"Runs per cell: {sorted({v['n'] for v in out.values()})}"
 
 
-def render(models, methods, out, norm: str = "ann") -> str:
-    """The tables as Markdown (bold title, table, blank line each) and the runs-per-cell line."""
+def render(models, methods, out, norm: str = "ann", extra=()) -> str:
+    """The tables as Markdown (bold title, table, blank line each), then the ``extra`` tables (e.g.
+    :func:`tunebench.report.tool_budget.budget_tables`) and the runs-per-cell line."""
     lines = []
-    for title, headers, rows in tables(models, methods, out, norm):
+    for title, headers, rows in [*tables(models, methods, out, norm), *extra]:
         lines += [f"**{title}**", "", md_table(headers, rows), ""]
     lines.append(runs_per_cell(out))
     return "\n".join(lines)
