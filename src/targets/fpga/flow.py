@@ -25,7 +25,9 @@ from tunebench.targets.fpga.kernels import Kernel
 # synth/impl runs of these kernels on the project machine; the estimate is meant to be cheap and
 # correlated, not exact — [Sun-PhD] §3.2.3 treats the HLS report the same way).
 EST = {
-    "lut_per_lut_mult": 62,      # LUT4s of one 8x8 LUT multiplier
+    # LUT4s of one 8x8 LUT multiplier per kernel family: the least-squares fit of the shipped tables' synth LUTs
+    # (benchmarks/fpga_estimate_fit.py; docs/RESULTS.md §"The estimate fidelity"); "default" for other kernels
+    "lut_per_lut_mult": {"gemm": 308, "conv": 443, "spmv": 298, "default": 62},
     "lut_per_add_bit": 1.0,      # LUT4s per bit of an adder (tree and accumulator)
     "lut_per_rom_bit": 0.02,     # control-ROM bits per LUT4 (ROMs become LUT logic)
     "lut_per_mux_input": 4,      # LUT4s per 8-bit mux input (lane bank selects, read-back)
@@ -37,6 +39,12 @@ EST = {
     "lut_per_lutram_bit": 0.125, # LUT RAM (DPR16X4: 64 bits in 8 LUT4s... our read-out of nextpnr's count)
     "lut_per_reg_bit": 0.5,      # read multiplexer of a register-bound bank, per stored bit
 }
+
+
+def lut_mult_cost(kernel_name: str) -> float:
+    """LUT4s of one LUT-built multiplier in the estimate of ``kernel_name`` (``EST``)."""
+    table = EST["lut_per_lut_mult"]
+    return float(table.get(kernel_name, table["default"]))
 
 
 @dataclass
@@ -79,7 +87,7 @@ def estimate(kernel: Kernel, cfg: dict) -> StageResult:
     fmax = 1e3 / (crit + EST["ns_overhead"])
     rom_bits = top.n_steps * sum(math.ceil(math.log2(max(b[2], 2))) * b[0] for b in top.banks.values())
     adders = n_out * (n_red - 1 + 1)
-    luts = (n_lanes * EST["lut_per_lut_mult"] * (d.mul_core == "lut") + adders * aw * EST["lut_per_add_bit"]
+    luts = (n_lanes * lut_mult_cost(kernel.name) * (d.mul_core == "lut") + adders * aw * EST["lut_per_add_bit"]
             + rom_bits * EST["lut_per_rom_bit"] + EST["lut_per_mux_input"] * (n_out + n_lanes))
     bank_bits = sum(b[0] * b[2] for b in top.banks.values()) * w  # stored input bits
     n_banks = sum(b[0] for b in top.banks.values())
