@@ -203,3 +203,13 @@ def test_paper_tables_read_both_adrs_definitions():
     paper = next(c for t, c in by_title.items() if t.startswith("Normalized ADRS, learned front only"))
     assert omega[0] == ["hls_gemm", "1.00", "3.00"]  # nsga2 0.3 / ann 0.1
     assert paper[0] == ["hls_gemm", "1.00*", "0.75"]  # nsga2 0.3 / ann's learned front 0.4
+
+
+def test_table_declares_fidelity_costs_from_its_recorded_seconds(table_path):
+    """T_f = the recorded seconds of the stages a report at f needs from scratch (means over the designs)."""
+    from tunebench.targets.fpga.common import cumulative_costs, stage_chain
+
+    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    costs = _table_target(table_path).task_info(task).fidelity_costs
+    assert costs == pytest.approx({"estimate": 0.01, "synth": SIM_S + SYNTH_S, "impl": SIM_S + SYNTH_S + IMPL_S})
+    assert cumulative_costs({"estimate": 1.0, "sim": 2.0}, ["estimate", "synth"], stage_chain) is None  # synth unseen
