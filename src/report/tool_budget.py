@@ -109,16 +109,25 @@ def cost_figure(rows: list[dict], methods, points: int = 200):
     for j, model in enumerate(models):
         end = max(max(r["trace"]["tool_s"] or [0]) for (mo, _), rs in by.items() if mo == model for r in rs)
         grid = np.linspace(0, end, points)
+        hv_means = []
         for i, method in enumerate(methods):
             runs = by.get((model, method))
             if not runs:
                 continue
             for ax, (key, label, _) in zip(axes[:, j], KEYS):
                 mean, std = curve(runs, key, grid)
+                hi = 1.0 if key == "hypervolume" else np.inf  # ADRS >= 0, hypervolume in [0, 1]
                 ax.plot(grid / 3600, mean, color=f"C{i % 10}", lw=1.6, drawstyle="steps-post",
                         label=f"{method} ({len(runs)} runs)")
-                ax.fill_between(grid / 3600, mean - std, mean + std, color=f"C{i % 10}", alpha=0.15, step="post")
+                ax.fill_between(grid / 3600, np.clip(mean - std, 0, hi), np.clip(mean + std, 0, hi),
+                                color=f"C{i % 10}", alpha=0.12, step="post")
                 ax.set_ylabel(label)
+                if key == "hypervolume":
+                    hv_means.append(mean)
+        axes[0, j].set_yscale("symlog", linthresh=0.01)  # ADRS spans 0 to ~1: the late differences matter
+        if hv_means and np.isfinite(np.concatenate(hv_means)).any():
+            allhv = np.concatenate(hv_means)
+            axes[1, j].set_ylim(np.nanpercentile(allhv, 10), min(1.0, np.nanmax(allhv) + 0.01))
         for ax in axes[:, j]:
             ax.set_xlabel("tool hours")
             ax.grid(alpha=0.3)
