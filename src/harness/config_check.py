@@ -146,6 +146,10 @@ def check_rules(cfg: dict) -> None:
                     raise UserError(f"target.{key}.{stage}={_short(v)}: {POS_NUM(v)}")
 
 
+# keys whose YAML default is a value but where null is documented as a setting (it switches the rule off)
+NULLABLE = {"method.free_fidelity_ratio"}
+
+
 def _type_problem(default, value) -> str | None:
     if default is None or value is None and default is None:
         return None
@@ -191,7 +195,7 @@ def check_types(cfg: dict, conf_dir: str = CONF_DIR) -> None:
                 value = dotted_get(sub, key)
             except KeyError:
                 continue
-            problem = _type_problem(default, value)
+            problem = None if value is None and f"{group}.{key}" in NULLABLE else _type_problem(default, value)
             if problem:
                 raise UserError(f"{group}.{key}={_short(value)}: {problem} (default {_short(default)})")
 
