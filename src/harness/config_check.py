@@ -147,7 +147,7 @@ def check_rules(cfg: dict) -> None:
 
 
 # keys whose YAML default is a value but where null is documented as a setting (it switches the rule off)
-NULLABLE = {"method.free_fidelity_ratio"}
+NULLABLE = {"method.free_fidelity_ratio", "method.deep_kernel"}
 
 
 def _type_problem(default, value) -> str | None:
