@@ -98,11 +98,15 @@ def test_a_near_free_fidelity_is_evaluated_everywhere_and_never_chosen():
     assert Counter(x.fidelity for x in init) == {"synth": 8, "impl": 8}
 
 
-def test_rho_follows_the_declared_costs():
+def test_rho_follows_the_declared_costs_then_the_running_means():
     target, task = TinyTableTarget(costs=COSTS), tiny_task()
     m = make_method({"name": "cgp", "max_iterations": 1})
+    m.setup(task, target.task_info(task), None, Budget(300), np.random.default_rng(0))
+    assert m.fidelity_rho() == pytest.approx([6.0 / 0.01, 6.0 / 4.0, 1.0])  # declared, no cap
+    assert m.free == [0]  # estimate: 0.17 % of impl
     run_method(m, target, task, trials=300)
-    assert m.fidelity_rho() == pytest.approx([6.0 / 0.01, 6.0 / 4.0, 1.0])  # no cap, whatever was observed
+    cum = np.cumsum([np.mean(m.stage_times[f]) for f in FIDELITIES])  # every fidelity measured: running means
+    assert m.fidelity_rho() == pytest.approx(list(cum[-1] / cum))
     m.rho_max = 24.0
     assert m.fidelity_rho()[0] == 24.0
     assert make_method({"name": "cgp", "free_fidelity_ratio": None}).free_ratio is None

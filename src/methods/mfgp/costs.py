@@ -5,9 +5,10 @@ cumulative tool time to a report at fidelity i (its Table 3.1: HLS minutes, synt
 implementation tens of minutes to an hour; T_impl / T_hls ~ 24 at most). The rule here keeps that
 weighting and adds what a fidelity of negligible cost calls for:
 
-- T_i comes from the target's declared costs (``TargetInfo.fidelity_costs``: a replayed table's
-  recorded seconds, a live flow's running means or its shipped table), else from ``stage_seconds``,
-  else from the stage seconds seen in this task's measurements; there is no cap on rho.
+- T_i comes from ``stage_seconds`` when set; else from the running means of the stage seconds this
+  task has measured, once every fidelity has been measured (a replayed table's recorded seconds, a live
+  flow's measured ones); before that from the target's declared costs (``TargetInfo.fidelity_costs``:
+  the table's means, a live flow's running means or its shipped table); there is no cap on rho.
 - A fidelity with T_i <= ``free_ratio`` x T_top (default 1 %) is *free*: the method evaluates every
   design of the pruned space there up front (our analytical estimate takes milliseconds, against
   ~10-60 s for synthesis and implementation) and uses it as the lowest level of the fidelity chain;
@@ -22,11 +23,14 @@ import numpy as np
 
 def cumulative_seconds(fidelities: list[str], declared: dict | None, stage_seconds: list | None,
                        observed: list[float | None], floor: float) -> list[float]:
-    """T_i per fidelity (cheapest first): ``stage_seconds`` (per stage, summed) when given, else the
-    target's declared cumulative costs, else the observed per-stage means (``None``: not seen yet,
-    ``floor`` used), summed. Every T_i is at least ``floor``."""
+    """T_i per fidelity (cheapest first): ``stage_seconds`` (per stage, summed) when given; else the
+    running means of the stage seconds this task measured (``observed``, per fidelity's own stage)
+    once every fidelity has been measured, summed; else the target's declared cumulative costs; else the
+    observed means with ``floor`` for the unseen ones. Every T_i is at least ``floor``."""
     if stage_seconds is not None:
         cum = np.cumsum([float(s) for s in stage_seconds])
+    elif observed and all(s is not None for s in observed):
+        cum = np.cumsum([float(s) for s in observed])
     elif declared and all(f in declared for f in fidelities):
         cum = np.array([float(declared[f]) for f in fidelities])
     else:
