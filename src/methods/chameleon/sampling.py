@@ -1,0 +1,102 @@
+"""Adaptive sampling and sample synthesis of CHAMELEON ([Ahn-PhD] Ch. 2, §2.4.3 and Algorithm 1; published
+as Ahn et al., "Chameleon: Adaptive Code Optimization for Expedited Deep Neural Network Compilation",
+ICLR 2020; docs/REFERENCES.md).
+
+Instead of measuring the cost model's top candidates (AutoTVM's greedy sampling), the candidates the
+explorer found are clustered with k-means and the configs nearest to the centroids are measured:
+
+- *Threshold-based swift meta-search*: k runs over ``k_range`` (the paper's ``range(8, 64)``); the loop
+  exits at the first k whose L2 loss (k-means inertia) satisfies ``threshold x loss >= previous loss``,
+  the knee of the loss curve (``threshold_meta`` = 2.5 in the paper's Table 2.2). As in Algorithm 1, the
+  centroids of that k are returned (they were computed before the test).
+- Centroids are snapped to the nearest candidate (in the space's feature encoding), each candidate once.
+- *Sample synthesis*: a snapped candidate already measured (or known invalid) is replaced by the per-knob
+  mode of the candidates that are not known invalid (the most frequent value of each knob); duplicates are
+  kept once, and a synthesized config that was measured already is dropped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def knee_k(losses: dict[int, float], threshold: float) -> int:
+    """The k at which the meta-search exits: the first k (ascending) with ``threshold x loss[k] >=
+    loss[previous k]``; the largest k when the loss keeps falling fast enough."""
+    ks = sorted(losses)
+    previous = np.inf
+    for k in ks:
+        if threshold * losses[k] >= previous:
+            return k
+        previous = losses[k]
+    return ks[-1]
+
+
+def cluster(X: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, float]:
+    """(centroids [k, d], L2 loss = sum of squared distances to the nearest centroid) of k-means on X."""
+    from sklearn.cluster import KMeans  # noqa: PLC0415  (only the sampler needs scikit-learn's k-means)
+
+    km = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(X)
+    return km.cluster_centers_, float(km.inertia_)
+
+
+def meta_search(X: np.ndarray, threshold: float, k_range: tuple[int, int], seed: int) -> np.ndarray:
+    """Centroids of the k chosen by the threshold-based meta-search (module docstring)."""
+    lo, hi = k_range
+    hi = min(hi, len(X) + 1)
+    if len(X) <= lo:  # fewer candidates than the smallest k: every candidate is its own cluster
+        return X.copy()
+    previous, centroids = np.inf, None
+    for k in range(lo, hi):
+        centroids, loss = cluster(X, k, seed)
+        if threshold * loss >= previous:
+            break
+        previous = loss
+    return centroids
+
+
+def snap(centroids: np.ndarray, X: np.ndarray) -> list[int]:
+    """Row indices of X nearest to each centroid, each row at most once (nearest free row otherwise)."""
+    taken: set[int] = set()
+    out = []
+    for c in centroids:
+        order = np.argsort(((X - c) ** 2).sum(axis=1), kind="stable")
+        row = next((int(r) for r in order if int(r) not in taken), None)
+        if row is not None:
+            taken.add(row)
+            out.append(row)
+    return out
+
+
+def mode_config(space, candidates: list[int], invalid: set[int]) -> int | None:
+    """The config index whose knobs take each knob's most frequent value among ``candidates`` not in
+    ``invalid`` (ties: the smaller entity index); None when every candidate is invalid."""
+    pool = [i for i in candidates if i not in invalid]
+    if not pool:
+        return None
+    digits = np.array([space.digits(int(i)) for i in pool])
+    modes = [int(np.bincount(col).argmax()) for col in digits.T]
+    return space.index_of_digits(modes)
+
+
+def adaptive_sample(space, candidates: list[int], visited: set[int], invalid: set[int], *, threshold: float = 2.5,
+                    k_range: tuple[int, int] = (8, 64), seed: int = 0) -> list[int]:
+    """Algorithm 1: the configs to measure from ``candidates`` (config indices, e.g. the explorer's
+    best), none of them in ``visited``; ``invalid``: configs known to fail (left out of the mode)."""
+    candidates = list(dict.fromkeys(int(i) for i in candidates))
+    if not candidates:
+        return []
+    X = space.features(candidates).astype(np.float64)
+    rows = snap(meta_search(X, threshold, k_range, seed), X)
+    chosen = [candidates[r] for r in rows]
+    mode = None
+    out = []
+    for i in chosen:
+        if i in visited:  # sample synthesis: the per-knob mode instead of a redundant sample
+            mode = mode_config(space, candidates, invalid) if mode is None else mode
+            i = mode
+            if i is None or i in visited:
+                continue
+        if i not in out:
+            out.append(i)
+    return out

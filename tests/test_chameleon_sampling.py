@@ -1,0 +1,59 @@
+"""CHAMELEON's adaptive sampling and sample synthesis (tunebench.methods.chameleon.sampling)."""
+import numpy as np
+import pytest
+
+from tunebench.methods.chameleon.sampling import adaptive_sample, knee_k, meta_search, mode_config
+from tunebench.space import ChoiceKnob, Space
+
+
+def test_knee_is_the_first_k_whose_loss_did_not_fall_by_the_threshold():
+    # 8 -> 9 falls 3.3x (> 2.5): go on; 9 -> 10 falls 1.2x: the knee, exit at 10
+    assert knee_k({8: 100.0, 9: 30.0, 10: 25.0, 11: 1.0}, 2.5) == 10
+    assert knee_k({8: 100.0, 9: 90.0}, 2.5) == 9
+    assert knee_k({8: 100.0, 9: 10.0, 10: 1.0}, 2.5) == 10  # never flat: the largest k
+
+
+def test_meta_search_on_synthetic_clusters_stops_just_past_the_true_number():
+    """9 tight, far-apart blobs: 8 clusters must merge two (large loss), 9 fit them (loss falls by far more
+    than 2.5x), 10 only split a blob (small fall): the exit is at 10, and the 10 centroids cover all 9 blobs."""
+    rng = np.random.default_rng(0)
+    centers = np.array([[x, y] for x in (0, 10, 20) for y in (0, 10, 20)], dtype=float)
+    X = np.concatenate([c + 0.1 * rng.standard_normal((20, 2)) for c in centers])
+    cent = meta_search(X, threshold=2.5, k_range=(8, 64), seed=0)
+    assert len(cent) == 10
+    nearest_blob = {int(np.argmin(((centers - c) ** 2).sum(axis=1))) for c in cent}
+    assert nearest_blob == set(range(9))
+
+
+def _space():
+    return Space([ChoiceKnob("a", (1, 2, 4, 8)), ChoiceKnob("b", (1, 2, 4, 8)), ChoiceKnob("c", (0, 1))])
+
+
+def test_synthesis_returns_the_per_knob_mode_of_the_valid_candidates():
+    space = _space()
+    idx = lambda a, b, c: space.from_dict({"a": a, "b": b, "c": c}).index  # noqa: E731
+    cands = [idx(2, 8, 1), idx(2, 4, 1), idx(4, 8, 0), idx(2, 1, 1), idx(8, 8, 0)]
+    assert space.get(mode_config(space, cands, set())).to_dict() == {"a": 2, "b": 8, "c": 1}
+    # without the invalid ones the modes change: a -> 4/8 tie broken to the smaller value, c -> 0
+    invalid = {idx(2, 8, 1), idx(2, 4, 1), idx(2, 1, 1)}
+    assert space.get(mode_config(space, cands, invalid)).to_dict() == {"a": 4, "b": 8, "c": 0}
+    assert mode_config(space, cands, set(cands)) is None
+
+
+def test_adaptive_sample_never_returns_a_measured_config_and_synthesizes_one():
+    space = _space()
+    cands = list(range(space.size))  # 32 candidates: k from 8
+    first = adaptive_sample(space, cands, visited=set(), invalid=set(), seed=1)
+    assert 8 <= len(first) <= 32 and len(set(first)) == len(first)
+    visited = set(first[:3])
+    again = adaptive_sample(space, cands, visited=visited, invalid=set(), seed=1)
+    assert not set(again) & visited
+    mode = mode_config(space, cands, set())
+    assert mode in again or mode in visited  # the redundant samples were replaced by the per-knob mode
+    assert adaptive_sample(space, [], visited=set(), invalid=set()) == []
+
+
+@pytest.mark.parametrize("n", [1, 5, 8])
+def test_fewer_candidates_than_the_smallest_k_are_all_sampled(n):
+    space = _space()
+    assert sorted(adaptive_sample(space, list(range(n)), visited=set(), invalid=set())) == list(range(n))
