@@ -30,19 +30,10 @@ from tunebench.targets.fpga.tasks import fpga_tasks
 
 
 def _designs(kernel: str) -> tuple[pd.DataFrame, list[dict]]:
-    task = fpga_tasks({"name": f"hls_{kernel}", "kernel": kernel}, "table")[0]
+    """The shipped table as written (to rewrite it) and the config of each of its rows."""
+    space = fpga_tasks({"name": f"hls_{kernel}", "kernel": kernel}, "table")[0].space
     df = pd.read_csv(default_table(kernel), keep_default_na=False, na_values=[""])
-    cfgs = [{n: (r[n].item() if hasattr(r[n], "item") else r[n]) for n in task.space.names} for _, r in df.iterrows()]
-    return df, cfgs
-
-
-def _estimate(kernel, cfg: dict, lut_mult: float) -> dict:
-    saved = flow.EST["lut_per_lut_mult"]
-    flow.EST["lut_per_lut_mult"] = {**saved, kernel.name: lut_mult}
-    try:
-        return flow.estimate(kernel, cfg).metrics
-    finally:
-        flow.EST["lut_per_lut_mult"] = saved
+    return df, [space.get(int(i)).to_dict() for i in df["index"]]
 
 
 def _quality(est: np.ndarray, synth: np.ndarray) -> tuple[float, float]:
@@ -56,7 +47,7 @@ def fit(kernel_name: str) -> dict:
     ok = df["synth.valid"].to_numpy() == 1
     lut = np.array([c["mul_core"] == "lut" for c in cfgs])
     lanes = np.array([build(kernel, c).lanes for c in cfgs], dtype=float)
-    base = np.array([_estimate(kernel, c, 0.0)["luts"] for c in cfgs])
+    base = np.array([flow.estimate(kernel, c, lut_mult=0.0).metrics["luts"] for c in cfgs])
     synth = df["synth.luts"].to_numpy(dtype=float)
     sel = ok & lut
     c = float(np.sum(lanes[sel] * (synth[sel] - base[sel])) / np.sum(lanes[sel] ** 2))

@@ -146,10 +146,6 @@ def check_rules(cfg: dict) -> None:
                     raise UserError(f"target.{key}.{stage}={_short(v)}: {POS_NUM(v)}")
 
 
-# keys whose YAML default is a value but where null is documented as a setting (it switches the rule off)
-NULLABLE = {"method.free_fidelity_ratio", "method.deep_kernel"}
-
-
 def _type_problem(default, value) -> str | None:
     if default is None or value is None and default is None:
         return None
@@ -180,6 +176,15 @@ def group_defaults(group: str, name: str, conf_dir: str = CONF_DIR) -> dict:
     return data
 
 
+def _nullable(group: str, name: str) -> frozenset[str]:
+    """The keys of a group option that take null besides their default's type (methods declare them)."""
+    if group != "method":
+        return frozenset()
+    from tunebench.methods import METHODS
+
+    return getattr(METHODS.get(name), "nullable", frozenset())
+
+
 def check_types(cfg: dict, conf_dir: str = CONF_DIR) -> None:
     """Each value of the method, model and target groups has the type of its YAML default."""
     for group in ("target", "model", "method"):
@@ -190,12 +195,13 @@ def check_types(cfg: dict, conf_dir: str = CONF_DIR) -> None:
         if not os.path.isfile(os.path.join(conf_dir, group, f"{name}.yaml")):
             raise UserError(f"{group}.name={_short(name)} is unknown; valid: {', '.join(group_options(conf_dir, group))}")
         defaults = group_defaults(group, name, conf_dir)
+        nullable = _nullable(group, name)
         for key, default in _leaves(defaults):
             try:
                 value = dotted_get(sub, key)
             except KeyError:
                 continue
-            problem = None if value is None and f"{group}.{key}" in NULLABLE else _type_problem(default, value)
+            problem = None if value is None and key in nullable else _type_problem(default, value)
             if problem:
                 raise UserError(f"{group}.{key}={_short(value)}: {problem} (default {_short(default)})")
 

@@ -49,15 +49,14 @@ class FPGAMetrics:
         self.artifacts: list[str] = []
 
     def true_front(self, task) -> np.ndarray | None:
-        from tunebench.targets.fpga.table import default_table, read_table, true_front
+        from tunebench.targets.fpga.table import shipped_table, true_front
 
         try:
             table = self.target.table_for(task)  # the replayed table; None for a live target
             if table is None:
-                path = default_table(task.mod["name"])
-                if not os.path.exists(path):
-                    return None
-                table = read_table(path, task.space, self.target.fidelities, self.objectives)
+                table = shipped_table(task, self.target.fidelities, self.objectives)
+            if table is None:
+                return None
         except Exception as exc:  # a table of another space: no ADRS rather than a failed run
             log.warning("no true front for %s: %s", task.name, exc)
             return None

@@ -74,10 +74,12 @@ class TargetNeeds:
 class Method(ABC):
     """A tuning method: proposes configs (``ask``) and learns from measurements (``tell``).
 
-    ``needs`` declares what the method needs of a target (:class:`TargetNeeds`)."""
+    ``needs`` declares what the method needs of a target (:class:`TargetNeeds`); ``nullable`` names the
+    hyperparameters whose YAML default is a value but that also take null (the config check accepts it)."""
 
     name: str = "method"
     needs: TargetNeeds = TargetNeeds()
+    nullable: frozenset[str] = frozenset()
 
     def setup(self, task: Task, target_info: TargetInfo, history, budget: Budget, rng: np.random.Generator) -> None:
         """Prepare for a new task. ``target_info``: what the target offers (objectives, fidelities,
@@ -87,6 +89,7 @@ class Method(ABC):
         (:mod:`tunebench.methods.seeding`): a subclass calls ``super().setup`` before building models."""
         self.seed = library_seed(rng)  # for libraries that take a seed argument
         seed_libraries(self.seed)
+        self.learned: list[int] | None = None  # the method's learned set, once it has one (learned_set)
         self.task = task
         self.space = task.space
         self.target_info = target_info
@@ -110,10 +113,10 @@ class Method(ABC):
     def learned_set(self) -> list[int] | None:
         """The designs the method returns as its answer, when that is a distinct part of what it
         measured (config indices): e.g. the predicted Pareto designs that ann, bt and dac19 run through
-        the tool flow after their random initial designs. None (the default): the answer is everything
-        the method measured. Read once, after the loop, by multi-objective metrics (the "learned front
-        only" ADRS)."""
-        return None
+        the tool flow after their random initial designs. A method sets ``self.learned`` when it has
+        one; None (the default): the answer is everything the method measured. Read once, after the
+        loop, by multi-objective metrics (the "learned front only" ADRS)."""
+        return self.learned
 
     def report(self) -> dict:
         """What the method wants logged about the task it just tuned (called once, after the loop).

@@ -82,12 +82,18 @@ def rows_from_store(client, runs, files) -> list[dict]:
     return rows
 
 
-def summarize(rows: list[dict], methods: list[str] | None = None):
-    """(kernels, methods, {(kernel, method): means over its runs}); ``methods``: these columns in this
-    order (None: every method, sorted)."""
+def by_cell(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """The rows grouped by (model, method)."""
     by = defaultdict(list)
     for r in rows:
         by[(r["model"], r["method"])].append(r)
+    return by
+
+
+def summarize(rows: list[dict], methods: list[str] | None = None):
+    """(kernels, methods, {(kernel, method): means over its runs}); ``methods``: these columns in this
+    order (None: every method, sorted)."""
+    by = by_cell(rows)
     models = sorted({k[0] for k in by})
     methods = methods or sorted({k[1] for k in by})
     out = {}

@@ -14,9 +14,10 @@ ADRS and hypervolume of the top-fidelity designs after every batch, written by t
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import defaultdict
 
 import numpy as np
+
+from tunebench.report.paper_tables import by_cell
 
 DEFAULT_BUDGETS_H = (0.25, 0.5, 1.0)
 FIGURE = "tool_hours.png"  # the figure's file name beside paper_tables.md
@@ -45,17 +46,10 @@ def value_at(trace: dict | None, key: str, seconds: float) -> float | None:
     return None if i < 0 or values[i] is None else float(values[i])
 
 
-def _by_cell(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    by = defaultdict(list)
-    for r in rows:
-        by[(r["model"], r["method"])].append(r)
-    return by
-
-
 def budget_stats(rows: list[dict], budgets_h=DEFAULT_BUDGETS_H) -> dict:
     """{(model, method, budget_h, key): (mean, std, runs with a value, runs)} over the runs' traces."""
     out = {}
-    for (model, method), rs in _by_cell(rows).items():
+    for (model, method), rs in by_cell(rows).items():
         for b in budgets_h:
             for key, _, _ in KEYS:
                 vals = [v for r in rs if (v := value_at(r.get("trace"), key, b * 3600.0)) is not None]
@@ -90,17 +84,15 @@ def curve(runs: list[dict], key: str, grid_s: np.ndarray) -> tuple[np.ndarray, n
     """Mean and std over ``runs`` of ``key`` on ``grid_s`` (NaN where some run has no value yet)."""
     vals = np.array([[np.nan if (v := value_at(r.get("trace"), key, t)) is None else v for t in grid_s]
                      for r in runs], dtype=float)
-    defined = ~np.isnan(vals).any(axis=0)
-    mean = np.where(defined, np.nanmean(np.where(np.isnan(vals), 0, vals), axis=0), np.nan)
-    std = np.where(defined, vals.std(axis=0, ddof=1) if len(runs) > 1 else 0.0, np.nan)
-    return mean, std
+    mean = vals.mean(axis=0)  # NaN wherever a run has no value yet
+    return mean, (vals.std(axis=0, ddof=1) if len(runs) > 1 else 0.0 * mean)
 
 
 def cost_figure(rows: list[dict], methods, points: int = 200):
     """ADRS (top) and hypervolume (bottom) against tool hours per kernel (columns); None without traces."""
     from matplotlib.figure import Figure
 
-    by = _by_cell([r for r in rows if r.get("trace")])
+    by = by_cell([r for r in rows if r.get("trace")])
     models = sorted({m for m, _ in by})
     if not models:
         return None

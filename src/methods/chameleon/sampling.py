@@ -20,15 +20,18 @@ from __future__ import annotations
 import numpy as np
 
 
+def at_knee(loss: float, previous: float, threshold: float) -> bool:
+    """Algorithm 1, line 5: the loss no longer fell by the factor ``threshold`` (exit the meta-search)."""
+    return threshold * loss >= previous
+
+
 def knee_k(losses: dict[int, float], threshold: float) -> int:
-    """The k at which the meta-search exits: the first k (ascending) with ``threshold x loss[k] >=
-    loss[previous k]``; the largest k when the loss keeps falling fast enough."""
+    """The k at which the meta-search exits, given the loss of every k: the first k (ascending) at the
+    knee (:func:`at_knee`); the largest k when the loss keeps falling fast enough."""
     ks = sorted(losses)
-    previous = np.inf
-    for k in ks:
-        if threshold * losses[k] >= previous:
+    for previous, k in zip([np.inf] + [losses[j] for j in ks], ks):
+        if at_knee(losses[k], previous, threshold):
             return k
-        previous = losses[k]
     return ks[-1]
 
 
@@ -47,9 +50,9 @@ def meta_search(X: np.ndarray, threshold: float, k_range: tuple[int, int], seed:
     if len(X) <= lo:  # fewer candidates than the smallest k: every candidate is its own cluster
         return X.copy()
     previous, centroids = np.inf, None
-    for k in range(lo, hi):
+    for k in range(lo, hi):  # the losses are computed only up to the knee (knee_k given every loss)
         centroids, loss = cluster(X, k, seed)
-        if threshold * loss >= previous:
+        if at_knee(loss, previous, threshold):
             break
         previous = loss
     return centroids

@@ -117,9 +117,5 @@ class DAC19(Method):
         front = [int(i) for i in np.flatnonzero(pareto_mask(top_pred).numpy())]
         new = sorted((i for i in front if i not in self.reports[self.top]), key=lambda i: tuple(top_pred[i]))
         new = new if self.max_pareto is None else new[:self.max_pareto]
-        self.learned = sorted({i for i in front if i in top_ok} | set(new))
+        self.learned = sorted({i for i in front if i in top_ok} | set(new))  # measured ones on the front too
         return new
-
-    def learned_set(self) -> list[int] | None:
-        """The predicted Pareto designs run through the flow (measured ones that are on it included)."""
-        return getattr(self, "learned", None)

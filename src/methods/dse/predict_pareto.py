@@ -78,10 +78,5 @@ class PredictParetoMethod(Method):
         for i, y in self.measured.items():
             pred[i] = y if y is not None else np.inf  # measured: known values; invalid: never Pareto
         front = [int(i) for i in pareto_front(pred)]
-        self.learned = sorted(front)
+        self.learned = sorted(front)  # measured ones on the front included; None until the prediction
         self.queue = [i for i in front if i not in self.measured]
-
-    def learned_set(self) -> list[int] | None:
-        """The predicted Pareto designs (measured ones that are on it included); None before the
-        prediction (the budget ended inside the initial designs)."""
-        return getattr(self, "learned", None)

@@ -73,6 +73,7 @@ class MultiFidelityBO(Method):
 
     name = "mfbo"
     needs = TargetNeeds(objectives="multi", min_fidelities=2)
+    nullable = frozenset({"free_fidelity_ratio", "deep_kernel"})  # null: no free fidelity; no MLP (dcgp)
 
     def __init__(self, n_init=8, max_init_fraction=None, max_iterations: int = 40, patience: int = 5, model: str = "icm",
                  chaining: str = "nargp", deep_kernel=None, task_rank=None, acquisition: str = "eipv",
@@ -165,7 +166,6 @@ class MultiFidelityBO(Method):
         self.initial_ids = set(initial[0]) if initial else set()
         self.queue: list[tuple[int, int]] = [(i, k) for k in self.free for i in range(self.space.size)]
         self.queue += [(i, costly[j]) for j, ids in enumerate(initial) for i in ids]
-        self.learned: list[int] | None = None
         self.final_done = False
         self.initial_done = False
         self.iteration = 0
@@ -181,8 +181,6 @@ class MultiFidelityBO(Method):
     def ask(self, n: int) -> list:
         if not self.queue and not self.finished:
             self._next_iteration()
-        if not self.queue and self.finished:  # stopped before an iteration ran (e.g. no model yet)
-            self._final_step()
         out, self.queue = self.queue[:n], self.queue[n:]
         return [(self.space.get(i), self.fidelities[k]) for i, k in out]
 
@@ -309,6 +307,7 @@ class MultiFidelityBO(Method):
                 best = (value, int(free[j]), k)
         if best[1] is None:
             self.finished = "exhausted"
+            self._final_step()
             return
         _, idx, h = best
         levels = range(h + 1) if self.measure_lower else [h]
@@ -356,10 +355,6 @@ class MultiFidelityBO(Method):
         self.queue += [(i, top) for i in new]
         log.info("%s final step: %d predicted Pareto designs (beta %.2f), %d new at %s (%d trials left)",
                  self.name, len(front), self.final_beta, len(new), self.fidelities[top], remaining)
-
-    def learned_set(self) -> list[int] | None:
-        """The final step's predicted Pareto designs (measured at the top fidelity); None without it."""
-        return self.learned
 
     def report(self) -> dict:
         return {"iterations": self.iteration, "stop": self.finished,

@@ -67,8 +67,9 @@ def tool_path(name: str) -> str:
     return found
 
 
-def estimate(kernel: Kernel, cfg: dict) -> StageResult:
-    """Analytical cycles, clock and resources from the knobs (no tool run)."""
+def estimate(kernel: Kernel, cfg: dict, lut_mult: float | None = None) -> StageResult:
+    """Analytical cycles, clock and resources from the knobs (no tool run). ``lut_mult``: LUT4s per
+    LUT-built multiplier instead of the kernel's constant (:func:`lut_mult_cost`), e.g. to fit it."""
     t0 = time.perf_counter()
     d = build(kernel, cfg)
     top = d.top
@@ -87,7 +88,8 @@ def estimate(kernel: Kernel, cfg: dict) -> StageResult:
     fmax = 1e3 / (crit + EST["ns_overhead"])
     rom_bits = top.n_steps * sum(math.ceil(math.log2(max(b[2], 2))) * b[0] for b in top.banks.values())
     adders = n_out * (n_red - 1 + 1)
-    luts = (n_lanes * lut_mult_cost(kernel.name) * (d.mul_core == "lut") + adders * aw * EST["lut_per_add_bit"]
+    lut_mult = lut_mult_cost(kernel.name) if lut_mult is None else lut_mult
+    luts = (n_lanes * lut_mult * (d.mul_core == "lut") + adders * aw * EST["lut_per_add_bit"]
             + rom_bits * EST["lut_per_rom_bit"] + EST["lut_per_mux_input"] * (n_out + n_lanes))
     bank_bits = sum(b[0] * b[2] for b in top.banks.values()) * w  # stored input bits
     n_banks = sum(b[0] for b in top.banks.values())

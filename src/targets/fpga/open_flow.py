@@ -53,13 +53,13 @@ class FPGAOpenTarget(ToolFlowTarget):
 
     def recorded_stage_means(self, task) -> dict[str, float]:
         """The stage seconds of the kernel's shipped table (made by this flow with ``method=exhaustive``)."""
-        from tunebench.targets.fpga.table import default_table, read_table
+        from tunebench.targets.fpga.table import shipped_table
 
-        path = default_table(task.mod["name"])
         try:
-            return table_stage_means(read_table(path, task.space, self.fidelities, self.objectives))
-        except (UserError, OSError, ValueError, KeyError):  # no table, or one of another space
+            table = shipped_table(task, self.fidelities, self.objectives)
+        except (UserError, OSError, ValueError, KeyError):  # a table of another space
             return {}
+        return {} if table is None else table_stage_means(table)
 
     def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict) -> flow.StageResult:
         """``estimate`` (analytical), ``sim`` (simulation against numpy), ``synth`` (Yosys), ``impl``

@@ -25,6 +25,13 @@ def default_table(kernel: str) -> str:
     return os.path.join(DATA_DIR, f"{kernel}.csv")
 
 
+def shipped_table(task, fidelities: list[str], objectives: list[str]) -> pd.DataFrame | None:
+    """The shipped table of ``task``'s kernel (``data/fpga/<kernel>.csv``, checked against its space);
+    None when the kernel has none. A table of another space raises :class:`UserError`."""
+    path = default_table(task.mod["name"])
+    return read_table(path, task.space, fidelities, objectives) if os.path.exists(path) else None
+
+
 def write_table(path: str, space, fidelities: list[str], objectives: list[str], measurements) -> pd.DataFrame:
     """Write the table of ``measurements`` (every config x fidelity of ``space``) to ``path``."""
     rows = {}
