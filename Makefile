@@ -1,10 +1,12 @@
 # tunebench: the two set-up commands are `make install` and `make test`.
 PY ?= python3
+# optional extras too: make install EXTRAS=test,scale (Ray; docs/USAGE.md §Scale out)
+EXTRAS ?= test
 
 .PHONY: install test test-all run bench lint leaderboard
 
 install:            ## install tunebench (editable) with its pinned dependencies and the test tools (+ chromium where apt-get and root)
-	$(PY) -m pip install -e '.[test]'
+	$(PY) -m pip install -e '.[$(EXTRAS)]'
 	bash scripts/install_browser.sh
 
 test:               ## the test suite (CPU only; GPU tests are skipped where no GPU is found)

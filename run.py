@@ -25,8 +25,13 @@ def main(cfg: DictConfig) -> None:
     try:
         from hydra.core.hydra_config import HydraConfig
 
-        overrides = list(HydraConfig.get().overrides.task)  # resume= refuses those that conflict
-        run_id = run_experiment(OmegaConf.to_container(cfg, resolve=True), overrides)
+        from tunebench.harness.job_state import write_run_file
+
+        hydra_cfg = HydraConfig.get()
+        overrides = list(hydra_cfg.overrides.task)  # resume= refuses those that conflict
+        job_dir = hydra_cfg.runtime.output_dir  # run.json: which run to resume if this job is lost
+        run_id = run_experiment(OmegaConf.to_container(cfg, resolve=True), overrides,
+                                on_start=[lambda rid, records: write_run_file(job_dir, rid, records)])
     except UserError as exc:
         fail(str(exc))
     except TrackingOutage as exc:  # every measurement kept; resume=<run id> delivers the rest

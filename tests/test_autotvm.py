@@ -282,7 +282,7 @@ def test_real_tiny_run_reaches_the_model_driven_phase(tiny_cfg, monkeypatch):
     phases = [method.source[r["index"]] for r in recs]
     best = {p: min((r["latency_s"] for r, q in zip(recs, phases) if q == p and r["valid"]), default=None)
             for p in ("random", "model")}
-    trainings = [(e["n_measured"], e["fit"]["rounds"], e["sa"]["steps"], round(e["seconds"], 2))
+    trainings = [(e["n_measured"], e["fit"]["rounds"], e["search"]["steps"], round(e["seconds"], 2))
                  for e in method.train_log]
     print(f"space {method.space.size} configs; phases {phases}; best latency by phase {best}; "
           f"trainings (measured, rounds, SA steps, s) {trainings}")

@@ -15,6 +15,7 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 import numpy as np
 import yaml
@@ -176,11 +177,15 @@ def _prepare(cfg: dict, tracker: Tracker | None):
     return target, tasks, imported, tracker, history
 
 
-def run_experiment(cfg: dict, overrides: list[str] | None = None) -> str:
+def run_experiment(cfg: dict, overrides: list[str] | None = None,
+                   on_start: Sequence[Callable[[str, str], None]] = ()) -> str:
     """Run one experiment from a resolved config dict; returns the MLflow run id.
 
     ``overrides``: the command line's overrides (``resume=`` refuses those that conflict with the
     run's saved config). Every check runs before the MLflow run or its records folder exists.
+    ``on_start``: callbacks called with ``(run id, record file)`` once the run and its records
+    folder exist, before anything is measured (new and resumed runs; e.g. ``run.py`` leaves the run id
+    in the Hydra job folder, where a launcher that lost the job finds what to resume).
     """
     from tunebench.harness.config_check import validate_config
     from tunebench.harness.resume import plan_resume
@@ -219,6 +224,8 @@ def run_experiment(cfg: dict, overrides: list[str] | None = None) -> str:
     status = "FAILED"
     try:
         record_path = record_path or _new_run_dir(cfg, run_id, target, tracker)
+        for callback in on_start:
+            callback(run_id, record_path)
         _tune_all(RunPlan(cfg, tasks, imported, target, budget, seed, tracker, run_id, record_path, history))
         status = "FINISHED"
     except KeyboardInterrupt:

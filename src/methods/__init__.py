@@ -9,6 +9,7 @@ import inspect
 from tunebench.errors import UserError
 from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.base import Budget, Method, TargetNeeds
+from tunebench.methods.chameleon.tuner import Chameleon
 from tunebench.methods.dgp.method import DGP
 from tunebench.methods.dse.ann import ANN
 from tunebench.methods.dse.bt import BoostedTrees
@@ -28,7 +29,7 @@ from tunebench.targets.base import TargetInfo
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
                                     "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
-                                    "dac19": DAC19, "mes": MES, "gat": GAT}
+                                    "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon}
 
 
 def make_method(cfg: dict) -> Method:
@@ -42,14 +43,25 @@ def make_method(cfg: dict) -> Method:
     if name not in METHODS:
         raise UserError(f"method={name!r} is unknown; valid: {', '.join(sorted(METHODS))}")
     cls = METHODS[name]
-    params = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        valid = [p for p in params if p != "self"]
-        for key in cfg:
-            if key not in valid:
-                raise UserError(f"method.{key}: not a hyperparameter of method={name}; "
-                                f"valid: {', '.join(valid) or '(none)'}")
+    valid = hyperparameters(cls)
+    for key in cfg:
+        if key not in valid:
+            raise UserError(f"method.{key}: not a hyperparameter of method={name}; "
+                            f"valid: {', '.join(valid) or '(none)'}")
     return cls(**cfg)
+
+
+def hyperparameters(cls: type[Method]) -> list[str]:
+    """The keyword arguments ``cls`` takes: its ``__init__``'s, and, where that passes ``**kwargs`` on
+    to the base class (``chameleon`` extends ``autotvm``), the base classes' too."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        params = inspect.signature(klass.__init__).parameters
+        names += [p for p, v in params.items() if p != "self" and v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)
+                  and p not in names]
+        if not any(v.kind is v.VAR_KEYWORD for v in params.values()):
+            break
+    return names
 
 
 def check_compatible(method_cfg: dict, target_info: TargetInfo) -> None:

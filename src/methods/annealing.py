@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 ScoreFn = Callable[[np.ndarray], np.ndarray]
 
 
-def _strides(space: Space) -> np.ndarray:
+def place_values(space: Space) -> np.ndarray:
     """Mixed-radix place values of the knobs, shape (n_knobs,), int64 (first knob least significant)."""
     if space.size >= 2**63:
         raise ValueError(f"space of size {space.size} does not fit int64 indices")
@@ -45,7 +45,7 @@ def _strides(space: Space) -> np.ndarray:
 def index_digits(space: Space, indices: np.ndarray) -> np.ndarray:
     """Entity index of every knob for each config: shape (n, n_knobs), int64 (same as ``Space.digits``)."""
     indices = np.asarray(indices, dtype=np.int64)
-    return (indices[:, None] // _strides(space)[None, :]) % space.dims[None, :]
+    return (indices[:, None] // place_values(space)[None, :]) % space.dims[None, :]
 
 
 def random_walk(space: Space, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -58,7 +58,7 @@ def random_walk(space: Space, indices: np.ndarray, rng: np.random.Generator) -> 
     movable = np.flatnonzero(space.dims > 1)
     if len(movable) == 0 or len(indices) == 0:
         return indices.copy()
-    strides = _strides(space)
+    strides = place_values(space)
     knob = movable[rng.integers(len(movable), size=len(indices))]
     old = (indices // strides[knob]) % space.dims[knob]
     new = rng.integers(space.dims[knob] - 1)  # one of the other d-1 entities: skip over the old one

@@ -128,22 +128,36 @@ class AutoTVM(Method):
         super().tell(measurements)
         for m in measurements:
             self.xs[m.config.index] = throughput(m, self.task.flops)
-        n = len(self.xs)
-        if n >= self.plan_size * (self.train_ct + 1) and max(self.xs.values(), default=0.0) > 1e-6:
+        if self._retrain_due() and max(self.xs.values(), default=0.0) > 1e-6:
             self._retrain()
 
+    def _retrain_due(self) -> bool:
+        """AutoTVM retrains whenever another ``plan_size`` configs have been measured."""
+        return len(self.xs) >= self.plan_size * (self.train_ct + 1)
+
+    def _plan(self) -> tuple[list[int], dict]:
+        """The next plan (config indices, best first) from the freshly trained model, and the
+        explorer's statistics: AutoTVM's SA, the ``plan_size`` best predicted unvisited configs."""
+        plan = self.sa.find_maximums(self.space, self.model.predict, self.plan_size, self.visited, self.rng)
+        return plan, {"explorer": "sa", **self.sa.last_stats}
+
     def _retrain(self) -> None:
-        """Fit the model on every measurement and plan the next ``plan_size`` configs with SA."""
+        """Fit the model on every measurement and plan the next configs (:meth:`_plan`)."""
         tic = time.perf_counter()
         indices = np.fromiter(self.xs.keys(), dtype=np.int64, count=len(self.xs))
         self.model.fit(indices, np.fromiter(self.xs.values(), dtype=np.float64, count=len(self.xs)))
         fit_s = time.perf_counter() - tic
-        self.plan = self.sa.find_maximums(self.space, self.model.predict, self.plan_size, self.visited, self.rng)
+        self.plan, stats = self._plan()
         self.plan_pt = 0
-        self.train_ct = len(self.xs) // self.plan_size
+        self.train_ct = self._rounds_trained()
         entry = {"n_measured": len(self.xs), "fit": dict(self.model.last_fit), "fit_s": fit_s,
-                 "sa": dict(self.sa.last_stats), "plan": len(self.plan), "seconds": time.perf_counter() - tic}
+                 "search": stats, "plan": len(self.plan), "seconds": time.perf_counter() - tic}
         self.train_log.append(entry)
-        log.info("autotvm %s: model %d trained on %d measurements (%d rounds, a-recall %.3f), SA %d steps, "
-                 "plan of %d, %.2fs", self.task.name, len(self.train_log), len(self.xs), entry["fit"]["rounds"],
-                 entry["fit"]["a_recall"], entry["sa"]["steps"], len(self.plan), entry["seconds"])
+        log.info("%s %s: model %d trained on %d measurements (%d rounds, a-recall %.3f), %s %d steps, "
+                 "plan of %d, %.2fs", self.name, self.task.name, len(self.train_log), len(self.xs),
+                 entry["fit"]["rounds"], entry["fit"]["a_recall"], stats["explorer"].upper(),
+                 stats.get("steps", 0), len(self.plan), entry["seconds"])
+
+    def _rounds_trained(self) -> int:
+        """``train_ct`` after a retraining: AutoTVM counts blocks of ``plan_size`` measurements."""
+        return len(self.xs) // self.plan_size

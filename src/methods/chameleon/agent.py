@@ -23,14 +23,28 @@ import numpy as np
 import torch
 from torch import nn
 
+from tunebench.methods.annealing import place_values, index_digits
+from tunebench.space import ExplicitSpace
+
 MOVES = np.array([-1, 0, 1])
 
 
 def apply_moves(space, index: int, moves) -> int:
     """The config reached from ``index`` by adding ``moves`` (one of -1, 0, +1 per knob) to the knobs'
-    entity indices, each clipped to its knob's range."""
-    digits = np.asarray(space.digits(int(index))) + np.asarray(moves, dtype=np.int64)
-    return space.index_of_digits(np.clip(digits, 0, space.dims - 1))
+    entity indices, each clipped to its knob's range (a pruned space: ``index`` itself when the
+    config reached is not in it)."""
+    digits = np.clip(np.asarray(space.digits(int(index))) + np.asarray(moves, dtype=np.int64), 0, space.dims - 1)
+    if isinstance(space, ExplicitSpace) and not space.contains_digits(digits):
+        return int(index)
+    return space.index_of_digits(digits)
+
+
+def apply_moves_batch(space, indices: np.ndarray, moves: np.ndarray) -> np.ndarray:
+    """:func:`apply_moves` for every row: ``indices`` (n,), ``moves`` (n, n_knobs) -> (n,) int64."""
+    if isinstance(space, ExplicitSpace):
+        return np.array([apply_moves(space, i, m) for i, m in zip(indices, moves)], dtype=np.int64)
+    digits = np.clip(index_digits(space, indices) + moves, 0, space.dims - 1)
+    return digits @ place_values(space)
 
 
 @dataclass(frozen=True)
@@ -97,8 +111,8 @@ class PPOExplorer:
                 logits, v = self.net(x)
                 dist = torch.distributions.Categorical(logits=logits)
                 a = dist.sample()
-            nxt = [apply_moves(self.space, s, MOVES[row]) for s, row in zip(states, a.numpy())]
-            r = np.asarray(fitness(nxt), dtype=np.float64)
+            nxt = apply_moves_batch(self.space, np.asarray(states, dtype=np.int64), MOVES[a.numpy()]).tolist()
+            r = np.asarray(fitness(np.asarray(nxt, dtype=np.int64)), dtype=np.float64)
             visited.update(zip(nxt, r.tolist()))
             obs.append(x), acts.append(a), logps.append(dist.log_prob(a).sum(-1)), vals.append(v)
             rews.append(torch.as_tensor(r, dtype=torch.float32))

@@ -1,0 +1,172 @@
+"""``method=chameleon``: CHAMELEON's optimization loop ([Ahn-PhD] Ch. 2, §2.4; Ahn et al., "Chameleon:
+Adaptive Code Optimization for Expedited Deep Neural Network Compilation", ICLR 2020; docs/METHODS.md
+§chameleon) on AutoTVM's cost model and features.
+
+One *iteration* (``iteration_opt`` of them, the first one AutoTVM's random plan of ``plan_size``):
+
+1. retrain AutoTVM's XGBoost cost model (``loss_type`` reg: the thesis's xgb-reg) on every measurement;
+2. *explore* the space on the model: ``explorer=rl`` runs the PPO agent (:mod:`.agent`) for ``step_rl``
+   steps from ``episode_rl`` start configs (the best measured ones, topped up with the agent's last end
+   states, then random configs), rewarded by the model's predicted fitness; ``explorer=sa`` runs AutoTVM's
+   simulated annealing. The candidates are the ``plan_size`` configs of the exploration with the highest
+   predicted fitness;
+3. *sample*: ``sampling=greedy`` measures the candidates not measured yet, best first (AutoTVM's plan;
+   with ``explorer=sa`` this is AutoTVM itself, ε-greedy tail included); ``sampling=adaptive`` measures
+   Algorithm 1's sample of them (:mod:`.sampling`: k-means at the knee of the loss curve, centroids
+   snapped to candidates, already-measured or invalid samples replaced by the per-knob mode). For
+   adaptive sampling the candidates may include measured configs (sample synthesis replaces them) and
+   the next iteration starts once the whole sample is measured (our reading of the loop: the thesis
+   states no ε-greedy tail for it).
+
+The task ends after ``iteration_opt`` iterations (``ask`` returns nothing; the harness logs the stop
+as ``exhausted`` and the method's report says ``iteration_opt``) or when the trial budget runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from tunebench.errors import UserError
+from tunebench.methods.autotvm.tuner import AutoTVM
+from tunebench.methods.base import TargetNeeds
+from tunebench.methods.chameleon.agent import PPOExplorer, PPOSettings
+from tunebench.methods.chameleon.sampling import adaptive_sample
+from tunebench.space import Config
+
+log = logging.getLogger(__name__)
+
+
+def _positive_int(key: str, value) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UserError(f"method.{key}={value!r}: must be a positive integer")
+    return value
+
+
+class Chameleon(AutoTVM):
+    """CHAMELEON: adaptive exploration (PPO) and adaptive sampling on AutoTVM's cost model.
+
+    Args (``conf/method/chameleon.yaml`` names the source of each):
+        explorer: ``rl`` (the PPO agent) or ``sa`` (AutoTVM's simulated annealing).
+        sampling: ``adaptive`` (Algorithm 1 with sample synthesis) or ``greedy`` (AutoTVM's top plan).
+        iteration_opt: iterations per task, the first one random.
+        episode_rl, step_rl: parallel episodes and steps per episode of the agent, per iteration.
+        threshold_meta, k_range: the meta-search's knee threshold and the k it tries (``[lo, hi)``).
+        ppo: PPO settings (:class:`~.agent.PPOSettings` fields).
+        everything else: AutoTVM's (cost model, SA, ``plan_size``, ``eps_greedy``).
+    """
+
+    name = "chameleon"
+    needs = TargetNeeds(objectives="single")  # a latency (GFLOPS) tuner, as AutoTVM
+
+    def __init__(self, explorer: str = "rl", sampling: str = "adaptive", iteration_opt: int = 16,
+                 episode_rl: int = 128, step_rl: int = 500, threshold_meta: float = 2.5, k_range=(8, 64),
+                 ppo: dict | None = None, loss_type: str = "reg", **autotvm):
+        super().__init__(loss_type=loss_type, **autotvm)
+        if explorer not in ("rl", "sa"):
+            raise UserError(f"method.explorer={explorer!r}: valid: rl, sa")
+        if sampling not in ("adaptive", "greedy"):
+            raise UserError(f"method.sampling={sampling!r}: valid: adaptive, greedy")
+        self.explorer, self.sampling = explorer, sampling
+        self.iteration_opt = _positive_int("iteration_opt", iteration_opt)
+        self.episode_rl, self.step_rl = _positive_int("episode_rl", episode_rl), _positive_int("step_rl", step_rl)
+        if not isinstance(threshold_meta, (int, float)) or isinstance(threshold_meta, bool) or threshold_meta < 1:
+            raise UserError(f"method.threshold_meta={threshold_meta!r}: must be a number >= 1")
+        self.threshold_meta = float(threshold_meta)
+        k = list(k_range) if isinstance(k_range, (list, tuple)) else None
+        if not k or len(k) != 2 or not all(isinstance(v, int) for v in k) or not 1 <= k[0] < k[1]:
+            raise UserError(f"method.k_range={k_range!r}: must be [lo, hi] with 1 <= lo < hi (integers)")
+        self.k_range = (k[0], k[1])
+        try:
+            self.ppo = PPOSettings(**dict(ppo or {}))
+        except TypeError as exc:
+            raise UserError(f"method.ppo: {exc}; valid keys: {', '.join(PPOSettings.__dataclass_fields__)}") from None
+
+    def setup(self, task, target_info, history, budget, rng) -> None:
+        super().setup(task, target_info, history, budget, rng)
+        self.agent = PPOExplorer(self.space, self.ppo, seed=self.seed) if self.explorer == "rl" else None
+        self.round_log: list[dict] = []
+        self.stopped = False
+
+    # ---- proposing -----------------------------------------------------------------------
+    def ask(self, n: int) -> list[Config]:
+        if self.stopped:
+            return []
+        if self.sampling == "greedy":  # AutoTVM's plan walk, for iteration_opt blocks of plan_size
+            left = self.iteration_opt * self.plan_size - len(self.visited)
+            if left <= 0:
+                self.stopped = True
+                return []
+            return super().ask(min(n, left))
+        if self.train_ct == 0:  # the random first iteration
+            return super().ask(min(n, max(self.plan_size - len(self.visited), 0))) or self._random(n)
+        out = [i for i in self.plan if i not in self.visited][:n]
+        self.visited.update(out)
+        for i in out:
+            self.source[i] = "model"
+        return [self.space.get(i) for i in out]
+
+    def _random(self, n: int) -> list[Config]:
+        """Random configs while the first model cannot be trained (every measurement invalid so far)."""
+        out = self.space.sample(self.rng, n, exclude=self.visited)
+        self.visited.update(out)
+        self.source.update((i, "random") for i in out)
+        return [self.space.get(i) for i in out]
+
+    # ---- learning ------------------------------------------------------------------------
+    def _retrain_due(self) -> bool:
+        if self.sampling == "greedy" or self.train_ct == 0:
+            return super()._retrain_due()
+        return all(i in self.xs for i in self.plan)
+
+    def _retrain(self) -> None:
+        if self.sampling == "adaptive" and self.train_ct + 1 >= self.iteration_opt:
+            self.stopped = True  # the last iteration's sample is measured
+            return
+        super()._retrain()
+
+    def _rounds_trained(self) -> int:
+        return super()._rounds_trained() if self.sampling == "greedy" else self.train_ct + 1
+
+    def _plan(self) -> tuple[list[int], dict]:
+        exclude = self.visited if self.sampling == "greedy" else set()
+        candidates, stats = self._explore(exclude)
+        if self.sampling == "greedy":
+            return [i for i in candidates if i not in self.visited][:self.plan_size], stats
+        invalid = {i for i, v in self.xs.items() if v <= 0.0}
+        plan = adaptive_sample(self.space, candidates, self.visited, invalid, threshold=self.threshold_meta,
+                               k_range=self.k_range, seed=(self.seed + self.train_ct) % 2**32)
+        if not plan:  # every sample measured and the mode too: the best unmeasured candidates instead
+            plan = [i for i in candidates if i not in self.visited][:self.k_range[0]]
+        synthesized = sum(1 for i in plan if i not in set(candidates))
+        self.round_log.append({"iteration": self.train_ct + 2, "candidates": len(candidates), "sample": len(plan),
+                               "synthesized": synthesized})
+        return plan, {**stats, "sample": len(plan), "synthesized": synthesized}
+
+    def _explore(self, exclude: set[int]) -> tuple[list[int], dict]:
+        """The ``plan_size`` configs with the highest predicted fitness the explorer found (none in
+        ``exclude``), best first, and the explorer's statistics."""
+        if self.explorer == "sa":
+            found = self.sa.find_maximums(self.space, self.model.predict, self.plan_size, exclude, self.rng)
+            return found, {"explorer": "sa", **self.sa.last_stats}
+        visited = self.agent.explore(self._starts(), self.model.predict, self.step_rl)
+        ranked = sorted((i for i in visited if i not in exclude), key=lambda i: -visited[i])
+        return ranked[:self.plan_size], {"explorer": "rl", "steps": self.step_rl, "visited": len(visited)}
+
+    def _starts(self) -> list[int]:
+        """``episode_rl`` start configs: the best measured, then the agent's last end states, then random."""
+        best = sorted((i for i, v in self.xs.items() if v > 0.0), key=lambda i: -self.xs[i])
+        starts = list(dict.fromkeys(best + list(getattr(self.agent, "last_states", []))))[:self.episode_rl]
+        if len(starts) < self.episode_rl:
+            starts += self.space.sample(self.rng, self.episode_rl - len(starts), exclude=set(starts))
+        while len(starts) < self.episode_rl:  # a space smaller than episode_rl: episodes share starts
+            starts.append(starts[len(starts) % max(len(starts), 1)])
+        return starts
+
+    def report(self) -> dict:
+        """Iterations run, measurements per iteration and why the task's search ended."""
+        return {"iterations": self.train_ct + 1 if self.xs else 0, "explorer": self.explorer,
+                "sampling": self.sampling, "stop": "iteration_opt" if self.stopped else "budget",
+                "samples": [r["sample"] for r in self.round_log],
+                "synthesized": sum(r["synthesized"] for r in self.round_log)}

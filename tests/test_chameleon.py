@@ -1,0 +1,96 @@
+"""method=chameleon: the loop on AutoTVM's cost model (explorer x sampling), on a pure-Python target,
+and one short real run on llvm."""
+import json
+import os
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import load_conf
+from test_autotvm import conv_space, run_fake
+from tunebench.errors import UserError
+from tunebench.harness.cli import compose_config
+from tunebench.methods import make_method
+
+SMALL = {"plan_size": 16, "iteration_opt": 5, "episode_rl": 32, "step_rl": 60}
+
+
+def chameleon_cfg(**over):
+    cfg = compose_config(["method=chameleon", "workdir=/tmp"])["method"]
+    cfg.update(over)
+    return cfg
+
+
+def test_the_config_composes_autotvm_and_the_thesis_settings():
+    cfg = chameleon_cfg()
+    autotvm = load_conf("method/autotvm.yaml")
+    assert {k: cfg[k] for k in autotvm if k not in ("name", "loss_type")} == \
+        {k: v for k, v in autotvm.items() if k not in ("name", "loss_type")}
+    assert (cfg["loss_type"], cfg["iteration_opt"], cfg["episode_rl"], cfg["step_rl"], cfg["threshold_meta"]) == \
+        ("reg", 16, 128, 500, 2.5)
+    assert make_method(cfg).plan_size == 64
+
+
+def test_sa_with_greedy_sampling_is_autotvm():
+    trials = 80
+    autotvm = load_conf("method/autotvm.yaml") | {"loss_type": "reg", "plan_size": 16}
+    a = run_fake(autotvm, 2, trials)[2].measured
+    c = run_fake(chameleon_cfg(explorer="sa", sampling="greedy", plan_size=16, iteration_opt=10), 2, trials)[2].measured
+    assert a == c
+
+
+@pytest.mark.parametrize("explorer", ["rl", "sa"])
+def test_adaptive_sampling_improves_on_its_first_batch_with_fewer_measurements(explorer):
+    res, method, target = run_fake(chameleon_cfg(explorer=explorer, **SMALL), 0, 200)
+    lat = [m.latency_s for m in res.measurements]
+    first = min(lat[:16])  # the random first iteration
+    best = min(lat)
+    report = method.report()
+    print(f"{explorer}+adaptive: {len(lat)} measurements, samples {report['samples']}, "
+          f"synthesized {report['synthesized']}; best/optimum first batch {first / target.optimum(res.task.space):.3f}, "
+          f"after {best / target.optimum(res.task.space):.3f}")
+    assert best < first
+    assert res.stop_reason == "exhausted" and report["stop"] == "iteration_opt" and report["iterations"] == 5
+    assert len(report["samples"]) == 4 and len(lat) == 16 + sum(report["samples"]) < 5 * 16
+    assert len(set(target.measured)) == len(target.measured)  # nothing measured twice
+
+
+def test_greedy_sampling_runs_iteration_opt_blocks_of_plan_size():
+    res, method, target = run_fake(chameleon_cfg(sampling="greedy", **SMALL), 1, 500)
+    assert len(res.measurements) == 5 * 16 and res.stop_reason == "exhausted"
+    assert [e["n_measured"] for e in method.train_log] == [16, 32, 48, 64, 80]
+    assert all(e["search"]["explorer"] == "rl" for e in method.train_log)
+
+
+def test_same_seed_same_configs():
+    runs = [run_fake(chameleon_cfg(**SMALL), 4, 60)[2].measured for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("bad, says", [({"explorer": "ppo"}, "method.explorer='ppo'"),
+                                       ({"sampling": "kmeans"}, "method.sampling='kmeans'"),
+                                       ({"iteration_opt": 0}, "method.iteration_opt=0"),
+                                       ({"k_range": [8, 8]}, "method.k_range"),
+                                       ({"threshold_meta": 0.5}, "method.threshold_meta=0.5"),
+                                       ({"ppo": {"lr": 1e-3, "width": 3}}, "method.ppo"),
+                                       ({"plan_size": 0}, "method.plan_size=0"),
+                                       ({"episodes": 3}, "method.episodes: not a hyperparameter")])
+def test_bad_hyperparameters_are_user_errors(bad, says):
+    with pytest.raises(UserError, match=says.replace("[", r"\[")):
+        make_method(chameleon_cfg(**bad))
+
+
+def test_a_short_real_run_on_llvm(tiny_cfg):
+    from tunebench.harness.experiment import run_experiment
+
+    cfg = dict(tiny_cfg)
+    cfg["method"] = chameleon_cfg(plan_size=4, iteration_opt=3, episode_rl=8, step_rl=20, k_range=[2, 4])
+    cfg["budget"] = {**cfg["budget"], "trials_per_task": 30}
+    cfg["e2e"] = {**cfg["e2e"], "enabled": False}
+    run = MlflowClient(f"sqlite:///{cfg['workdir']}/mlflow.db").get_run(run_experiment(cfg))
+    assert run.info.status == "FINISHED"
+    with open(os.path.join(os.path.dirname(run.data.tags["tunebench.record_file"]), "tasks.json")) as fh:
+        (task,) = json.load(fh)
+    assert 4 + 2 * 2 <= task["trials"] < 30  # the random iteration, then two samples of at least k=2
+    assert task["method_report"]["stop"] == "iteration_opt" and task["check"]["ok"] is True
