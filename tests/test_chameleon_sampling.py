@@ -46,10 +46,12 @@ def test_adaptive_sample_never_returns_a_measured_config_and_synthesizes_one():
     first = adaptive_sample(space, cands, visited=set(), invalid=set(), seed=1)
     assert 8 <= len(first) <= 32 and len(set(first)) == len(first)
     visited = set(first[:3])
-    again = adaptive_sample(space, cands, visited=visited, invalid=set(), seed=1)
+    stats = {}
+    again = adaptive_sample(space, cands, visited=visited, invalid=set(), seed=1, stats=stats)
     assert not set(again) & visited
     mode = mode_config(space, cands, set())
     assert mode in again or mode in visited  # the redundant samples were replaced by the per-knob mode
+    assert stats["k"] == len(first) and stats["redundant"] == 3 and stats["synthesized"] == int(mode in again)
     assert adaptive_sample(space, [], visited=set(), invalid=set()) == []
 
 

@@ -83,9 +83,11 @@ def mode_config(space, candidates: list[int], invalid: set[int]) -> int | None:
 
 
 def adaptive_sample(space, candidates: list[int], visited: set[int], invalid: set[int], *, threshold: float = 2.5,
-                    k_range: tuple[int, int] = (8, 64), seed: int = 0) -> list[int]:
+                    k_range: tuple[int, int] = (8, 64), seed: int = 0, stats: dict | None = None) -> list[int]:
     """Algorithm 1: the configs to measure from ``candidates`` (config indices, e.g. the explorer's
-    best), none of them in ``visited``; ``invalid``: configs known to fail (left out of the mode)."""
+    best), none of them in ``visited``; ``invalid``: configs known to fail (left out of the mode).
+    ``stats`` (optional) receives ``k`` (the clusters), ``redundant`` (snapped samples already
+    measured) and ``synthesized`` (1 when the per-knob mode was measured in their place)."""
     candidates = list(dict.fromkeys(int(i) for i in candidates))
     if not candidates:
         return []
@@ -94,12 +96,16 @@ def adaptive_sample(space, candidates: list[int], visited: set[int], invalid: se
     chosen = [candidates[r] for r in rows]
     mode = None
     out = []
+    redundant = 0
     for i in chosen:
         if i in visited:  # sample synthesis: the per-knob mode instead of a redundant sample
+            redundant += 1
             mode = mode_config(space, candidates, invalid) if mode is None else mode
             i = mode
             if i is None or i in visited:
                 continue
         if i not in out:
             out.append(i)
+    if stats is not None:
+        stats.update(k=len(rows), redundant=redundant, synthesized=int(mode is not None and mode in out))
     return out

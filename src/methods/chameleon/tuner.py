@@ -135,14 +135,15 @@ class Chameleon(AutoTVM):
         if self.sampling == "greedy":
             return [i for i in candidates if i not in self.visited][:self.plan_size], stats
         invalid = {i for i, v in self.xs.items() if v <= 0.0}
+        sample: dict = {}
         plan = adaptive_sample(self.space, candidates, self.visited, invalid, threshold=self.threshold_meta,
-                               k_range=self.k_range, seed=(self.seed + self.train_ct) % 2**32)
+                               k_range=self.k_range, seed=(self.seed + self.train_ct) % 2**32, stats=sample)
         if not plan:  # every sample measured and the mode too: the best unmeasured candidates instead
             plan = [i for i in candidates if i not in self.visited][:self.k_range[0]]
-        synthesized = sum(1 for i in plan if i not in set(candidates))
+            sample["fallback"] = len(plan)
         self.round_log.append({"iteration": self.train_ct + 2, "candidates": len(candidates), "sample": len(plan),
-                               "synthesized": synthesized})
-        return plan, {**stats, "sample": len(plan), "synthesized": synthesized}
+                               **sample})
+        return plan, {**stats, "sample": len(plan), **sample}
 
     def _explore(self, exclude: set[int]) -> tuple[list[int], dict]:
         """The ``plan_size`` configs with the highest predicted fitness the explorer found (none in
@@ -165,8 +166,12 @@ class Chameleon(AutoTVM):
         return starts
 
     def report(self) -> dict:
-        """Iterations run, measurements per iteration and why the task's search ended."""
-        return {"iterations": self.train_ct + 1 if self.xs else 0, "explorer": self.explorer,
-                "sampling": self.sampling, "stop": "iteration_opt" if self.stopped else "budget",
-                "samples": [r["sample"] for r in self.round_log],
-                "synthesized": sum(r["synthesized"] for r in self.round_log)}
+        """Iterations run, the samples of the adaptive ones (size, k, redundant samples, whether the
+        per-knob mode was synthesized) and why the task's search ended."""
+        greedy = self.sampling == "greedy"
+        iterations = -(-len(self.xs) // self.plan_size) if greedy else (self.train_ct + 1 if self.xs else 0)
+        return {"iterations": iterations, "explorer": self.explorer, "sampling": self.sampling,
+                "stop": "iteration_opt" if self.stopped else "budget",
+                "samples": [r["sample"] for r in self.round_log], "k": [r.get("k") for r in self.round_log],
+                "redundant": sum(r.get("redundant", 0) for r in self.round_log),
+                "synthesized": sum(r.get("synthesized", 0) for r in self.round_log)}
