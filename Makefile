@@ -3,7 +3,12 @@ PY ?= python3
 # optional extras too: make install EXTRAS=test,scale (Ray; docs/USAGE.md §Scale out)
 EXTRAS ?= test
 
-.PHONY: install test test-all run bench lint leaderboard
+.PHONY: install test test-all run bench lint leaderboard server
+
+# make server: an MLflow tracking server on PostgreSQL (pgserver; the scale extra), in the foreground
+HOST ?= 127.0.0.1
+PORT ?= 5000
+DATA ?= tracking
 
 install:            ## install tunebench (editable) with its pinned dependencies and the test tools (+ chromium where apt-get and root)
 	$(PY) -m pip install -e '.[$(EXTRAS)]'
@@ -23,3 +28,6 @@ bench:              ## harness overhead and trials per minute on one ResNet-18 l
 
 leaderboard:        ## tables (leaderboard/leaderboard.md, .csv, .html) and best-so-far plots from the FINISHED MLflow runs
 	$(PY) -m tunebench leaderboard --html
+
+server:             ## MLflow tracking server on PostgreSQL at http://$(HOST):$(PORT) (data in $(DATA)/; Ctrl-C stops it)
+	$(PY) -m tunebench server start --host $(HOST) --port $(PORT) --data $(DATA)

@@ -49,6 +49,18 @@ def _gat(args: argparse.Namespace) -> None:
     cmd_train(args)
 
 
+def _server_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.harness.tracking_server import add_server_options
+
+    add_server_options(parser)
+
+
+def _server(args: argparse.Namespace) -> None:
+    from tunebench.harness.tracking_server import cmd_server
+
+    cmd_server(args)
+
+
 COMMANDS = {
     "leaderboard": ("tables (Markdown, CSV; --html: one HTML page) and best-so-far plots from the FINISHED "
                     "MLflow runs",
@@ -56,6 +68,8 @@ COMMANDS = {
     "dataset": ("build a GAT training set from record folders / run ids: dataset build --records ... --out set.pt",
                 _dataset_options, _dataset),
     "gat": ("train the GAT cost model: gat train --dataset set.pt --out model.pt", _gat_options, _gat),
+    "server": ("an MLflow tracking server on PostgreSQL: server start [--host 127.0.0.1 --port 5000 --data DIR] "
+               "| server stop [--data DIR]", _server_options, _server),
 }
 
 

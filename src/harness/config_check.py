@@ -163,8 +163,8 @@ def _type_problem(default, value) -> str | None:
 
 
 def group_defaults(group: str, name: str, conf_dir: str = CONF_DIR) -> dict:
-    """The YAML defaults of one option of a config group (``conf/<group>/<name>.yaml``), without its
-    own ``defaults:`` list; empty when there is no such file."""
+    """The YAML defaults of one option of a config group (``conf/<group>/<name>.yaml``), with those
+    of the options of the same group its ``defaults:`` list names; empty when there is no such file."""
     import yaml
 
     path = os.path.join(conf_dir, group, f"{name}.yaml")
@@ -172,8 +172,11 @@ def group_defaults(group: str, name: str, conf_dir: str = CONF_DIR) -> dict:
         return {}
     with open(path) as fh:
         data = yaml.safe_load(fh) or {}
-    data.pop("defaults", None)
-    return data
+    merged: dict = {}
+    for entry in data.pop("defaults", None) or []:  # an option composed from others of its group (chameleon)
+        if isinstance(entry, str) and entry != "_self_":
+            merged.update(group_defaults(group, entry, conf_dir))
+    return {**merged, **data}
 
 
 def _nullable(group: str, name: str) -> frozenset[str]:

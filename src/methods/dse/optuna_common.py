@@ -5,25 +5,46 @@ space). A proposal outside the pruned space (or already measured) is repaired to
 unmeasured config of the space in the min-max feature encoding (L1 distance, ties by index); the
 trial is told the objectives measured for that config (a decoder from genotype to a feasible
 design, standard in constrained evolutionary search). Invalid designs are told as FAIL. Measured
-at the target's highest fidelity only.
+at the target's highest fidelity only. The study lives in memory, or in a storage that workers
+share (``method.storage``, :mod:`tunebench.methods.dse.optuna_storage`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 
 import numpy as np
 
 from tunebench.methods.base import Method
+from tunebench.methods.dse.optuna_storage import check_storage, check_study, open_storage, shared_study
 
 log = logging.getLogger(__name__)
 
 
 class OptunaMethod(Method):
     name = "optuna"
+    nullable = frozenset({"storage", "study"})
 
     def make_sampler(self, seed: int):
         raise NotImplementedError
+
+    def _shared(self, storage, study) -> None:
+        """Check ``method.storage`` / ``method.study`` and open the storage (its schema is created now,
+        while the harness checks the config: before any worker starts)."""
+        self.storage_url, self.study_prefix = check_storage(storage), check_study(study)
+        if self.storage_url:
+            open_storage(self.storage_url)
+
+    def _study(self, task, sampler):
+        import optuna
+
+        directions = ["minimize"] * len(self.objectives)
+        if not getattr(self, "storage_url", None):
+            return optuna.create_study(directions=directions, sampler=sampler)
+        name = f"{self.study_prefix or 'tunebench-' + self.name}-{task.id}"
+        return shared_study(open_storage(self.storage_url), name, len(self.objectives), sampler)
 
     def setup(self, task, target_info, history, budget, rng):
         import optuna
@@ -33,7 +54,8 @@ class OptunaMethod(Method):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.objectives = list(target_info.objectives)
         sampler = self.make_sampler(int(rng.integers(2**31)))
-        self.study = optuna.create_study(directions=["minimize"] * len(self.objectives), sampler=sampler)
+        self.study = self._study(task, sampler)
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
         digits = np.array([self.space.digits(i) for i in range(self.space.size)])
         self._digits = digits
         self._feat = self.space.features(range(self.space.size))
@@ -62,6 +84,7 @@ class OptunaMethod(Method):
             if len(self.visited) >= self.space.size:
                 break
             trial = self.study.ask(self.dists)
+            trial.set_user_attr("worker", self.worker)  # who measured it (a shared study has several)
             i = self._repair(trial.params)
             if i < 0:
                 break
