@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import shutil
 import subprocess
@@ -73,28 +72,27 @@ def records_summary(work: str) -> dict:
     from tunebench.records import read_records
 
     files = sorted(glob.glob(os.path.join(work, "records", "*", "records.jsonl")))
-    spans, held, waits = [], 0.0, 0.0
+    spans, held = [], 0.0
     for path in files:
         recs = read_records(path)
         spans += [(r["timestamp"] - r["run_s"], r["timestamp"]) for r in recs if r["run_s"] > 0]
         held += sum(r["run_s"] for r in recs)
-        with open(os.path.join(os.path.dirname(path), "tasks.json")) as fh:
-            waits += sum(float(t.get("lock_wait_s") or 0) for t in json.load(fh))
     spans.sort()
     overlaps = sum(1 for (_, e1), (s2, _) in zip(spans, spans[1:]) if e1 > s2 + 0.01)
     return {"runs": len(files), "measurements": len(spans), "overlaps": overlaps, "device_s": held,
-            "lock_wait_s": waits, **run_metrics(work)}
+            **run_metrics(work)}
 
 
 def run_metrics(work: str) -> dict:
     """Sums over the sweep's MLflow runs: seconds under the device lock (timing, the protocol's
-    calibration and re-timing, output checks), builds, and the noisy measurements and tasks."""
+    calibration and re-timing, output checks), builds, waiting for the lock, noisy measurements and tasks."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{work}/mlflow.db")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     total = {k: sum(float(r.data.metrics.get(k, 0.0)) for r in runs)
-             for k in ("run_phase_s", "protocol_s", "check_s", "build_phase_s", "n_noisy_measurements", "n_noisy_tasks")}
+             for k in ("run_phase_s", "protocol_s", "check_s", "build_phase_s", "lock_wait_s", "n_noisy_measurements",
+                       "n_noisy_tasks")}
     total["locked_s"] = total["run_phase_s"] + total["protocol_s"] + total["check_s"]
     return total
 

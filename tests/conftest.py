@@ -25,6 +25,15 @@ def pytest_configure(config):
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tunebench-test-cache-")
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on (now)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def load_conf(path):
     from omegaconf import OmegaConf
 

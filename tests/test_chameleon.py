@@ -3,12 +3,11 @@ and one short real run on llvm."""
 import json
 import os
 
-import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import load_conf
-from test_autotvm import conv_space, run_fake
+from test_autotvm import run_fake
 from tunebench.errors import UserError
 from tunebench.harness.cli import compose_config
 from tunebench.methods import make_method

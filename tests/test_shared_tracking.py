@@ -3,7 +3,6 @@
 the PostgreSQL ones are skipped where pgserver / psycopg are not installed (the scale extra)."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,15 +10,9 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT
+from conftest import ROOT, free_port
 
 TABLE_RUN = ["target=table", "model=hls_gemm", "budget=fpga", "progress=false"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _alive(pid: int) -> bool:
@@ -39,7 +32,7 @@ def _run(args, cwd, **kw) -> subprocess.Popen:
 def tracking_server(tmp_path):
     pytest.importorskip("pgserver", reason="pgserver is not installed (the scale extra)")
     pytest.importorskip("psycopg", reason="psycopg is not installed (the scale extra)")
-    port, data = _free_port(), tmp_path / "tracking"
+    port, data = free_port(), tmp_path / "tracking"
     proc = subprocess.Popen([sys.executable, "-m", "tunebench", "server", "start", "--port", str(port),
                              "--data", str(data)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)

@@ -3,7 +3,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -11,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, TINY_LAYER_ARG
+from conftest import ROOT, TINY_LAYER_ARG, free_port
 from tunebench.errors import TrackingOutage
 from tunebench.harness import tracking
 from tunebench.harness.tracking import Tracker
@@ -205,12 +204,6 @@ def test_what_counts_as_unreachable():
     assert not unreachable(ValueError("bad value")) and not unreachable(FileNotFoundError("x"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_bounded_http_makes_mlflow_fail_fast_and_only_inside(monkeypatch):
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
@@ -218,7 +211,7 @@ def test_bounded_http_makes_mlflow_fail_fast_and_only_inside(monkeypatch):
     for k in HTTP_BOUNDS:
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's own value is kept
-    client = MlflowClient(f"http://127.0.0.1:{_free_port()}")  # nothing listens there
+    client = MlflowClient(f"http://127.0.0.1:{free_port()}")  # nothing listens there
     t0 = time.perf_counter()
     with bounded_http():
         assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "1" and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
@@ -280,7 +273,7 @@ def _wait_for_records(workdir, proc, n: int, timeout_s: float = 300) -> str:
 def test_server_killed_mid_run_then_resume_delivers_everything(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    port, srv_dir, work = _free_port(), tmp_path / "srv", tmp_path / "work"
+    port, srv_dir, work = free_port(), tmp_path / "srv", tmp_path / "work"
     srv_dir.mkdir()
     work.mkdir()
     uri = f"http://127.0.0.1:{port}"

@@ -59,7 +59,7 @@ class RaySettings:
         for key, low in (("num_cpus", 1), ("num_cpus_per_job", 0), ("num_gpus_per_job", 0),
                          ("object_store_memory_mb", 75), ("max_resumes", 0)):
             _check_number(key, cfg.get(key, getattr(cls, key)), low, nullable=key == "num_cpus")
-        return cls(**{k: v for k, v in cfg.items()})
+        return cls(**cfg)
 
 
 def _check_number(key: str, value: Any, low: float, nullable: bool) -> None:

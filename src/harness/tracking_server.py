@@ -20,9 +20,9 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 from tunebench.errors import UserError
+from tunebench.harness.tracking import check_reachable
 from tunebench.safe_files import atomic_write_bytes
 
 STATE = "server.json"
@@ -120,10 +120,9 @@ def _wait_healthy(proc: subprocess.Popen, host: str, port: int, timeout_s: float
         if proc.poll() is not None:
             raise UserError(f"mlflow server exited with code {proc.returncode}; see its log (mlflow_server.log)")
         try:
-            with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
+            check_reachable(f"http://{host}:{port}", timeout_s=2)
+            return
+        except UserError:
             time.sleep(0.5)
     raise UserError(f"mlflow server not answering on {host}:{port} after {timeout_s:.0f} s")
 

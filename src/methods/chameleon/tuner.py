@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-
 from tunebench.errors import UserError
 from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.base import TargetNeeds
@@ -99,19 +97,13 @@ class Chameleon(AutoTVM):
                 self.stopped = True
                 return []
             return super().ask(min(n, left))
-        if self.train_ct == 0:  # the random first iteration
-            return super().ask(min(n, max(self.plan_size - len(self.visited), 0))) or self._random(n)
+        if self.train_ct == 0:  # the random first iteration (more while no measurement is valid)
+            left = self.plan_size - len(self.visited)
+            return super().ask(min(n, left) if left > 0 else n)
         out = [i for i in self.plan if i not in self.visited][:n]
         self.visited.update(out)
         for i in out:
             self.source[i] = "model"
-        return [self.space.get(i) for i in out]
-
-    def _random(self, n: int) -> list[Config]:
-        """Random configs while the first model cannot be trained (every measurement invalid so far)."""
-        out = self.space.sample(self.rng, n, exclude=self.visited)
-        self.visited.update(out)
-        self.source.update((i, "random") for i in out)
         return [self.space.get(i) for i in out]
 
     # ---- learning ------------------------------------------------------------------------
@@ -161,9 +153,7 @@ class Chameleon(AutoTVM):
         starts = list(dict.fromkeys(best + list(getattr(self.agent, "last_states", []))))[:self.episode_rl]
         if len(starts) < self.episode_rl:
             starts += self.space.sample(self.rng, self.episode_rl - len(starts), exclude=set(starts))
-        while len(starts) < self.episode_rl:  # a space smaller than episode_rl: episodes share starts
-            starts.append(starts[len(starts) % max(len(starts), 1)])
-        return starts
+        return [starts[i % len(starts)] for i in range(self.episode_rl)]  # a tiny space: episodes share starts
 
     def report(self) -> dict:
         """Iterations run, the samples of the adaptive ones (size, k, redundant samples, whether the

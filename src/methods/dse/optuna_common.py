@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 class OptunaMethod(Method):
     name = "optuna"
     nullable = frozenset({"storage", "study"})
+    storage_url: str | None = None  # set by _shared: method.storage
+    study_prefix: str | None = None  # method.study
 
     def make_sampler(self, seed: int):
         raise NotImplementedError
@@ -41,7 +43,7 @@ class OptunaMethod(Method):
         import optuna
 
         directions = ["minimize"] * len(self.objectives)
-        if not getattr(self, "storage_url", None):
+        if not self.storage_url:
             return optuna.create_study(directions=directions, sampler=sampler)
         name = f"{self.study_prefix or 'tunebench-' + self.name}-{task.id}"
         return shared_study(open_storage(self.storage_url), name, len(self.objectives), sampler)
