@@ -10,7 +10,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tunebench.errors import TrackingOutage, UserError
+from tunebench.errors import DeviceUnavailable, TrackingOutage, UserError
 from tunebench.harness.cli import fail, setup_logging
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
@@ -35,6 +35,8 @@ def main(cfg: DictConfig) -> None:
     except UserError as exc:
         fail(str(exc))
     except TrackingOutage as exc:  # every measurement kept; resume=<run id> delivers the rest
+        fail(str(exc), code=1)
+    except DeviceUnavailable as exc:  # a remote device went away, none came back: FAILED, resumable
         fail(str(exc), code=1)
     except E2EError as exc:  # the run is marked FAILED; its records and task results are kept
         fail(f"end-to-end check failed: {exc}", code=1)

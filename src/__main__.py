@@ -61,6 +61,18 @@ def _server(args: argparse.Namespace) -> None:
     cmd_server(args)
 
 
+def _rpc_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.harness.rpc_fleet import add_fleet_options
+
+    add_fleet_options(parser)
+
+
+def _rpc(args: argparse.Namespace) -> None:
+    from tunebench.harness.rpc_fleet import cmd_fleet
+
+    cmd_fleet(args)
+
+
 COMMANDS = {
     "leaderboard": ("tables (Markdown, CSV; --html: one HTML page) and best-so-far plots from the FINISHED "
                     "MLflow runs",
@@ -70,6 +82,8 @@ COMMANDS = {
     "gat": ("train the GAT cost model: gat train --dataset set.pt --out model.pt", _gat_options, _gat),
     "server": ("an MLflow tracking server on PostgreSQL: server start [--host 127.0.0.1 --port 5000 --data DIR] "
                "| server stop [--data DIR]", _server_options, _server),
+    "rpc": ("a TVM RPC tracker and RPC servers on this machine, for target.rpc: rpc [--servers 2 --key cpu "
+            "--host 127.0.0.1 --port 9190]; Ctrl-C stops them", _rpc_options, _rpc),
 }
 
 

@@ -16,3 +16,10 @@ class TrackingOutage(Exception):
     when it is down, where the undelivered tracking calls are spooled, and the ``resume=<run id>``
     command that delivers them.
     """
+
+
+class DeviceUnavailable(Exception):
+    """The measuring device went away during a run and no other came free in time (a remote device
+    of ``target.rpc``): printed as one line (``error: ...``), exit code 1. The run is FAILED with every
+    measurement kept; ``resume=<run id>`` continues it once a device is back.
+    """

@@ -78,6 +78,8 @@ class Measurement:
             latency is kept but marked.
         noise: the signals it was judged on: ``cv`` of the repeats, ``foreign_cpu`` (cores other
             processes used meanwhile), ``attempts`` (timings taken), ``reasons`` (when noisy).
+        device: which device measured it, where a target has several (the RPC server's
+            ``host:port`` with ``target.rpc``); "" for a local device.
     """
 
     task_id: str
@@ -99,6 +101,7 @@ class Measurement:
     latency_min_s: float = float("inf")
     noisy: bool = False
     noise: dict = field(default_factory=dict)
+    device: str = ""
 
     def __post_init__(self):
         if self.valid and not self.objectives and self.latency_s != float("inf"):
@@ -118,7 +121,7 @@ class Measurement:
                 "objectives": dict(self.objectives) if self.valid else {},
                 "stage_s": {k: round(v, 6) for k, v in self.stage_s.items()},
                 "latency_min_s": self.latency_min_s if self.valid and self.latency_min_s != float("inf") else None,
-                "noisy": self.noisy, "noise": dict(self.noise)}
+                "noisy": self.noisy, "noise": dict(self.noise), **({"device": self.device} if self.device else {})}
 
     @classmethod
     def from_record(cls, rec: dict, space: Space) -> "Measurement":
@@ -140,4 +143,5 @@ class Measurement:
                    objectives={k: float(v) for k, v in (rec.get("objectives") or {}).items()},
                    stage_s={k: float(v) for k, v in (rec.get("stage_s") or {}).items()},
                    latency_min_s=float(rec["latency_min_s"]) if rec.get("latency_min_s") is not None else float("inf"),
-                   noisy=bool(rec.get("noisy", False)), noise=dict(rec.get("noise") or {}))
+                   noisy=bool(rec.get("noisy", False)), noise=dict(rec.get("noise") or {}),
+                   device=str(rec.get("device", "")))

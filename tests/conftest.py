@@ -27,11 +27,9 @@ def pytest_configure(config):
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on (now)."""
-    import socket
+    from tunebench.harness.rpc_fleet import free_port as _free
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return _free("127.0.0.1")
 
 
 def load_conf(path):

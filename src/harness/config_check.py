@@ -76,6 +76,9 @@ RULES: dict[str, Callable] = {
     "target.runner.number": POS_INT, "target.runner.repeat": POS_INT, "target.runner.min_repeat_ms": NONNEG_NUM,
     "target.runner.timeout_s": POS_NUM, "target.runner.cooldown_s": NONNEG_NUM,
     "target.runner.statistic": choice("median", "mean"),
+    "target.rpc.tracker": opt(_rule(lambda v: isinstance(v, str) and v.rpartition(":")[2].isdigit()
+                                    and bool(v.rpartition(":")[0]), "must be host:port of a TVM RPC tracker")),
+    "target.rpc.key": opt(NAME), "target.rpc.priority": NONNEG_INT, "target.rpc.wait_s": POS_NUM,
     "target.check.tolerance": POS_NUM, "target.check.timeout_s": POS_NUM,
     "target.check.reference_cache": opt(NAME),
     "target.fidelities": _rule(_str_list, "must be a non-empty list of fidelity names"),
@@ -138,6 +141,10 @@ def check_rules(cfg: dict) -> None:
         problem = template_problem(str(target.get("kind")), target["template"])
         if problem:
             raise UserError(f"target.template={_short(target['template'])}: {problem}")
+    if isinstance(target.get("rpc"), dict):  # tracker and key: both or neither
+        from tunebench.targets.tvm.rpc import rpc_settings
+
+        rpc_settings(target)
     for key in ("timeout_s",):  # FPGA targets: a mapping of stage -> seconds
         stages = (cfg.get("target") or {}).get(key)
         if isinstance(stages, dict):

@@ -35,6 +35,7 @@ from tunebench.harness.e2e import (E2EError, check_output, compile_model, defaul
                                    output_errors, tuned_module)
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle
 from tunebench.protocol.stats import paired_ratio_ci, summarize
+from tunebench.targets.tvm.target import REMOTE_RETRIES
 from tunebench.targets.workers import Worker
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class Row:
     load: dict  # the load request (name, payload)
     timeout_s: float
     info: dict = field(default_factory=dict)  # rel_err, compile_s, load_s
+    own_worker: bool = True  # False: the target's runner (a remote device's session), neither started nor closed here
 
     def per_round(self, rounds: int) -> int:
         return max(1, math.ceil(self.n_runs / rounds))
@@ -111,11 +113,11 @@ def _env(target, s: E2ESettings) -> dict:
 
 
 def _tvm_row(name: str, lib_path: str, imported, target, n_runs: int, s: E2ESettings) -> Row:
-    env = _env(target, s)
     payload = {"lib_path": lib_path, "device": target.device_spec, "params": imported.params,
-               "inputs": [flat_numpy(x)[0] for x in imported.inputs]}
-    return Row(name, Worker(WORKER, env=env, prepare="tunebench.protocol.model_worker:prepare_tvm"), n_runs,
-               ("load_tvm", payload), s.load_timeout_s)
+               "inputs": [flat_numpy(x)[0] for x in imported.inputs], "row": name}
+    shared = target.device_worker()  # a remote device: every TVM row runs in the session the runner holds
+    worker = shared or Worker(WORKER, env=_env(target, s), prepare="tunebench.protocol.model_worker:prepare_tvm")
+    return Row(name, worker, n_runs, ("load_tvm", payload), s.load_timeout_s, own_worker=shared is None)
 
 
 def _torch_row(name: str, imported, target, s: E2ESettings, compiled: bool = False, tf32: bool = False) -> Row:
@@ -136,6 +138,10 @@ def _build_rows(imported, tasks, schedules, target, s: E2ESettings, workdir: str
         compile_s = compile_model(mod, target.tvm_target, path, name=f"{name} ({row.replace('_', ' ')})")
         rows.append(_tvm_row(row, path, imported, target, s.n_runs if row == "tuned" else s.default_n_runs, s))
         rows[-1].info["compile_s"] = compile_s
+    if target.device_worker() is not None:
+        log.warning("%s: the PyTorch baselines are left out: the model runs on a remote device (target.rpc), "
+                    "where PyTorch cannot be run through TVM RPC; tuned is compared with TVM's default build", name)
+        return rows
     rows.append(_torch_row("torch", imported, target, s))
     if s.torch_compile:
         rows.append(_torch_row("torch_compile", imported, target, s, compiled=True))
@@ -154,7 +160,8 @@ def _load_rows(rows: list[Row], want, tolerance: float, name: str) -> list[Row]:
             if row.name in ("tuned", "tvm_default"):
                 raise E2EError(f"{name} ({row.name}): whole-model run failed: {res}")
             log.warning("%s: the %s baseline is left out: %s", name, row.name, res)
-            row.worker.close()
+            if row.own_worker:
+                row.worker.close()
             continue
         row.info["load_s"] = res["load_s"]
         if row.name in ("tuned", "tvm_default"):
@@ -183,12 +190,12 @@ def _time_rounds(rows: list[Row], s: E2ESettings, target, monitor: CpuMonitor) -
             if n <= 0:
                 continue
             settle(ours())
-            ok, res = row.worker.call("time", {"n": n, "warmup": s.warmup, "min_sample_ms": s.min_sample_ms},
-                                      row.timeout_s)
+            ok, res = row.worker.call("time", {"n": n, "warmup": s.warmup, "min_sample_ms": s.min_sample_ms,
+                                               "row": row.name, "device": row.load[1].get("device")}, row.timeout_s)
             if not ok:
                 raise E2EError(f"timing {row.name} failed: {res}")
             samples[row.name].append(res["samples"])
-    foreign = monitor.foreign(mark) if target.kind == "llvm" else None
+    foreign = monitor.foreign(mark) if target.sees_device_load else None
     settle(ours())
     post = target.calibrate()
     return {"samples": samples, "calibration": (pre, post), "foreign_cpu": foreign, "loadavg": loadavg()}
@@ -222,6 +229,18 @@ def _speedups(rows: dict) -> dict:
     return out
 
 
+def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMonitor,
+                   name: str) -> tuple[list[Row], list[dict]]:
+    """Load the rows, then time them until an attempt has no noisy row (at most ``1 + remeasure``)."""
+    rows = _load_rows(rows, want, s.tolerance, name)
+    attempts: list[dict] = []
+    for _ in range(1 + target.policy.remeasure):
+        attempts.append({**(a := _time_rounds(rows, s, target, monitor)), **_judge_attempt(a, target.policy)})
+        if not attempts[-1]["n_noisy"]:
+            break
+    return rows, attempts
+
+
 def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESettings, name: str = "model") -> dict:
     """Time the tuned model against TVM's default build and the PyTorch baselines (module docstring).
 
@@ -241,7 +260,6 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
     Raises:
         E2EMismatch: a TVM build's output differs from PyTorch's; E2EError: a build or run failed.
     """
-    policy = target.policy
     untuned = [t.name for t in tasks if t.id not in schedules]
     if untuned:
         log.warning("%s: %d task(s) without a schedule keep the default: %s", name, len(untuned), ", ".join(untuned))
@@ -250,15 +268,18 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
     try:
         rows = _build_rows(imported, tasks, schedules, target, settings, workdir, name)
         with ThreadPoolExecutor(len(rows)) as pool:  # each imports TVM or PyTorch: start them together
-            list(pool.map(lambda r: r.worker.start(), rows))
+            list(pool.map(lambda r: r.worker.start(), [r for r in rows if r.own_worker]))
         monitor = CpuMonitor(lambda: [r.worker.pid for r in rows if r.worker.pid] + target.worker_pids())
+        want = flat_numpy(imported.torch_output())
         with target.lock:
-            rows = _load_rows(rows, flat_numpy(imported.torch_output()), settings.tolerance, name)
-            attempts = []
-            for _ in range(1 + policy.remeasure):
-                attempts.append({**(a := _time_rounds(rows, settings, target, monitor)), **_judge_attempt(a, policy)})
-                if not attempts[-1]["n_noisy"]:
+            for retry in range(1 + (REMOTE_RETRIES if target.device_worker() is not None else 0)):
+                try:
+                    rows, attempts = _load_and_time(rows, want, settings, target, monitor, name)
                     break
+                except E2EError as exc:  # a remote device lost mid-step: the whole step again on the next one
+                    if "DeviceLost:" not in str(exc) or retry == REMOTE_RETRIES:
+                        raise
+                    log.warning("%s: %s; the end-to-end step is repeated on another device", name, exc)
         best = min(attempts, key=lambda a: (a["n_noisy"], a["slowdown"] or 0.0))
         for row in rows:
             best["rows"][row.name].update(row.info)
@@ -267,7 +288,8 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
                 "foreign_cpu": best["foreign_cpu"], "loadavg": best["loadavg"], "attempts": len(attempts)}
     finally:
         for row in rows:
-            row.worker.close()
+            if row.own_worker:
+                row.worker.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 import yaml
 
-from tunebench.errors import UserError
+from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.harness.loop import tune_task
 from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
@@ -228,6 +228,9 @@ def run_experiment(cfg: dict, overrides: list[str] | None = None,
             callback(run_id, record_path)
         _tune_all(RunPlan(cfg, tasks, imported, target, budget, seed, tracker, run_id, record_path, history))
         status = "FINISHED"
+    except DeviceUnavailable as exc:
+        raise DeviceUnavailable(f"{exc}; run {run_id} is FAILED with its measurements kept: resume={run_id} "
+                                "continues it") from None
     except KeyboardInterrupt:
         status = "KILLED"
         raise

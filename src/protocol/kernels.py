@@ -166,17 +166,19 @@ CPU_FMA_SHAPES = ((16, 24), (16, 12), (8, 12), (8, 8), (4, 24))
 GPU_FMA_SHAPES = ((1, 8), (1, 16))
 
 
-def measure_peak(target: dict, dev, threads: int) -> dict:
+def measure_peak(target: dict, dev, threads: int, load=None) -> dict:
     """The device's FMA throughput (GFLOP/s, FP32) and triad bandwidth (GB/s) with ``threads`` threads
-    (the worker's TVM thread pool must have that many; GPUs ignore it)."""
+    (the worker's TVM thread pool must have that many; GPUs ignore it). ``load``: makes a library
+    compiled here usable on ``dev`` (a remote device: :func:`tunebench.protocol.remote.on_device`)."""
+    load = load or (lambda lib: lib)
     gpu = _is_gpu(target)
     best = {"fma_gflops": 0.0}
     for lanes, chains in GPU_FMA_SHAPES if gpu else CPU_FMA_SHAPES:
         lib, args, flops = fma_kernel(target, threads, lanes, chains, steps=2000 if gpu else 2500)
-        t = min(time_kernel(lib, args, dev, repeat=5, min_repeat_ms=50))
+        t = min(time_kernel(load(lib), args, dev, repeat=5, min_repeat_ms=50))
         if flops / t / 1e9 > best["fma_gflops"]:
             best = {"fma_gflops": flops / t / 1e9, "fma_lanes": lanes, "fma_chains": chains}
     n = 1 << (26 if gpu else 25)  # 256 MB (cuda) / 128 MB per array
     lib, args, nbytes = triad_kernel(target, n)
-    t = min(time_kernel(lib, args, dev, repeat=10, min_repeat_ms=0))
+    t = min(time_kernel(load(lib), args, dev, repeat=10, min_repeat_ms=0))
     return {**best, "mem_gbps": nbytes / t / 1e9, "threads": threads, "triad_elements": n}

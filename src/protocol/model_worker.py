@@ -21,7 +21,11 @@ Requests (``name``, ``payload``):
   that a sub-millisecond model is not timed at the resolution of one call. Returns
   ``{"samples": [seconds per inference, ...]}``.
 
-Both loads return ``{"outputs": [numpy arrays], "load_s": seconds}``.
+Both loads return ``{"outputs": [numpy arrays], "load_s": seconds}``. A worker usually holds one
+row; a payload's ``row`` names it where one worker holds several (the TVM rows of a model on a remote
+device, ``target.rpc``, all run in the target's runner worker, which holds the device's session: the
+executable is uploaded there, run through the VM's stateful interface, and weights packed for the
+tuned kernels are packed once on this host, whose CPU the remote one shares).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import time
 
 import numpy as np
 
-_ROW: dict = {}  # the loaded row: "call" (runs one inference), "sync", "tvm_timer"
+_ROWS: dict = {}  # row name -> the loaded row: "kind", "call" (runs one inference), "sync", ...
 
 
 def keep_freed_memory() -> bool:
@@ -90,18 +94,41 @@ def vm_args(vm, dev, inputs, params) -> list:
     return args + weights
 
 
-def _load_tvm(payload: dict) -> dict:
+def _packed_here(lib_path: str, params) -> list:
+    """The weights as ``main_transform_params`` of the executable at ``lib_path`` packs them, run on
+    this host's CPU (numpy): only CPU builds pack weights, and the remote CPU shares this one's ISA."""
     import tvm
     from tvm import relax
 
+    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), tvm.cpu(0))
+    return [w.numpy() for w in vm[TRANSFORM_PARAMS]([tvm.runtime.tensor(p) for p in params])]
+
+
+def _load_tvm(payload: dict) -> dict:
+    from tvm import relax
+
+    from tunebench.protocol.remote import device_of, is_remote, load_library
+
     t0 = time.perf_counter()
-    kind, idx = payload["device"]
-    dev = tvm.cpu(int(idx)) if kind == "cpu" else tvm.cuda(int(idx))
-    vm = relax.VirtualMachine(tvm.runtime.load_module(payload["lib_path"]), dev)
-    args = vm_args(vm, dev, payload["inputs"], payload["params"])
-    out = _flat(vm["main"](*args))
-    _ROW.clear()
-    _ROW.update(kind="tvm", vm=vm, dev=dev, args=args, call=lambda: vm["main"](*args), sync=dev.sync)
+    spec = payload["device"]
+    dev = device_of(spec)
+    vm = relax.VirtualMachine(load_library(payload["lib_path"], spec), dev)
+    row = {"kind": "tvm", "vm": vm, "dev": dev, "sync": dev.sync}
+    if is_remote(spec):  # remote tuples cannot be unpacked here: set the inputs once, call statefully
+        import tvm
+
+        params = _packed_here(payload["lib_path"], payload["params"]) \
+            if vm.module.implements_function(TRANSFORM_PARAMS) else payload["params"]
+        args = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in list(payload["inputs"]) + list(params)]
+        vm.set_input("main", *args)
+        vm.invoke_stateful("main")
+        out = _flat(vm.get_outputs("main"))
+        row.update(args=args, timer_name="invoke_stateful", timer_args=("main",))
+    else:
+        args = vm_args(vm, dev, payload["inputs"], payload["params"])
+        out = _flat(vm["main"](*args))
+        row.update(args=args, timer_name="main", timer_args=tuple(args))
+    _ROWS[payload.get("row", "row")] = row
     return {"outputs": out, "load_s": time.perf_counter() - t0}
 
 
@@ -126,16 +153,20 @@ def _load_torch(payload: dict) -> dict:
 
     out = _flat(call())
     sync()
-    _ROW.clear()
-    _ROW.update(kind="torch", call=call, sync=sync)
+    _ROWS[payload.get("row", "row")] = {"kind": "torch", "call": call, "sync": sync}
     return {"outputs": out, "load_s": time.perf_counter() - t0}
 
 
-def _calls_per_sample(min_sample_s: float) -> int:
+def forget_rows() -> None:
+    """Drop every loaded row (a remote device's session ends with its rows)."""
+    _ROWS.clear()
+
+
+def _calls_per_sample(row: dict, min_sample_s: float) -> int:
     """How many back-to-back inferences make one sample of at least ``min_sample_s`` (the same
     doubling TVM's time evaluator does), measured once per row."""
-    if "number" not in _ROW:
-        call, sync, number = _ROW["call"], _ROW["sync"], 1
+    if "number" not in row:
+        call, sync, number = row["call"], row["sync"], 1
         while True:
             sync()
             t0 = time.perf_counter()
@@ -145,19 +176,20 @@ def _calls_per_sample(min_sample_s: float) -> int:
             if time.perf_counter() - t0 >= min_sample_s or number >= 1 << 20:
                 break
             number *= 2
-        _ROW["number"] = number
-    return _ROW["number"]
+        row["number"] = number
+    return row["number"]
 
 
 def _time(payload: dict) -> dict:
     """``warmup`` untimed samples, then ``n`` timed ones (GPU: synchronized before and after)."""
     n, warmup, min_s = int(payload["n"]), int(payload.get("warmup", 0)), float(payload.get("min_sample_ms", 0)) / 1e3
-    if _ROW["kind"] == "tvm":
-        timer = _ROW["vm"].time_evaluator("main", _ROW["dev"], number=1, repeat=n + warmup,
-                                          min_repeat_ms=int(payload.get("min_sample_ms", 0)))
-        return {"samples": [float(s) for s in timer(*_ROW["args"]).results][warmup:]}
-    call, sync = _ROW["call"], _ROW["sync"]
-    number = _calls_per_sample(min_s)
+    row = _ROWS[payload.get("row", "row")]
+    if row["kind"] == "tvm":
+        timer = row["vm"].time_evaluator(row["timer_name"], row["dev"], number=1, repeat=n + warmup,
+                                         min_repeat_ms=int(payload.get("min_sample_ms", 0)))
+        return {"samples": [float(s) for s in timer(*row["timer_args"]).results][warmup:]}
+    call, sync = row["call"], row["sync"]
+    number = _calls_per_sample(row, min_s)
     samples = []
     for _ in range(n + warmup):
         sync()

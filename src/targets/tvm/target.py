@@ -11,6 +11,9 @@ A batch of configs is measured in two phases, like AutoTVM's LocalBuilder/LocalR
 Build and run errors, crashes and timeouts become invalid :class:`Measurement` s with the error text.
 Every worker's TVM thread pool has ``threads`` threads (``num_cores``; TVM's own default would be
 half the logical CPUs on x86), the number the PyTorch baselines use too.
+
+With ``target.rpc`` (a TVM RPC tracker and a device key) the run phase, the output checks and the
+protocol's timings happen on a remote device instead (:mod:`tunebench.targets.tvm.rpc`).
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import tempfile
 import time
 
 
-from tunebench.errors import UserError
+from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
 from tunebench.safe_files import private_dir, user_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target
 from tunebench.targets.devicelock import DeviceLock
+from tunebench.targets.tvm.rpc import SessionHold, rpc_settings
 from tunebench.targets.tvm.timing import TimingProtocol
 from tunebench.targets.workers import WorkerPool
 from tunebench.task import Measurement, Task
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 
 HANDLER = "tunebench.targets.tvm.worker:handle"  # default request handler of the worker processes
 PREPARE = "tunebench.targets.tvm.worker:prepare"  # imports TVM in a worker before it reports ready
+REMOTE_RETRIES = 2  # a protocol step whose remote device was lost is repeated on up to this many others
 
 
 def tvm_version() -> str:
@@ -111,11 +116,14 @@ class TVMTarget(TimingProtocol, Target):
         self.threads = int(cfg.get("num_cores") or os.cpu_count() or 1)
         self.ref_cache_dir = reference_cache_dir(self.check_cfg.get("reference_cache", "default"))
         self.limits: dict = {}
+        self.rpc = rpc_settings(cfg)
         self._probe_device()
         self.template = self._template(cfg.get("template"))
-        self.lock = DeviceLock(self.device_key, self.lock_dir, notice_s=float(measure.get("lock_notice_s", 3.0)))
+        notice_s = float(measure.get("lock_notice_s", 3.0))
+        self.lock = SessionHold(self, notice_s) if self.rpc else DeviceLock(self.device_key, self.lock_dir, notice_s)
         self.monitor = CpuMonitor(self.worker_pids, min_window_s=0.1)
-        self.machine = MachineCache({"host": platform.node(), "device": self.device["name"], "kind": self.kind,
+        host = f"rpc:{self.rpc['tracker']}/{self.rpc['key']}" if self.rpc else platform.node()
+        self.machine = MachineCache({"host": host, "device": self.device["name"], "kind": self.kind,
                                      "threads": self.threads, "tvm": tvm_version()}, measure.get("cache_dir"))
         self._builders: WorkerPool | None = None
         self._runner: WorkerPool | None = None
@@ -134,6 +142,10 @@ class TVMTarget(TimingProtocol, Target):
     def _probe_device(self) -> None:
         import tvm
 
+        if self.kind not in ("llvm", "cuda"):
+            raise UserError(f"target kind={self.kind!r} is not a TVM target; valid: llvm, cuda")
+        if self.rpc:
+            return self._probe_remote()
         n_cores = self.threads
         if self.kind == "llvm":
             mcpu = llvm_cpu(self.cfg.get("mcpu") or "native")
@@ -147,23 +159,46 @@ class TVMTarget(TimingProtocol, Target):
             if not dev.exist:
                 raise UserError(f"target=cuda: no CUDA GPU found (tvm.cuda({self.device_id}).exist is False); "
                                 "use target=llvm on this machine")
-            major, minor = dev.compute_version.split(".")
-            self.tvm_target = {"kind": "cuda", "arch": f"sm_{major}{minor}",
-                               "max_threads_per_block": dev.max_threads_per_block,
-                               "max_shared_memory_per_block": dev.max_shared_memory_per_block,
-                               "thread_warp_size": dev.warp_size}
-            self.device_spec = ["cuda", self.device_id]
-            self.limits = {"max_threads_per_block": dev.max_threads_per_block,
+            self._set_gpu({"name": dev.device_name, "compute_version": dev.compute_version,
+                           "max_threads_per_block": dev.max_threads_per_block,
                            "max_shared_memory_per_block": dev.max_shared_memory_per_block,
-                           "max_thread_x": dev.max_thread_dimensions[0],
-                           "max_thread_y": dev.max_thread_dimensions[1],
-                           "max_thread_z": dev.max_thread_dimensions[2],
-                           "max_vthread": int(self.cfg.get("max_vthread", 8))}
-            self.device = {"kind": "cuda", "name": dev.device_name, "compute_version": dev.compute_version,
-                           "host": platform.node(), **self.limits}
+                           "warp_size": dev.warp_size, "max_thread_dimensions": list(dev.max_thread_dimensions)},
+                          platform.node())
+            self.device_spec = ["cuda", self.device_id]
             self.device_key = f"cuda{self.device_id}-{platform.node()}"
+
+    def _set_gpu(self, gpu: dict, host: str) -> None:
+        """TVM target, schedule limits and description of a CUDA GPU (``gpu``: its properties)."""
+        major, minor = str(gpu["compute_version"]).split(".")
+        self.tvm_target = {"kind": "cuda", "arch": f"sm_{major}{minor}",
+                           "max_threads_per_block": gpu["max_threads_per_block"],
+                           "max_shared_memory_per_block": gpu["max_shared_memory_per_block"],
+                           "thread_warp_size": gpu["warp_size"]}
+        dims = gpu["max_thread_dimensions"]
+        self.limits = {"max_threads_per_block": gpu["max_threads_per_block"],
+                       "max_shared_memory_per_block": gpu["max_shared_memory_per_block"],
+                       "max_thread_x": dims[0], "max_thread_y": dims[1], "max_thread_z": dims[2],
+                       "max_vthread": int(self.cfg.get("max_vthread", 8))}
+        self.device = {"kind": "cuda", "name": gpu["name"], "compute_version": gpu["compute_version"],
+                       "host": host, **self.limits}
+
+    def _probe_remote(self) -> None:
+        """Target, device and spec of the device behind ``target.rpc`` (asked of one short session)."""
+        from tunebench.protocol.remote import remote_spec
+        from tunebench.targets.tvm.rpc import probe_remote, remote_cpu
+
+        info = probe_remote(self.rpc, self.kind, self.device_id)
+        where = {"rpc_tracker": self.rpc["tracker"], "rpc_key": self.rpc["key"]}
+        if self.kind == "llvm":
+            mcpu, self.threads = remote_cpu(self.cfg, info, self.rpc)
+            self.tvm_target = {"kind": "llvm", "num-cores": self.threads, "mcpu": mcpu}
+            self.device = {"kind": "llvm", "name": f"{mcpu} via RPC ({self.rpc['key']})", "mcpu": mcpu,
+                           "num_cores": self.threads, "host": info["server"], **where}
         else:
-            raise UserError(f"target kind={self.kind!r} is not a TVM target; valid: llvm, cuda")
+            self._set_gpu(info, info["server"])
+            self.device.update(where)
+        self.device_key = f"rpc-{self.rpc['key']}"
+        self.device_spec = remote_spec(self.rpc, self.kind, self.device_id, self.threads)
 
     def _template(self, name) -> str:
         """``target.template``: a template variant of this kind (null: the kind's default)."""
@@ -196,6 +231,42 @@ class TVMTarget(TimingProtocol, Target):
             self._tmpdir = tempfile.mkdtemp(prefix="tunebench-build-")
             self._builders.start()
             self._runner.start()
+
+    def runner_call(self, name: str, payload: dict, timeout_s: float) -> tuple[bool, object, float]:
+        """One request to the runner worker: ``(ok, result or error text, wall s)``.
+
+        On a remote device: the seconds the request waited for a session count as lock wait; a
+        request that found no device free within ``target.rpc.wait_s`` raises
+        :class:`DeviceUnavailable`; a protocol step (calibration, re-timing, check, peak) whose
+        device was lost is repeated on the next device (a candidate's ``run`` is not: it becomes an
+        invalid measurement naming the lost device)."""
+        for _ in range(1 + (REMOTE_RETRIES if self.rpc and name != "run" else 0)):
+            ok, res, wall = self._runner.map(name, [payload], timeout_s)[0]
+            if not ok and isinstance(res, str) and res.startswith("NoDevice:"):
+                raise DeviceUnavailable(f"target.rpc: {res.removeprefix('NoDevice:').strip()}")
+            if ok and isinstance(res, dict) and res.get("session_wait_s"):
+                self.lock.wait_s += res["session_wait_s"]
+            if ok or not str(res).startswith("DeviceLost:"):
+                break
+            log.warning("%s: %s; repeated on another %s device", name, res, self.rpc["key"])
+        return ok, res, wall
+
+    def runner_alive(self) -> bool:
+        return self._runner is not None and all(w.alive for w in self._runner.workers)
+
+    @property
+    def sees_device_load(self) -> bool:
+        """Whether the CPU other processes use on the device can be seen (a local CPU; not a GPU's
+        load, nor a remote machine's)."""
+        return self.kind == "llvm" and not self.rpc
+
+    def device_worker(self):
+        """The worker that runs the whole-model rows of the end-to-end step on a remote device (the
+        runner, which holds the device's session), or None: on a local device each row gets its own."""
+        if not self.rpc:
+            return None
+        self.start()
+        return self._runner.workers[0]
 
     def close(self) -> None:
         for pool in (self._builders, self._runner):
@@ -286,13 +357,14 @@ class TVMTarget(TimingProtocol, Target):
         if cooldown := float(rc.get("cooldown_s", 0.0)):
             time.sleep(cooldown)
         if not ok:
-            return Measurement(task.id, config, valid=False, error=f"run: {res}", build_s=build_s, run_s=run_s)
-        stats, verdict, attempts = res
+            return Measurement(task.id, config, valid=False, error=f"run: {res}", build_s=build_s, run_s=run_s,
+                               device=self.lock.server if self.rpc else "")
+        stats, verdict, attempts, server = res
         lat = stats.median if rc.get("statistic", "median") == "median" else stats.mean
         return Measurement(task.id, config, valid=True, latency_s=lat, latency_std_s=stats.std,
                            gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
                            latency_min_s=stats.min, noisy=verdict.noisy,
-                           noise={**verdict.to_dict(), "attempts": attempts})
+                           noise={**verdict.to_dict(), "attempts": attempts}, device=server)
 
     def check(self, task: Task, config: Config | TraceConfig) -> tuple[bool | None, str]:
         """Run ``config`` once and compare its output with the unscheduled task on the host CPU.
@@ -312,7 +384,7 @@ class TVMTarget(TimingProtocol, Target):
                    "ref_target": {"kind": "llvm", "num-cores": os.cpu_count() or 1,
                                   "mcpu": tvm.target.codegen.llvm_get_system_cpu()}}
         with self.lock:
-            ok, res, wall = self._runner.map("check", [payload], float(self.check_cfg.get("timeout_s", 600)))[0]
+            ok, res, wall = self.runner_call("check", payload, float(self.check_cfg.get("timeout_s", 600)))
         self._stats["check_s"] += wall
         if not ok:
             return None, f"check not performed: {res}"

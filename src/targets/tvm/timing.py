@@ -29,9 +29,10 @@ class TimingProtocol:
     machine cache, noise policy and runner settings)."""
 
     def _foreign(self, mark) -> float | None:
-        """Foreign CPU since ``mark`` (CPU targets only: it says nothing about a GPU's load)."""
+        """Foreign CPU since ``mark`` (local CPU targets only: it says nothing about a GPU's load or a
+        remote machine's)."""
         foreign = self.monitor.foreign(mark)
-        return foreign if self.kind == "llvm" else None
+        return foreign if self.sees_device_load else None
 
     def _timed(self, name: str, payload: dict, timeout_s: float):
         """One runner request under the lock: ``(ok, result, wall seconds, foreign CPU)``; its wall
@@ -39,19 +40,19 @@ class TimingProtocol:
         with self.lock:
             t0 = time.perf_counter()
             mark = self.monitor.start()
-            ok, res, wall = self._runner.map(name, [payload], timeout_s)[0]
+            ok, res, wall = self.runner_call(name, payload, timeout_s)
             foreign = self._foreign(mark)
             self._stats["protocol_s"] += time.perf_counter() - t0
         return ok, res, wall, foreign
 
     def time_built(self, run_payload: dict, timeout_s: float) -> tuple[bool, object, float]:
         """Time one built candidate (the lock must be held). Returns ``(ok, error text or
-        (stats, verdict, attempts), device seconds)``."""
+        (stats, verdict, attempts, device), device seconds)``; ``device`` names a remote device ("" locally)."""
         attempts: list[tuple[SampleStats, Verdict]] = []
         run_s = 0.0
         for _ in range(1 + self.policy.remeasure):
             mark = self.monitor.start()
-            ok, res, wall = self._runner.map("run", [run_payload], timeout_s)[0]
+            ok, res, wall = self.runner_call("run", run_payload, timeout_s)
             foreign = self._foreign(mark)
             if not ok:
                 return False, res, run_s + wall
@@ -62,7 +63,7 @@ class TimingProtocol:
                 break
         clean = [a for a in attempts if not a[1].noisy]
         stats, verdict = clean[0] if clean else min(attempts, key=lambda a: a[0].median)
-        return True, (stats, verdict, len(attempts)), run_s
+        return True, (stats, verdict, len(attempts), res.get("server", "")), run_s
 
     # ---- calibration ------------------------------------------------------------------------
     def calibrate(self) -> dict:

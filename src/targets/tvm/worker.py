@@ -19,6 +19,18 @@ Requests (``name``, ``payload`` dict):
   for ``target``. Returns ``{"samples": [seconds per repeat]}``.
 - ``"peak"``: the device's FMA throughput and memory bandwidth
   (:func:`tunebench.protocol.kernels.measure_peak`).
+- ``"acquire"`` / ``"release"``: hold / end a session on the remote device of ``device``
+  (``target.rpc``); returns ``{"waited_s", "server"}`` / ``{}``.
+- ``"load_tvm"`` / ``"time"``: a whole-model row on the remote device, for the end-to-end step
+  (:mod:`tunebench.protocol.model_worker`; locally every row has its own worker instead).
+
+``device`` is ``["cpu", i]``, ``["cuda", i]`` or, for a device reached through a TVM RPC tracker,
+``["rpc", {...}]`` (:func:`tunebench.protocol.remote.remote_spec`): then every request that names it
+runs in this worker's session on that device (requested from the tracker when none is held),
+libraries are uploaded there, and a session that stops answering makes the request fail with
+``DeviceLost`` (the next request gets another device of the key); ``NoDevice`` when none came free in
+time. Every such result carries ``server`` (which device) and ``session_wait_s`` (seconds waited for a
+session by this request, not the method's time).
 
 The worker's TVM thread pool has ``TVM_NUM_THREADS`` threads (set by the target when it starts the
 worker), the same number PyTorch baselines use.
@@ -56,10 +68,18 @@ def _task(payload: dict):
 
 
 def _device(spec: list):
-    import tvm
+    from tunebench.protocol.remote import device_of
 
-    kind, idx = spec
-    return tvm.cpu(idx) if kind == "cpu" else tvm.cuda(idx)
+    return device_of(spec)
+
+
+def _device_key(spec: list) -> str:
+    """Caches of device objects (input tensors, loaded kernels) are per device and, remotely, per session."""
+    import json
+
+    from tunebench.protocol.remote import SESSION, is_remote
+
+    return json.dumps(spec, sort_keys=True) + (f"#{SESSION.generation}" if is_remote(spec) else "")
 
 
 def arg_specs(mod) -> list[tuple[tuple[int, ...], str]]:
@@ -128,7 +148,7 @@ def _lib_args(path: str, payload: dict, dev) -> list:
 
 def _inputs(payload: dict, dev) -> list:
     specs = [(tuple(s), d) for s, d in payload["args"]]
-    key = (tuple(payload["device"]), tuple(specs))
+    key = (_device_key(payload["device"]), tuple(specs))
     if key not in _INPUTS:
         _INPUTS.clear()  # keep one input set alive: layers can be large
         _INPUTS[key] = _random_args(specs, dev, seed=0)
@@ -136,12 +156,12 @@ def _inputs(payload: dict, dev) -> list:
 
 
 def _run(payload: dict) -> dict:
-    import tvm
+    from tunebench.protocol.remote import load_library
 
     dev = _device(payload["device"])
     args = _lib_args(payload["path"], payload, dev)
     t0 = time.perf_counter()
-    lib = tvm.runtime.load_module(payload["path"])
+    lib = load_library(payload["path"], payload["device"])
     timer = lib.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
                                min_repeat_ms=payload["min_repeat_ms"])
     res = timer(*args)
@@ -151,11 +171,13 @@ def _run(payload: dict) -> dict:
 def _check(payload: dict) -> dict:
     import tvm
 
+    from tunebench.protocol.remote import on_device
+
     mod, _, _ = _task(payload)
     specs = arg_specs(mod)
     dev = _device(payload["device"])
     sched, _ = _scheduled(payload)
-    lib = tvm.compile(sched, target=tvm.target.Target(payload["target"]))
+    lib = on_device(tvm.compile(sched, target=tvm.target.Target(payload["target"])), payload["device"])
     args = _random_args(specs, dev, seed=1234)
     lib["main"](*args)
     out = args[-1].numpy()
@@ -244,11 +266,12 @@ def _calibration(payload: dict, dev):
     import tvm
 
     from tunebench.protocol.kernels import calibration_kernel
+    from tunebench.protocol.remote import on_device
 
-    key = json.dumps(payload["target"], sort_keys=True)
+    key = json.dumps(payload["target"], sort_keys=True) + _device_key(payload["device"])
     if key not in _CALIBRATION:
         lib, args, _ = calibration_kernel(payload["target"])
-        _CALIBRATION[key] = (lib, [tvm.runtime.tensor(a, dev) for a in args])
+        _CALIBRATION[key] = (on_device(lib, payload["device"]), [tvm.runtime.tensor(a, dev) for a in args])
     return _CALIBRATION[key]
 
 
@@ -267,10 +290,10 @@ def _calibrate(payload: dict) -> dict:
 def _retime(payload: dict) -> dict:
     import statistics
 
-    import tvm
+    from tunebench.protocol.remote import load_library
 
     dev = _device(payload["device"])
-    libs = [tvm.runtime.load_module(p) for p in payload["paths"]]
+    libs = [load_library(p, payload["device"]) for p in payload["paths"]]
     lib_args = [_lib_args(p, payload, dev) for p in payload["paths"]]  # packed weights differ per config
     cal_lib, cal_args = _calibration(payload, dev)
     samples: list[list[float]] = [[] for _ in libs]
@@ -286,16 +309,57 @@ def _retime(payload: dict) -> dict:
 
 def _peak(payload: dict) -> dict:
     from tunebench.protocol.kernels import measure_peak
+    from tunebench.protocol.remote import on_device
 
-    return measure_peak(payload["target"], _device(payload["device"]), int(payload["threads"]))
+    spec = payload["device"]
+    return measure_peak(payload["target"], _device(spec), int(payload["threads"]),
+                        load=lambda lib: on_device(lib, spec))
+
+
+def _acquire(payload: dict) -> dict:
+    from tunebench.protocol.remote import SESSION
+
+    waited = SESSION.acquire(payload["device"][1])
+    return {"waited_s": waited, "server": SESSION.server}
+
+
+def _release(payload: dict) -> dict:
+    from tunebench.protocol import model_worker
+    from tunebench.protocol.remote import SESSION
+
+    _INPUTS.clear()  # remote objects first: each refers to the session
+    _CALIBRATION.clear()
+    model_worker.forget_rows()
+    SESSION.release()
+    return {}
+
+
+def _model_request(name: str):
+    def run(payload: dict) -> dict:
+        from tunebench.protocol import model_worker
+
+        return model_worker.handle(name, payload)
+    return run
 
 
 _HANDLERS = {"build": _build, "run": _run, "check": _check, "retime": _retime, "calibrate": _calibrate,
-             "peak": _peak}
+             "peak": _peak, "load_tvm": _model_request("load_tvm"), "time": _model_request("time")}
 
 
 def handle(name: str, payload: dict) -> dict:
     """Entry point used by :class:`tunebench.targets.workers.Worker`."""
+    from tunebench.protocol.remote import SESSION, is_remote
+
     if name == "ping":
         return {"pid": __import__("os").getpid()}
-    return _HANDLERS[name](payload)
+    if name in ("acquire", "release"):
+        return (_acquire if name == "acquire" else _release)(payload)
+    spec = payload.get("device")
+    if not is_remote(spec):
+        return _HANDLERS[name](payload)
+    waited = SESSION.acquire(spec[1])  # held already inside the target's lock; else this request's own
+    try:
+        out = _HANDLERS[name](payload)
+    except Exception as exc:
+        raise SESSION.lost(exc) from None
+    return {**out, "server": SESSION.server, "session_wait_s": waited}

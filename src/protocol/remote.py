@@ -1,0 +1,285 @@
+"""Devices reached through a TVM RPC tracker (``target.rpc``): sessions, libraries, lost devices.
+
+A TVM RPC *tracker* (``python -m tvm.exec.rpc_tracker``) keeps a queue of RPC servers, each
+registered under a *key* that names a kind of device (``python -m tvm.exec.rpc_server --tracker
+host:port --key name``). A client asks the tracker for a server of a key and gets one that no other
+client holds: a session on a server is exclusive, so holding a session is what holding a local
+device's lock is. The tracker hands servers out first come, first served, and a server goes back to
+the end of the queue when its session ends, so successive sessions visit the servers of a key in
+turn.
+
+This module is what a worker process (the target's runner, a whole-model row) uses to time on such
+a device: :class:`RemoteDevice` requests a session, with a time limit on the wait (TVM's own client
+waits forever), sets the server's thread pool to the run's thread count, uploads and loads
+libraries, and turns a broken connection into :class:`DeviceLost`; :func:`summary` and
+:func:`probe` ask the tracker and a device what they have.
+
+Nothing here runs in the harness process except :func:`probe`, :func:`summary` and
+:func:`parse_address`: sessions live in worker processes, so a device that hangs or disappears
+costs at most a worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import tempfile
+import time
+
+CONNECT_TIMEOUT_S = 10.0  # connecting to the tracker or a server
+
+
+class NoDevice(RuntimeError):
+    """No server of the key became free within the wait limit (message names tracker, key, servers)."""
+
+
+class DeviceLost(RuntimeError):
+    """The session's server stopped answering (it died, or the network went); the session is gone."""
+
+
+def parse_address(text) -> tuple[str, int]:
+    """``"host:port"`` as ``(host, port)``; ValueError naming what is wrong."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not host:port")
+    return host, int(port)
+
+
+def _tracker_socket(host: str, port: int) -> socket.socket:
+    """A connection to the tracker after its handshake; OSError/RuntimeError when there is none."""
+    from tvm.rpc import base
+
+    sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+    try:
+        sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+        magic = struct.unpack("<i", base.recvall(sock, 4))[0]
+        if magic != base.RPC_TRACKER_MAGIC:
+            raise RuntimeError(f"{host}:{port} is not a TVM RPC tracker")
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def summary(tracker: str) -> dict:
+    """The tracker's summary: ``{"queue_info": {key: {"free", "pending"}}, "server_info": [...]}``.
+    Raises OSError/RuntimeError when the tracker cannot be reached."""
+    from tvm.rpc import base
+
+    sock = _tracker_socket(*parse_address(tracker))
+    try:
+        base.sendjson(sock, [base.TrackerCode.SUMMARY])
+        value = base.recvjson(sock)
+    finally:
+        sock.close()
+    if value[0] != base.TrackerCode.SUCCESS:
+        raise RuntimeError(f"tracker {tracker} answered {value!r}")
+    return value[1]
+
+
+def servers_of(info: dict, key: str) -> list[str]:
+    """``host:port`` of every server registered under ``key`` in a :func:`summary` (free or busy)."""
+    return sorted(f"{s['addr'][0]}:{s['addr'][1]}" for s in info.get("server_info", [])
+                  if s.get("key") == f"server:{key}")
+
+
+def request(tracker: str, key: str, priority: int, wait_s: float):
+    """A session on a free server of ``key``: ``(tvm.rpc.RPCSession, "host:port", seconds waited)``.
+
+    Raises :class:`NoDevice` after ``wait_s`` seconds without one (the pending request is dropped:
+    the tracker skips a request whose client has gone), OSError when the tracker is unreachable."""
+    from tvm import rpc
+    from tvm.rpc import base
+
+    t0 = time.perf_counter()
+    sock = _tracker_socket(*parse_address(tracker))
+    try:
+        base.sendjson(sock, [base.TrackerCode.REQUEST, key, "", int(priority)])
+        sock.settimeout(max(wait_s, 0.001))
+        try:
+            value = base.recvjson(sock)
+        except (TimeoutError, socket.timeout):
+            raise NoDevice(_no_device_text(tracker, key, wait_s)) from None
+    finally:
+        sock.close()
+    if value[0] != base.TrackerCode.SUCCESS:
+        raise RuntimeError(f"tracker {tracker} answered {value!r} to a request for {key!r}")
+    url, port, matchkey = value[1]
+    session = rpc.connect(url, port, matchkey)
+    return session, f"{url}:{port}", time.perf_counter() - t0
+
+
+def _no_device_text(tracker: str, key: str, wait_s: float) -> str:
+    try:
+        registered = servers_of(summary(tracker), key)
+    except (OSError, RuntimeError) as exc:
+        return f"tracker {tracker} stopped answering while waiting for a {key!r} device ({exc})"
+    held = f"{len(registered)} registered, all held by other clients: {', '.join(registered)}" if registered \
+        else "none registered"
+    return f"no {key!r} device free on tracker {tracker} within {wait_s:g} s ({held})"
+
+
+def probe(rpc_cfg: dict, kind: str, device_id: int) -> dict:
+    """What the device of ``rpc_cfg`` is, from one short session: ``server``, ``exists``, ``cpu`` and
+    ``triple`` (its LLVM CPU name and target triple, when its TVM has LLVM), ``cpu_count`` (when its TVM has MetaSchedule) and,
+    for cuda, ``name``, ``compute_version`` and the limits a schedule must respect."""
+    session, server, _ = request(rpc_cfg["tracker"], rpc_cfg["key"], int(rpc_cfg.get("priority", 1)),
+                                 float(rpc_cfg.get("wait_s", 300)))
+    try:
+        out: dict = {"server": server}
+        if kind == "cuda":
+            dev = session.cuda(device_id)
+            out["exists"] = bool(dev.exist)
+            if out["exists"]:
+                out.update(name=dev.device_name, compute_version=dev.compute_version,
+                           max_threads_per_block=dev.max_threads_per_block,
+                           max_shared_memory_per_block=dev.max_shared_memory_per_block,
+                           warp_size=dev.warp_size, max_thread_dimensions=list(dev.max_thread_dimensions))
+        else:
+            out["exists"] = bool(session.cpu(device_id).exist)
+        out["cpu"] = _optional_call(session, "target.llvm_get_system_cpu")
+        out["triple"] = _optional_call(session, "target.llvm_get_system_triple")
+        count = _optional_call(session, "s_tir.meta_schedule.cpu_count", True)
+        out["cpu_count"] = int(count) if count is not None else None
+        return out
+    finally:
+        del session
+
+
+def _optional_call(session, name: str, *args):
+    """``name(*args)`` on the remote, or None when its TVM does not register ``name``."""
+    try:
+        return session.get_function(name)(*args)
+    except Exception:  # noqa: BLE001 -- not registered there (a runtime-only TVM): the caller says so
+        return None
+
+
+def is_remote(spec) -> bool:
+    """A device spec of a remote device: ``["rpc", {...}]`` (local ones are ``["cpu", i]``/``["cuda", i]``)."""
+    return bool(spec) and spec[0] == "rpc"
+
+
+def remote_spec(rpc_cfg: dict, kind: str, device_id: int, threads: int) -> list:
+    """The device spec the target sends with its requests for a remote device."""
+    return ["rpc", {"tracker": str(rpc_cfg["tracker"]), "key": str(rpc_cfg["key"]),
+                    "priority": int(rpc_cfg.get("priority", 1)), "wait_s": float(rpc_cfg.get("wait_s", 300)),
+                    "kind": kind, "index": int(device_id), "threads": int(threads)}]
+
+
+class RemoteDevice:
+    """The session of this worker process on a remote device (one at a time).
+
+    :meth:`acquire` requests a session for a spec (:func:`remote_spec`) unless one for it is held;
+    :meth:`release` ends it. ``generation`` counts sessions, so that caches of remote objects (input
+    tensors, loaded libraries) can tell a new session from the one they were made in.
+    """
+
+    def __init__(self):
+        self.session = None
+        self.server = ""
+        self.spec_key = ""
+        self.generation = 0
+        self._uploads = 0
+
+    def acquire(self, spec: dict) -> float:
+        """Hold a session for ``spec``; returns the seconds waited for it (0 when already held)."""
+        key = json.dumps(spec, sort_keys=True)
+        if self.session is not None and key == self.spec_key:
+            return 0.0
+        self.release()
+        session, server, waited = request(spec["tracker"], spec["key"], spec["priority"], spec["wait_s"])
+        try:  # the server's thread pool: TVM's default is half the logical CPUs on x86, not the run's count
+            session.get_function("runtime.config_threadpool")(1, int(spec["threads"]))
+        except Exception as exc:  # noqa: BLE001
+            raise DeviceLost(f"remote device {server} (key {spec['key']}) refused its thread setting: {exc}") from None
+        self.session, self.server, self.spec_key = session, server, key
+        self.generation += 1
+        return waited
+
+    def release(self) -> None:
+        """End the held session: the connection closes with its last reference (remote modules and
+        tensors refer to it, some through reference cycles: collected now, or the server would stay
+        held until the next collection), and the server goes back to the tracker's queue."""
+        import gc
+
+        held, self.session = self.session, None
+        self.server = ""
+        self.spec_key = ""
+        if held is not None:
+            del held
+            gc.collect()
+
+    def device(self, spec: dict):
+        """The held session's device of ``spec`` (``kind``, ``index``)."""
+        self.acquire(spec)
+        return self.session.cuda(spec["index"]) if spec["kind"] == "cuda" else self.session.cpu(spec["index"])
+
+    def load(self, path: str):
+        """The library at the local ``path``, uploaded and loaded on the device; the remote copy is
+        deleted once loaded (the loaded library stays)."""
+        name = f"tunebench-{os.getpid()}-{self._uploads}{os.path.splitext(path)[1] or '.so'}"
+        self._uploads += 1
+        self.session.upload(path, name)
+        mod = self.session.load_module(name)
+        self.session.get_function("tvm.rpc.server.remove")(name)
+        return mod
+
+    def load_built(self, lib):
+        """A library compiled in this process (``tvm.compile``'s result), exported and loaded remotely."""
+        with tempfile.TemporaryDirectory(prefix="tunebench-rpc-") as tmp:
+            path = os.path.join(tmp, "lib.so")
+            lib.export_library(path)
+            return self.load(path)
+
+    def alive(self) -> bool:
+        """Whether the held session still answers."""
+        if self.session is None:
+            return False
+        try:
+            self.session.get_function("runtime.NumThreads")()
+            return True
+        except Exception:  # noqa: BLE001 -- any failure means the session cannot be used
+            return False
+
+    def lost(self, exc: BaseException) -> BaseException:
+        """The error to raise for ``exc`` raised by a remote call: :class:`DeviceLost` (and the
+        session dropped) when the session no longer answers, else ``exc`` itself."""
+        if self.session is None or self.alive():
+            return exc
+        server, key = self.server, json.loads(self.spec_key).get("key")
+        self.release()
+        text = str(exc).strip().splitlines()
+        return DeviceLost(f"remote device {server} (key {key}) lost: {text[0] if text else type(exc).__name__}")
+
+
+SESSION = RemoteDevice()  # this worker process's session
+
+
+def device_of(spec):
+    """The TVM device of a spec: ``tvm.cpu(i)`` / ``tvm.cuda(i)``, or the remote one of this process's session."""
+    import tvm
+
+    if is_remote(spec):
+        return SESSION.device(spec[1])
+    kind, idx = spec
+    return tvm.cpu(int(idx)) if kind == "cpu" else tvm.cuda(int(idx))
+
+
+def load_library(path: str, spec):
+    """The exported library at ``path`` loaded for the device of ``spec`` (uploaded when remote)."""
+    import tvm
+
+    if is_remote(spec):
+        SESSION.acquire(spec[1])
+        return SESSION.load(path)
+    return tvm.runtime.load_module(path)
+
+
+def on_device(lib, spec):
+    """A library compiled in this process, usable on the device of ``spec`` (exported and uploaded when remote)."""
+    if is_remote(spec):
+        SESSION.acquire(spec[1])
+        return SESSION.load_built(lib)
+    return lib
