@@ -63,7 +63,8 @@ def _only_run(workdir):
     return runs[0]
 
 
-def test_a_run_measures_on_both_devices_and_runs_the_model_there(fleet, tmp_path):
+def test_a_run_measures_on_both_devices_and_runs_the_model_there(shared_fleet, tmp_path):
+    fleet = shared_fleet
     proc = _run([*QUICK, *_rpc(fleet), "experiment=test", "budget.trials_per_task=8", "target.batch_size=2"], tmp_path)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-3000:]
@@ -93,51 +94,50 @@ def _wait_busy(fleet, proc, timeout_s=300.0) -> str:
     raise AssertionError("no server became busy")
 
 
-def test_a_device_lost_mid_run_costs_its_measurement_and_the_run_goes_on(fleet, tmp_path):
-    # slow batches (cooldown after every measurement, inside the session), so the kill lands in one
-    args = [*QUICK, *_rpc(fleet), "experiment=test", "budget.trials_per_task=12", "target.batch_size=4",
-            "target.runner.cooldown_s=1.0", "e2e.enabled=false"]
+@pytest.mark.slow
+def test_lost_devices_cost_their_measurement_then_stop_the_run_resumably(fleet, tmp_path):
+    """One server killed mid-batch: its measurement is invalid, naming it, and the run goes on on the
+    other. The other killed too: the run stops FAILED (exit 1, one line) after target.rpc.wait_s.
+    A server back: resume=<run id> finishes the run on it."""
+    args = [*QUICK, *_rpc(fleet), "experiment=test", "budget.trials_per_task=16", "target.batch_size=4",
+            "target.runner.cooldown_s=1.0", "target.rpc.wait_s=5", "measure.peak=false", "e2e.enabled=false"]
     proc = _run(args, tmp_path)
     while not _records(tmp_path):  # the first batch is in: the run is past its calibration
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         time.sleep(0.1)
     lost = _wait_busy(fleet, proc)
-    fleet.kill(lost)
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out[-3000:]
-    recs = _records(tmp_path)
-    assert len(recs) == 12
+    fleet.kill(lost)  # mid-batch: the session dies under a measurement
     left = [s for s in fleet.servers if s != lost][0]
-    invalid = [r for r in recs if not r["valid"]]
-    assert all(f"remote device {lost} (key cpu) lost" in r["error"] for r in invalid), invalid
-    after = recs[recs.index(invalid[0]) + 1:] if invalid else recs[-4:]
-    assert after and all(r["device"] == left and r["valid"] for r in after)
-    assert _only_run(tmp_path).info.status == "FINISHED"
-
-
-def test_no_device_left_stops_the_run_failed_and_resumable(fleet, tmp_path):
-    args = [*QUICK, *_rpc(fleet), "experiment=test", "budget.trials_per_task=12", "target.batch_size=2",
-            "target.runner.cooldown_s=0.5", "target.rpc.wait_s=3", "e2e.enabled=false"]
-    proc = _run(args, tmp_path)
-    while not _records(tmp_path):
+    n_before = len(_records(tmp_path))
+    while len(_records(tmp_path)) < n_before + 8:  # two more batches
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         time.sleep(0.1)
-    for server in fleet.servers:
-        fleet.kill(server)
+    fleet.kill(left)
     out, _ = proc.communicate(timeout=300)
-    last = out.strip().splitlines()[-1]
     assert proc.returncode == 1, out[-3000:]
+    last = out.strip().splitlines()[-1]
     run = _only_run(tmp_path)
     assert last.startswith("error: target.rpc: no 'cpu' device free on tracker") and "none registered" in last
     assert f"resume={run.info.run_id}" in last and run.info.status == "FAILED"
+    recs = _records(tmp_path)
+    invalid = [r for r in recs if not r["valid"]]
+    assert len(invalid) == 1 and f"remote device {lost} (key cpu) lost" in invalid[0]["error"], invalid
+    after = recs[recs.index(invalid[0]) + 1:]
+    assert len(after) >= 4 and all(r["device"] == left and r["valid"] for r in after)
+
+    back = fleet.add_servers(1)[0]
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), f"workdir={tmp_path}",
+                          f"resume={run.info.run_id}"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    recs = _records(tmp_path)
+    assert sorted(r["trial"] for r in recs if r["task_id"] == recs[0]["task_id"]) == list(range(16))
+    assert {r["device"] for r in recs[len(recs) - 4:]} == {back}
+    assert _only_run(tmp_path).info.status == "FINISHED"
 
 
 @pytest.mark.parametrize("override,says", [
     (["target.rpc.tracker=127.0.0.1:{dead}", "target.rpc.key=cpu"], "no TVM RPC tracker answers there"),
     (["target.rpc.tracker={tracker}", "target.rpc.key=gpu"], "target.rpc.key='gpu': no RPC server registered"),
-    (["target.rpc.tracker={tracker}"], "target.rpc.key=None: must name the device key"),
-    (["target.rpc.key=cpu"], "target.rpc.tracker=None: must be host:port"),
-    (["target.rpc.tracker=localhost", "target.rpc.key=cpu"], "target.rpc.tracker='localhost': must be host:port"),
 ])
 def test_bad_rpc_settings_are_one_line_before_any_run(shared_fleet, tmp_path, override, says):
     args = [a.format(dead=free_port(), tracker=shared_fleet.tracker) for a in override]
@@ -147,6 +147,21 @@ def test_bad_rpc_settings_are_one_line_before_any_run(shared_fleet, tmp_path, ov
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and says in last, last
     assert not (tmp_path / "records").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize("rpc,says", [
+    ({"tracker": "127.0.0.1:9190"}, "target.rpc.key=None: must name the device key"),
+    ({"key": "cpu"}, "target.rpc.tracker=None: must be host:port"),
+    ({"tracker": "localhost", "key": "cpu"}, "target.rpc.tracker='localhost': must be host:port"),
+    ({"tracker": "h:1", "key": "cpu", "wait_s": 0}, "target.rpc.wait_s=0: must be a positive number"),
+])
+def test_bad_rpc_settings_fail_the_static_checks(tiny_cfg, rpc, says):
+    from tunebench.errors import UserError
+    from tunebench.harness.config_check import check_rules
+
+    cfg = {**tiny_cfg, "target": {**tiny_cfg["target"], "rpc": {**tiny_cfg["target"]["rpc"], **rpc}}}
+    with pytest.raises(UserError, match=r"^" + __import__("re").escape(says)):
+        check_rules(cfg)
 
 
 def test_a_request_waits_at_most_wait_s_and_says_who_holds_the_devices(shared_fleet):

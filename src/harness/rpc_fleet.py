@@ -61,6 +61,7 @@ class LocalFleet:
         self.log_dir = log_dir
         self.servers: list[str] = []
         self.procs: list[subprocess.Popen] = []
+        self.killed: list[subprocess.Popen] = []  # stopped on purpose (kill)
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         out = open(os.path.join(self.log_dir, f"{name}.log"), "w") if self.log_dir else subprocess.DEVNULL
@@ -81,28 +82,30 @@ class LocalFleet:
         self.procs.append(self._spawn(["tvm.exec.rpc_tracker", "--host", self.host, "--port", str(self.port),
                                        "--port-end", str(self.port + 1), "--silent"], "tracker"))
         self._wait(lambda info: True, timeout_s, "the tracker")
-        for i in range(self.n_servers):
-            self.add_server(timeout_s, name=f"server{i}")
+        self.add_servers(self.n_servers, timeout_s)
         return self
 
-    def add_server(self, timeout_s: float = 120.0, name: str | None = None) -> str:
-        """Start one more server of the key; returns its ``host:port`` once registered."""
-        port = free_port(self.host)
-        self.procs.append(self._spawn(["tvm.exec.rpc_server", "--host", self.host, "--port", str(port),
-                                       "--port-end", str(port + 1), "--tracker", self.tracker, "--key", self.key,
-                                       "--silent"], name or f"server{len(self.servers)}"))
-        self.servers.append(f"{self.host}:{port}")
+    def add_servers(self, n: int = 1, timeout_s: float = 120.0) -> list[str]:
+        """Start ``n`` more servers of the key (together); returns their ``host:port`` once all registered."""
         from tunebench.protocol.remote import servers_of
 
-        self._wait(lambda info: f"{self.host}:{port}" in servers_of(info, self.key), timeout_s, f"server {port}")
-        return self.servers[-1]
+        new = []
+        for _ in range(n):
+            port = free_port(self.host)
+            self.procs.append(self._spawn(["tvm.exec.rpc_server", "--host", self.host, "--port", str(port),
+                                           "--port-end", str(port + 1), "--tracker", self.tracker, "--key",
+                                           self.key, "--silent"], f"server{len(self.servers)}"))
+            self.servers.append(f"{self.host}:{port}")
+            new.append(self.servers[-1])
+        self._wait(lambda info: set(new) <= set(servers_of(info, self.key)), timeout_s, f"servers {', '.join(new)}")
+        return new
 
     def _wait(self, ready, timeout_s: float, what: str) -> None:
         from tunebench.protocol.remote import summary
 
         deadline = time.monotonic() + timeout_s
         while True:
-            dead = [p.args[2] for p in self.procs if p.poll() is not None]
+            dead = [p.args[2] for p in self.procs if p.poll() is not None and p not in self.killed]
             if dead:
                 raise RuntimeError(f"{dead[0]} exited while starting {what}")
             try:
@@ -127,6 +130,7 @@ class LocalFleet:
     def kill(self, server: str) -> None:
         """Kill one server and its session (SIGKILL to its process group): a device that disappears."""
         proc = self.server_proc(server)
+        self.killed.append(proc)
         _kill_group(proc)
 
     def stop(self) -> None:
