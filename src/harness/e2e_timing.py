@@ -123,7 +123,7 @@ def _tvm_row(name: str, lib_path: str, imported, target, n_runs: int, s: E2ESett
 def _torch_row(name: str, imported, target, s: E2ESettings, compiled: bool = False, tf32: bool = False) -> Row:
     env = _env(target, s)
     payload = {"module": imported.torch_module, "inputs": list(imported.inputs), "threads": target.threads,
-               "device": "cuda" if target.kind == "cuda" else "cpu", "tf32": tf32, "compile": compiled}
+               "device": "cuda" if target.kind == "cuda" else "cpu", "tf32": tf32, "compile": compiled, "row": name}
     timeout = s.torch_compile_timeout_s if compiled else s.load_timeout_s
     return Row(name, Worker(WORKER, env=env, prepare="tunebench.protocol.model_worker:prepare_torch"), s.n_runs,
                ("load_torch", payload), timeout)
