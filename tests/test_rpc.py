@@ -138,9 +138,13 @@ def test_lost_devices_cost_their_measurement_then_stop_the_run_resumably(fleet, 
 @pytest.mark.parametrize("override,says", [
     (["target.rpc.tracker=127.0.0.1:{dead}", "target.rpc.key=cpu"], "no TVM RPC tracker answers there"),
     (["target.rpc.tracker={tracker}", "target.rpc.key=gpu"], "target.rpc.key='gpu': no RPC server registered"),
+    (["target.rpc.tracker={tracker}", "target.rpc.key=cpu", "target.num_cores={too_many}"],
+     "runs at most {threads} TVM thread(s), the run needs {too_many}: start it with TVM_NUM_THREADS={too_many}"),
 ])
 def test_bad_rpc_settings_are_one_line_before_any_run(shared_fleet, tmp_path, override, says):
-    args = [a.format(dead=free_port(), tracker=shared_fleet.tracker) for a in override]
+    names = {"dead": free_port(), "tracker": shared_fleet.tracker, "threads": shared_fleet.threads,
+             "too_many": shared_fleet.threads + 1}
+    args, says = [a.format(**names) for a in override], says.format(**names)
     res = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), f"workdir={tmp_path}", *QUICK, *args],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 2, res.stderr[-2000:]

@@ -45,29 +45,32 @@ def _children(pid: int) -> list[int]:
 
 
 class LocalFleet:
-    """A tracker and ``n_servers`` RPC servers of ``key`` on ``host``; a context manager.
+    """A tracker and ``n_servers`` RPC servers of ``key`` on ``host``; a context manager. Each server
+    runs up to ``threads`` TVM threads (default: this machine's logical CPUs, like a local run).
 
     Attributes: ``tracker`` ("host:port"), ``servers`` ("host:port" per server), ``procs``
     (tracker first, then the servers; :class:`subprocess.Popen`).
     """
 
     def __init__(self, n_servers: int = 2, key: str = "cpu", host: str = "127.0.0.1", port: int | None = None,
-                 log_dir: str | None = None):
+                 log_dir: str | None = None, threads: int | None = None):
         if n_servers < 1:
             raise UserError(f"--servers={n_servers}: must be a positive integer")
         self.n_servers, self.key, self.host = n_servers, key, host
         self.port = port or free_port(host)
         self.tracker = f"{host}:{self.port}"
         self.log_dir = log_dir
+        self.threads = threads or os.cpu_count() or 1  # TVM_NUM_THREADS of the servers (TVM's default: half on x86)
         self.servers: list[str] = []
         self.procs: list[subprocess.Popen] = []
         self.killed: list[subprocess.Popen] = []  # stopped on purpose (kill)
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         out = open(os.path.join(self.log_dir, f"{name}.log"), "w") if self.log_dir else subprocess.DEVNULL
+        env = {**os.environ, "TVM_NUM_THREADS": str(self.threads)}  # a server's largest thread pool
         try:
             return subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, env=env)
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
@@ -160,11 +163,15 @@ def add_fleet_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", default="cpu", help="the device key they register with (default cpu)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=9190, help="tracker port (default 9190, TVM's)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="TVM_NUM_THREADS of every server (default: this machine's logical CPUs)")
 
 
 def cmd_fleet(args: argparse.Namespace) -> None:
     """Start the fleet, print the overrides that use it, wait for Ctrl-C, stop it."""
-    with LocalFleet(args.servers, args.key, args.host, args.port) as fleet:
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads={args.threads}: must be a positive integer")
+    with LocalFleet(args.servers, args.key, args.host, args.port, threads=args.threads) as fleet:
         print(f"tracker {fleet.tracker}: {len(fleet.servers)} server(s) of key {fleet.key!r} "
               f"({', '.join(fleet.servers)}); Ctrl-C stops them", flush=True)
         print(f"use: python run.py target.rpc.tracker={fleet.tracker} target.rpc.key={fleet.key}", flush=True)

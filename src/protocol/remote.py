@@ -39,6 +39,16 @@ class DeviceLost(RuntimeError):
     """The session's server stopped answering (it died, or the network went); the session is gone."""
 
 
+class DeviceUnfit(RuntimeError):
+    """The server cannot run the run's kernels as configured (fewer threads than the run's count)."""
+
+
+def threads_hint(server: str, key: str, have: int, want: int) -> str:
+    """Why a server's thread pool is too small, and the fix."""
+    return (f"the RPC server {server} (key {key}) runs at most {have} TVM thread(s), the run needs {want}: start it "
+            f"with TVM_NUM_THREADS={want} (TVM's default is half the logical CPUs on x86), or set target.num_cores")
+
+
 def parse_address(text) -> tuple[str, int]:
     """``"host:port"`` as ``(host, port)``; ValueError naming what is wrong."""
     host, sep, port = str(text).rpartition(":")
@@ -123,7 +133,8 @@ def _no_device_text(tracker: str, key: str, wait_s: float) -> str:
 
 def probe(rpc_cfg: dict, kind: str, device_id: int) -> dict:
     """What the device of ``rpc_cfg`` is, from one short session: ``server``, ``exists``, ``cpu`` and
-    ``triple`` (its LLVM CPU name and target triple, when its TVM has LLVM), ``cpu_count`` (when its TVM has MetaSchedule) and,
+    ``triple`` (its LLVM CPU name and target triple, when its TVM has LLVM), ``max_threads`` (its
+    TVM thread pool's size), ``cpu_count`` (when its TVM has MetaSchedule) and,
     for cuda, ``name``, ``compute_version`` and the limits a schedule must respect."""
     session, server, _ = request(rpc_cfg["tracker"], rpc_cfg["key"], int(rpc_cfg.get("priority", 1)),
                                  float(rpc_cfg.get("wait_s", 300)))
@@ -139,6 +150,7 @@ def probe(rpc_cfg: dict, kind: str, device_id: int) -> dict:
                            warp_size=dev.warp_size, max_thread_dimensions=list(dev.max_thread_dimensions))
         else:
             out["exists"] = bool(session.cpu(device_id).exist)
+        out["max_threads"] = int(session.get_function("runtime.NumThreads")())  # its pool as started
         out["cpu"] = _optional_call(session, "target.llvm_get_system_cpu")
         out["triple"] = _optional_call(session, "target.llvm_get_system_triple")
         count = _optional_call(session, "s_tir.meta_schedule.cpu_count", True)
@@ -154,6 +166,20 @@ def _optional_call(session, name: str, *args):
         return session.get_function(name)(*args)
     except Exception:  # noqa: BLE001 -- not registered there (a runtime-only TVM): the caller says so
         return None
+
+
+def _set_threads(session, server: str, spec: dict) -> None:
+    """The session's thread pool to the run's thread count, as ``TVM_NUM_THREADS`` does locally (kBig
+    affinity mode, TVM's default). TVM can lower a pool's size this way but not raise it past the
+    server's own maximum (``TVM_NUM_THREADS`` of its process): a server below the count is unfit."""
+    want = int(spec["threads"])
+    try:
+        session.get_function("runtime.config_threadpool")(1, want)
+        have = int(session.get_function("runtime.NumThreads")())
+    except Exception as exc:  # noqa: BLE001
+        raise DeviceLost(f"remote device {server} (key {spec['key']}) lost while setting its threads: {exc}") from None
+    if have != want:
+        raise DeviceUnfit(threads_hint(server, spec["key"], have, want))
 
 
 def is_remote(spec) -> bool:
@@ -190,10 +216,8 @@ class RemoteDevice:
             return 0.0
         self.release()
         session, server, waited = request(spec["tracker"], spec["key"], spec["priority"], spec["wait_s"])
-        try:  # the server's thread pool: TVM's default is half the logical CPUs on x86, not the run's count
-            session.get_function("runtime.config_threadpool")(1, int(spec["threads"]))
-        except Exception as exc:  # noqa: BLE001
-            raise DeviceLost(f"remote device {server} (key {spec['key']}) refused its thread setting: {exc}") from None
+        if spec["kind"] == "llvm":
+            _set_threads(session, server, spec)
         self.session, self.server, self.spec_key = session, server, key
         self.generation += 1
         return waited

@@ -11,7 +11,9 @@ on one remote device while it times, checks outputs, calibrates and runs the who
   the runs sharing a pool of devices take turns, and successive batches of one run may land on
   different devices of the key (each measurement records which: ``device`` in its record).
 - **the device is described by the remote**: its LLVM CPU name (``mcpu: native``) and CPU count
-  (``num_cores: null``) are asked of its TVM, the GPU's name and limits of its CUDA device; a
+  (``num_cores: null``) are asked of its TVM, the GPU's name and limits of its CUDA device; every
+  session's thread pool is set to the run's count, which needs a server started with at least that
+  many (``TVM_NUM_THREADS``; TVM cannot grow a pool past its process's setting); a
   remote TVM built without LLVM or MetaSchedule cannot answer, and then ``target.mcpu`` /
   ``target.num_cores`` must be set. The remote CPU must share this machine's instruction set
   (the libraries are compiled and linked here): another one is refused.
@@ -110,6 +112,11 @@ def remote_cpu(cfg: dict, info: dict, rpc: dict) -> tuple[str, int]:
     if not threads:
         raise UserError(f"target.num_cores=null: the RPC device ({rpc['key']}) cannot report its CPU count; "
                         "set target.num_cores")
+    if info["max_threads"] < int(threads):
+        from tunebench.protocol.remote import threads_hint
+
+        raise UserError(f"target.num_cores={cfg.get('num_cores')}: "
+                        + threads_hint(info["server"], rpc["key"], info["max_threads"], int(threads)))
     return llvm_cpu(mcpu), int(threads)
 
 
