@@ -1,17 +1,19 @@
 """Remote measurement against local: the same run timed on this CPU directly and through TVM RPC.
 
-Three runs of ``python run.py method=random seed=0`` on two ResNet-18 conv layers (llvm,
-``--trials`` per task, ``torch.compile`` off), one after another: **local A**, **rpc** (a tracker
+Four runs of ``python run.py method=random seed=0`` on two ResNet-18 conv layers (llvm,
+``--trials`` per task, ``torch.compile`` off), one after another: **local A**, **rpc 1** (a tracker
 and one RPC server on 127.0.0.1, :class:`tunebench.harness.rpc_fleet.LocalFleet`:
-``target.rpc.tracker=... target.rpc.key=cpu``) and **local B**. The same seed draws the same
-configs, so every config is timed three times; local B measures how much two local runs of the same
-configs differ, the yardstick for rpc against local A.
+``target.rpc.tracker=... target.rpc.key=cpu``), **local B**, **rpc 2**. The same seed draws the same
+configs, so every config is timed four times; A against B and rpc 1 against rpc 2 measure how much
+two runs of the same configs differ on the same path, the yardstick for rpc against local.
 
-Reported, for the configs no run marked noisy: per-config ratios rpc/A and B/A (geometric mean, median
-and 90th percentile of |ratio - 1|, the share within the noise protocol's ``cv_max``), each task's
-re-timed best (interleaved rounds) and the whole model's tuned latency (median of the e2e rounds) in
-the three runs. The verdict ``equal`` holds when rpc/A's geometric mean and its median |ratio - 1|
-are both within ``cv_max`` (5 %): rpc timings are local timings within the protocol's noise bound.
+Reported, for the configs no run marked noisy: per-config ratios rpc/local (each side the geometric
+mean of its two runs), B/A and rpc 2/rpc 1: geometric mean, median and 90th percentile of
+|ratio - 1|, the share within the noise protocol's ``cv_max``; each task's re-timed best
+(interleaved rounds) and the whole model's tuned latency in the four runs; every config's four
+latencies. The verdict ``equal`` holds when rpc/local's geometric mean is within ``cv_max`` (5 %) of
+1 and its median |ratio - 1| is no larger than ``cv_max`` or than the larger of the two same-path
+medians: rpc timings are local timings within the protocol's noise bound.
 
 Exit codes: 0 measured (verdict in the JSON), 2 bad arguments, 4 a run failed.
 
@@ -88,19 +90,27 @@ def _bests(r: dict) -> dict:
             for x in r["retimed"] if x.get("chosen")}
 
 
-def compare(a: dict, rpc: dict, b: dict) -> dict:
-    ta, tr, tb = _timings(a), _timings(rpc), _timings(b)
-    e2e = {name: {k: r["metrics"].get(k) for k in ("e2e_latency_ms", "e2e_latency_cv", "e2e_noisy",
-                                                   "tvm_default_latency_ms")}
-           for name, r in (("local_a", a), ("rpc", rpc), ("local_b", b))}
-    bests = {name: _bests(r) for name, r in (("local_a", a), ("rpc", rpc), ("local_b", b))}
-    out = {"rpc_vs_a": _ratios(tr, ta), "b_vs_a": _ratios(tb, ta),
-           "noisy": {n: sum(m["noisy"] for m in r["records"]) for n, r in (("local_a", a), ("rpc", rpc), ("local_b", b))},
-           "invalid": {n: sum(not m["valid"] for m in r["records"]) for n, r in (("local_a", a), ("rpc", rpc),
-                                                                              ("local_b", b))},
-           "best": bests, "e2e": e2e}
-    ra = out["rpc_vs_a"]
-    out["equal"] = abs(ra["geomean"] - 1.0) <= CV_MAX and ra["median_abs_dev"] <= CV_MAX
+def _geo(x: float, y: float) -> float:
+    return math.sqrt(x * y)
+
+
+def compare(runs: dict) -> dict:
+    """Ratios, bests, e2e and per-config latencies of the runs ``local_a``, ``rpc_1``, ``local_b``, ``rpc_2``."""
+    t = {name: _timings(r) for name, r in runs.items()}
+    keys = sorted(set.intersection(*(set(x) for x in t.values())))
+    local = {k: _geo(t["local_a"][k], t["local_b"][k]) for k in keys}
+    rpc = {k: _geo(t["rpc_1"][k], t["rpc_2"][k]) for k in keys}
+    out = {"rpc_vs_local": _ratios(rpc, local), "b_vs_a": _ratios(t["local_b"], t["local_a"]),
+           "rpc2_vs_rpc1": _ratios(t["rpc_2"], t["rpc_1"]),
+           "noisy": {n: sum(m["noisy"] for m in r["records"]) for n, r in runs.items()},
+           "invalid": {n: sum(not m["valid"] for m in r["records"]) for n, r in runs.items()},
+           "best": {n: _bests(r) for n, r in runs.items()},
+           "e2e": {n: {k: r["metrics"].get(k) for k in ("e2e_latency_ms", "e2e_latency_cv", "e2e_noisy",
+                                                        "tvm_default_latency_ms")} for n, r in runs.items()},
+           "configs": [{"task_id": k[0], "index": k[1], **{n: t[n][k] for n in runs}} for k in keys]}
+    rl = out["rpc_vs_local"]
+    same_path = max(out["b_vs_a"]["median_abs_dev"], out["rpc2_vs_rpc1"]["median_abs_dev"])
+    out["equal"] = abs(rl["geomean"] - 1.0) <= CV_MAX and rl["median_abs_dev"] <= max(CV_MAX, same_path)
     return out
 
 
@@ -115,26 +125,27 @@ def main() -> int:
         ap.error(f"--trials={args.trials}: must be >= 1")
     path = out_path(ap, args, "rpc_vs_local")
     before = loadavg()
+    runs = {}
     with tempfile.TemporaryDirectory(prefix="rpc-vs-local-") as tmp:
         try:
-            a = run(os.path.join(tmp, "a"), args.trials, [])
-            with LocalFleet(1, key="cpu", log_dir=tmp) as fleet:
-                rpc = run(os.path.join(tmp, "rpc"), args.trials, [f"target.rpc.tracker={fleet.tracker}",
-                                                                   "target.rpc.key=cpu"])
-            b = run(os.path.join(tmp, "b"), args.trials, [])
+            with LocalFleet(1, key="cpu", log_dir=tmp) as fleet:  # idle between its runs
+                remote = [f"target.rpc.tracker={fleet.tracker}", "target.rpc.key=cpu"]
+                for name, extra in (("local_a", []), ("rpc_1", remote), ("local_b", []), ("rpc_2", remote)):
+                    runs[name] = run(os.path.join(tmp, name), args.trials, extra)
         except RuntimeError as exc:
             print(f"benchmark failed: {exc}", file=sys.stderr)
             return CRASH
     result = {"benchmark": "rpc_vs_local", **provenance(), "machine": machine_info(), "load_before": before,
               "load_after": loadavg(), "layers": LAYERS, "trials_per_task": args.trials, "cv_max": CV_MAX,
-              "wall_s": {"local_a": a["wall_s"], "rpc": rpc["wall_s"], "local_b": b["wall_s"]},
-              "rpc_devices": rpc["devices"], **compare(a, rpc, b)}
+              "wall_s": {n: r["wall_s"] for n, r in runs.items()},
+              "rpc_devices": sorted({d for n in ("rpc_1", "rpc_2") for d in runs[n]["devices"]}), **compare(runs)}
     write_json(path, result)
-    ra, ba = result["rpc_vs_a"], result["b_vs_a"]
-    print(f"rpc/local: geomean {ra['geomean']:.3f}, median |dev| {ra['median_abs_dev']:.1%}, p90 {ra['p90_abs_dev']:.1%},"
-          f" {ra['share_within_cv_max']:.0%} within {CV_MAX:.0%} ({ra['n']} configs); local B/A: geomean "
-          f"{ba['geomean']:.3f}, median |dev| {ba['median_abs_dev']:.1%}, p90 {ba['p90_abs_dev']:.1%}; "
-          f"equal within the noise protocol: {result['equal']}; load {before} -> {result['load_after']}; {path}")
+    rl, ba, rr = result["rpc_vs_local"], result["b_vs_a"], result["rpc2_vs_rpc1"]
+    print(f"rpc/local: geomean {rl['geomean']:.3f}, median |dev| {rl['median_abs_dev']:.1%}, p90 "
+          f"{rl['p90_abs_dev']:.1%}, {rl['share_within_cv_max']:.0%} within {CV_MAX:.0%} ({rl['n']} configs); "
+          f"local B/A: geomean {ba['geomean']:.3f}, median |dev| {ba['median_abs_dev']:.1%}; rpc 2/1: geomean "
+          f"{rr['geomean']:.3f}, median |dev| {rr['median_abs_dev']:.1%}; equal within the noise protocol: "
+          f"{result['equal']}; load {before} -> {result['load_after']}; {path}")
     return 0
 
 
