@@ -12,7 +12,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import ROOT, TINY_LAYER_ARG, free_port
+from conftest import ROOT, TINY_LAYER_ARG, free_port, gpu
 from tunebench.harness.rpc_fleet import LocalFleet
 from tunebench.protocol import remote
 
@@ -189,3 +189,17 @@ def test_parse_address_and_servers_of():
     info = {"server_info": [{"key": "server:cpu", "addr": ["127.0.0.1", 2]},
                             {"key": "server:gpu", "addr": ["127.0.0.1", 3]}, {"key": "x", "addr": ["h", 4]}]}
     assert remote.servers_of(info, "cpu") == ["127.0.0.1:2"] and remote.servers_of(info, "tpu") == []
+
+
+@pytest.mark.gpu
+@gpu
+def test_cuda_run_through_rpc(tmp_path):
+    """target=cuda timing on a GPU behind a loopback RPC server: limits from the remote device, outputs checked."""
+    with LocalFleet(1, key="gpu", log_dir=str(tmp_path)) as fleet:
+        proc = _run([*QUICK, "target=cuda", f"target.rpc.tracker={fleet.tracker}", "target.rpc.key=gpu",
+                     "experiment=test", "budget.trials_per_task=8"], tmp_path)
+        out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    recs = _records(tmp_path)
+    assert len(recs) == 8 and {r["device"] for r in recs} == set(fleet.servers)
+    assert _only_run(tmp_path).data.metrics["e2e_latency_ms"] > 0
