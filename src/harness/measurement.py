@@ -175,8 +175,9 @@ class MeasurementProtocol:
 
     # ---- around a task -----------------------------------------------------------------------
     def wait_if_busy(self, what: str) -> None:
-        """With ``measure.wait_for_quiet.enabled``: wait until other processes leave the CPU."""
-        if self.timed and self.s.wait_for_quiet:
+        """With ``measure.wait_for_quiet.enabled``: wait until other processes leave the CPU (this
+        machine's: a remote device's machine cannot be seen from here, so ``target.rpc`` never waits)."""
+        if self.timed and self.s.wait_for_quiet and not getattr(self.target, "rpc", None):
             monitor = CpuMonitor(self.target.worker_pids)
             wait_for_quiet(monitor, self.s.policy.foreign_cpu_max, self.s.max_wait_s, what)
 
