@@ -11,10 +11,14 @@ CHAMELEON), mean ± std over seeds of:
 
 and each variant's ratios to the baseline variant (``--baseline``, default ``sa+greedy``): fewer
 measurements and shorter optimization time as baseline / variant (the thesis's "x faster"), latency
-as variant / baseline (below 1: faster code). A whole model's end-to-end latency is in its runs'
-MLflow metrics (the leaderboard).
+as variant / baseline (below 1: faster code).
 
-    python benchmarks/chameleon_table.py records [--baseline sa+greedy]
+Then, per whole model (the thesis's Tables 2.8-2.9 layout): per variant the measurements and the
+optimization time summed over the model's tasks, and the tuned model's end-to-end latency (median of
+the e2e rounds, from the runs' MLflow metrics in ``--tracking-uri``, default the ``mlflow.db`` beside
+the records folder; ``*`` when noisy), mean ± std over seeds, with the same ratios.
+
+    python benchmarks/chameleon_table.py records [--baseline sa+greedy] [--tracking-uri URI]
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ def load(records_dir: str) -> list[dict]:
         with open(tasks_path) as fh:
             tasks = json.load(fh)
         for t in tasks:
-            rows.append({"variant": variant(cfg), "seed": cfg["seed"], "model": cfg["model"]["name"],
+            rows.append({"run": os.path.basename(os.path.dirname(cfg_path)), "variant": variant(cfg),
+                         "seed": cfg["seed"], "model": cfg["model"]["name"],
                          "task": _task_label(t), "weight": t.get("weight", 1), "trials": t["trials"],
                          "search_s": t["search_s"], "latency_ms": t.get("best_latency_ms") or np.nan,
                          "noisy": bool(t.get("best_noisy"))})
@@ -97,15 +102,65 @@ def table(rows: list[dict], baseline: str) -> str:
     return "\n".join(lines)
 
 
+def e2e_metrics(uri: str | None, run_ids: set[str]) -> dict[str, dict]:
+    """run id -> its ``e2e_latency_ms`` and ``e2e_noisy`` (runs without them, or no store: absent)."""
+    if not uri:
+        return {}
+    from mlflow.tracking import MlflowClient
+
+    client, out = MlflowClient(uri), {}
+    for rid in run_ids:
+        try:
+            m = client.get_run(rid).data.metrics
+        except Exception:  # noqa: BLE001 -- a run of another store: no e2e cell
+            continue
+        if "e2e_latency_ms" in m:
+            out[rid] = {"e2e_ms": m["e2e_latency_ms"], "e2e_noisy": bool(m.get("e2e_noisy", 0.0))}
+    return out
+
+
+def model_table(rows: list[dict], e2e: dict[str, dict], baseline: str) -> str:
+    """Per model and variant: measurements and optimization time summed over the tasks, e2e latency."""
+    runs: dict[tuple, dict] = {}
+    for r in rows:
+        run = runs.setdefault((r["model"], r["variant"], r["run"]), {"trials": 0, "search_s": 0.0, **e2e.get(
+            r["run"], {"e2e_ms": np.nan, "e2e_noisy": False})})
+        run["trials"] += r["trials"]
+        run["search_s"] += r["search_s"]
+    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for (model, name, _), run in runs.items():
+        groups[model][name].append(run)
+    lines = ["| model | variant | seeds | measurements | optimization time (s) | e2e latency (ms) | "
+             "measurements: base/variant | time: base/variant | e2e latency: variant/base |", "|---" * 9 + "|"]
+    for model, by_variant in sorted(groups.items()):
+        base = by_variant.get(baseline)
+        for name, rs in sorted(by_variant.items()):
+            ratios = ["", "", ""]
+            if base:
+                mean = {k: (np.mean([r[k] for r in rs]), np.mean([r[k] for r in base])) for k in ("trials", "search_s", "e2e_ms")}
+                ratios = [f"{mean['trials'][1] / mean['trials'][0]:.2f}x", f"{mean['search_s'][1] / mean['search_s'][0]:.2f}x",
+                          f"{mean['e2e_ms'][0] / mean['e2e_ms'][1]:.3f}"]
+            star = "*" if any(r["e2e_noisy"] for r in rs) else ""
+            lines.append(f"| {model} | {name} | {len(rs)} | {_cell([r['trials'] for r in rs], '.0f')} | "
+                         f"{_cell([r['search_s'] for r in rs], '.1f')} | {_cell([r['e2e_ms'] for r in rs], '.3f')}{star} | "
+                         + " | ".join(ratios) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("records_dir")
     ap.add_argument("--baseline", default="sa+greedy", help="the variant the ratios are taken against")
+    ap.add_argument("--tracking-uri", default=None,
+                    help="MLflow store of the runs (default: sqlite:///<records_dir>/../mlflow.db when it exists)")
     a = ap.parse_args()
     rows = load(a.records_dir)
     if not rows:
         raise SystemExit(f"error: {a.records_dir}: no finished run records (<run>/config.yaml + tasks.json)")
     print(table(rows, a.baseline))
+    db = os.path.join(os.path.dirname(os.path.abspath(a.records_dir)), "mlflow.db")
+    uri = a.tracking_uri or (f"sqlite:///{db}" if os.path.exists(db) else None)
+    print("\n" + model_table(rows, e2e_metrics(uri, {r["run"] for r in rows}), a.baseline))
     print(f"\n`*`: a seed's best latency was noisy. Paper: {PAPER}")
 
 
