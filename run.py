@@ -34,9 +34,7 @@ def main(cfg: DictConfig) -> None:
                                 on_start=[lambda rid, records: write_run_file(job_dir, rid, records)])
     except UserError as exc:
         fail(str(exc))
-    except TrackingOutage as exc:  # every measurement kept; resume=<run id> delivers the rest
-        fail(str(exc), code=1)
-    except DeviceUnavailable as exc:  # a remote device went away, none came back: FAILED, resumable
+    except (TrackingOutage, DeviceUnavailable) as exc:  # every measurement kept; resume=<run id> goes on
         fail(str(exc), code=1)
     except E2EError as exc:  # the run is marked FAILED; its records and task results are kept
         fail(f"end-to-end check failed: {exc}", code=1)

@@ -79,6 +79,15 @@ def _cell(values: list[float], fmt: str) -> str:
     return f"{v.mean():{fmt}} ± {v.std():{fmt}}" if len(v) > 1 else f"{v.mean():{fmt}}"
 
 
+def _ratio_cells(rs: list[dict], base: list[dict] | None, latency: str) -> list[str]:
+    """Mean measurements and optimization time as base / variant, mean ``latency`` as variant / base."""
+    if not base:
+        return ["", "", ""]
+    mean = {k: (np.mean([r[k] for r in rs]), np.mean([r[k] for r in base])) for k in ("trials", "search_s", latency)}
+    return [f"{mean['trials'][1] / mean['trials'][0]:.2f}x", f"{mean['search_s'][1] / mean['search_s'][0]:.2f}x",
+            f"{mean[latency][0] / mean[latency][1]:.3f}"]
+
+
 def table(rows: list[dict], baseline: str) -> str:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
@@ -89,13 +98,7 @@ def table(rows: list[dict], baseline: str) -> str:
         base = by_variant.get(baseline)
         for name, rs in sorted(by_variant.items()):
             star = "*" if any(r["noisy"] for r in rs) else ""
-            ratios = ["", "", ""]
-            if base:
-                mean = {k: (np.mean([r[k] for r in rs]), np.mean([r[k] for r in base]))
-                        for k in ("trials", "search_s", "latency_ms")}
-                ratios = [f"{mean['trials'][1] / mean['trials'][0]:.2f}x",
-                          f"{mean['search_s'][1] / mean['search_s'][0]:.2f}x",
-                          f"{mean['latency_ms'][0] / mean['latency_ms'][1]:.3f}"]
+            ratios = _ratio_cells(rs, base, "latency_ms")
             lines.append(f"| {model} | {task} | {name} | {len(rs)} | {_cell([r['trials'] for r in rs], '.0f')} | "
                          f"{_cell([r['search_s'] for r in rs], '.1f')} | "
                          f"{_cell([r['latency_ms'] for r in rs], '.4f')}{star} | " + " | ".join(ratios) + " |")
@@ -135,11 +138,7 @@ def model_table(rows: list[dict], e2e: dict[str, dict], baseline: str) -> str:
     for model, by_variant in sorted(groups.items()):
         base = by_variant.get(baseline)
         for name, rs in sorted(by_variant.items()):
-            ratios = ["", "", ""]
-            if base:
-                mean = {k: (np.mean([r[k] for r in rs]), np.mean([r[k] for r in base])) for k in ("trials", "search_s", "e2e_ms")}
-                ratios = [f"{mean['trials'][1] / mean['trials'][0]:.2f}x", f"{mean['search_s'][1] / mean['search_s'][0]:.2f}x",
-                          f"{mean['e2e_ms'][0] / mean['e2e_ms'][1]:.3f}"]
+            ratios = _ratio_cells(rs, base, "e2e_ms")
             star = "*" if any(r["e2e_noisy"] for r in rs) else ""
             lines.append(f"| {model} | {name} | {len(rs)} | {_cell([r['trials'] for r in rs], '.0f')} | "
                          f"{_cell([r['search_s'] for r in rs], '.1f')} | {_cell([r['e2e_ms'] for r in rs], '.3f')}{star} | "

@@ -76,9 +76,7 @@ RULES: dict[str, Callable] = {
     "target.runner.number": POS_INT, "target.runner.repeat": POS_INT, "target.runner.min_repeat_ms": NONNEG_NUM,
     "target.runner.timeout_s": POS_NUM, "target.runner.cooldown_s": NONNEG_NUM,
     "target.runner.statistic": choice("median", "mean"),
-    "target.rpc.tracker": opt(_rule(lambda v: isinstance(v, str) and v.rpartition(":")[2].isdigit()
-                                    and bool(v.rpartition(":")[0]), "must be host:port of a TVM RPC tracker")),
-    "target.rpc.key": opt(NAME), "target.rpc.priority": NONNEG_INT, "target.rpc.wait_s": POS_NUM,
+    "target.rpc.priority": NONNEG_INT, "target.rpc.wait_s": POS_NUM,  # tracker, key: rpc_settings below
     "target.check.tolerance": POS_NUM, "target.check.timeout_s": POS_NUM,
     "target.check.reference_cache": opt(NAME),
     "target.fidelities": _rule(_str_list, "must be a non-empty list of fidelity names"),

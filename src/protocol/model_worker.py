@@ -101,7 +101,7 @@ def _packed_here(lib_path: str, params) -> list:
     from tvm import relax
 
     vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), tvm.cpu(0))
-    return [w.numpy() for w in vm[TRANSFORM_PARAMS]([tvm.runtime.tensor(p) for p in params])]
+    return [w.numpy() for w in vm_args(vm, tvm.cpu(0), [], params)]
 
 
 def _load_tvm(payload: dict) -> dict:

@@ -136,8 +136,7 @@ def probe(rpc_cfg: dict, kind: str, device_id: int) -> dict:
     ``triple`` (its LLVM CPU name and target triple, when its TVM has LLVM), ``max_threads`` (its
     TVM thread pool's size), ``cpu_count`` (when its TVM has MetaSchedule) and,
     for cuda, ``name``, ``compute_version`` and the limits a schedule must respect."""
-    session, server, _ = request(rpc_cfg["tracker"], rpc_cfg["key"], int(rpc_cfg.get("priority", 1)),
-                                 float(rpc_cfg.get("wait_s", 300)))
+    session, server, _ = request(rpc_cfg["tracker"], rpc_cfg["key"], int(rpc_cfg["priority"]), float(rpc_cfg["wait_s"]))
     try:
         out: dict = {"server": server}
         if kind == "cuda":
@@ -188,9 +187,10 @@ def is_remote(spec) -> bool:
 
 
 def remote_spec(rpc_cfg: dict, kind: str, device_id: int, threads: int) -> list:
-    """The device spec the target sends with its requests for a remote device."""
+    """The device spec the target sends with its requests for a remote device (``rpc_cfg``: the
+    settings with their defaults, :func:`tunebench.targets.tvm.rpc.rpc_settings`)."""
     return ["rpc", {"tracker": str(rpc_cfg["tracker"]), "key": str(rpc_cfg["key"]),
-                    "priority": int(rpc_cfg.get("priority", 1)), "wait_s": float(rpc_cfg.get("wait_s", 300)),
+                    "priority": int(rpc_cfg["priority"]), "wait_s": float(rpc_cfg["wait_s"]),
                     "kind": kind, "index": int(device_id), "threads": int(threads)}]
 
 
@@ -295,15 +295,13 @@ def load_library(path: str, spec):
     """The exported library at ``path`` loaded for the device of ``spec`` (uploaded when remote)."""
     import tvm
 
-    if is_remote(spec):
-        SESSION.acquire(spec[1])
+    if is_remote(spec):  # the session was taken with the device (device_of)
         return SESSION.load(path)
     return tvm.runtime.load_module(path)
 
 
 def on_device(lib, spec):
     """A library compiled in this process, usable on the device of ``spec`` (exported and uploaded when remote)."""
-    if is_remote(spec):
-        SESSION.acquire(spec[1])
+    if is_remote(spec):  # the session was taken with the device (device_of)
         return SESSION.load_built(lib)
     return lib
