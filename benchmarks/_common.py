@@ -80,6 +80,21 @@ def provenance() -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git_commit": git_commit()}
 
 
+def records_args(doc: str, baseline: str, what: str) -> argparse.Namespace:
+    """The arguments of a table made from a run-records folder: ``records_dir``, ``--baseline`` (default
+    ``baseline``, the ``what`` ratios are taken against), ``--tracking-uri`` (default: the ``mlflow.db``
+    beside the records folder when it exists; ``tracking_uri`` is filled in)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("records_dir")
+    ap.add_argument("--baseline", default=baseline, help=f"the {what} the ratios are taken against")
+    ap.add_argument("--tracking-uri", default=None,
+                    help="MLflow store of the runs (default: sqlite:///<records_dir>/../mlflow.db when it exists)")
+    a = ap.parse_args()
+    db = os.path.join(os.path.dirname(os.path.abspath(a.records_dir)), "mlflow.db")
+    a.tracking_uri = a.tracking_uri or (f"sqlite:///{db}" if os.path.exists(db) else None)
+    return a
+
+
 CRASH = 4  # exit code of an unexpected error (a traceback), distinct from every verdict
 
 

@@ -23,7 +23,6 @@ the records folder; ``*`` when noisy), mean ± std over seeds, with the same rat
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -35,6 +34,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import records_args  # noqa: E402
 from _layers import label  # noqa: E402
 
 PAPER = ("[Ahn-PhD] Table 2.8 (optimization time, AutoTVM / CHAMELEON): AlexNet 4.31 h / 1.20 h (3.59x), VGG-16 "
@@ -147,19 +147,12 @@ def model_table(rows: list[dict], e2e: dict[str, dict], baseline: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("records_dir")
-    ap.add_argument("--baseline", default="sa+greedy", help="the variant the ratios are taken against")
-    ap.add_argument("--tracking-uri", default=None,
-                    help="MLflow store of the runs (default: sqlite:///<records_dir>/../mlflow.db when it exists)")
-    a = ap.parse_args()
+    a = records_args(__doc__, "sa+greedy", "variant")
     rows = load(a.records_dir)
     if not rows:
         raise SystemExit(f"error: {a.records_dir}: no finished run records (<run>/config.yaml + tasks.json)")
     print(table(rows, a.baseline))
-    db = os.path.join(os.path.dirname(os.path.abspath(a.records_dir)), "mlflow.db")
-    uri = a.tracking_uri or (f"sqlite:///{db}" if os.path.exists(db) else None)
-    print("\n" + model_table(rows, e2e_metrics(uri, {r["run"] for r in rows}), a.baseline))
+    print("\n" + model_table(rows, e2e_metrics(a.tracking_uri, {r["run"] for r in rows}), a.baseline))
     print(f"\n`*`: a seed's best latency was noisy. Paper: {PAPER}")
 
 

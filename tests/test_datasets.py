@@ -353,3 +353,28 @@ def test_zoo_model_runs_like_pytorch(name):
         ref = module(x).numpy()
     out = run_relax(model_tasks({"name": name}, "llvm")[1])
     assert out.shape == (1, 1000) and np.abs(out - ref).max() < 1e-4
+
+
+# ---- YOLO-v1 and OverFeat ([Zheng-ASPLOS20] §6.6) ------------------------------------------------
+
+def test_yolo_v1_distinct_convolutions_are_the_c2d_suite():
+    from tunebench.datasets.operators import OPERATORS
+
+    module, x = build_model("yolo_v1")
+    seen = _torch_layers(module, x)
+    convs = [k for k in seen if k[0] == "conv2d"]
+    assert sum(seen[k] for k in convs) == 24 and len(convs) == 15
+    got = {(c, h, k_out, k, s, p) for _, _, c, h, _, k_out, k, s, p, _ in convs}
+    want = {(c["in_channels"], c["height"], c["out_channels"], c["kernel"], c["stride"], c["padding"])
+            for c in OPERATORS["c2d"].cases}
+    assert got == want
+    assert [k[2:] for k in seen if k[0] == "dense"] == [(50176, 4096), (4096, 1470)]
+
+
+def test_overfeat_layers():
+    module, x = build_model("overfeat")
+    seen = _torch_layers(module, x)
+    assert [k[2:5] + k[5:8] for k in seen if k[0] == "conv2d"] == [
+        (3, 231, 231, 96, 11, 4), (96, 28, 28, 256, 5, 1), (256, 12, 12, 512, 3, 1), (512, 12, 12, 1024, 3, 1),
+        (1024, 12, 12, 1024, 3, 1)]
+    assert [k[2:] for k in seen if k[0] == "dense"] == [(36864, 3072), (3072, 4096), (4096, 1000)]

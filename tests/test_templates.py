@@ -242,7 +242,7 @@ def test_cpu_spaces_are_reasonable(kind, mod):
 
 # ---- llvm: scheduled output == unscheduled output --------------------------------------------
 
-@pytest.mark.parametrize("variant", ["packed", "nchw"])
+@pytest.mark.parametrize("variant", ["packed", "nchw", "flex"])
 @pytest.mark.parametrize("label", LABELS)
 def test_cpu_template_matches_reference(relax_tasks, label, variant):
     mod = relax_tasks[label]
@@ -255,7 +255,7 @@ def test_cpu_template_matches_reference(relax_tasks, label, variant):
         assert_close(run_llvm(tpl.apply(mod, cfg), args), ref)
 
 
-@pytest.mark.parametrize("variant", ["packed", "nchw"])
+@pytest.mark.parametrize("variant", ["packed", "nchw", "flex"])
 def test_cpu_dense_batch_without_bias(variant):
     mod = dense_te(4, 24, 20, bias=False)
     tpl = get_template("dense", "llvm", variant)
@@ -268,16 +268,19 @@ def test_cpu_dense_batch_without_bias(variant):
 
 # ---- cuda: lowering, codegen, checks -------------------------------------------------------
 
+@pytest.mark.parametrize("variant", ["direct", "flex"])
 @pytest.mark.parametrize("label", LABELS)
-def test_cuda_template_codegen_and_serial_numerics(relax_tasks, label):
+def test_cuda_template_codegen_and_serial_numerics(relax_tasks, label, variant):
     mod = relax_tasks[label]
-    tpl = get_template(analyze(mod).kind, "cuda")
+    tpl = get_template(analyze(mod).kind, "cuda", variant)
     space = tpl.make_space(mod)
     args = random_args(mod, seed=0)
     ref = run_llvm(mod, args)
     for cfg in sample_configs(space, 3, seed=4):
         sched = tpl.apply(mod, cfg)
-        assert (tpl.check(mod, cfg, LIMITS) is None) == (tpl.verify(sched, LIMITS) is None)
+        by_knobs, lowered = tpl.check(mod, cfg, LIMITS) is None, tpl.verify(sched, LIMITS) is None
+        # flex checks threads from its knobs; shared memory only after lowering
+        assert by_knobs == lowered if variant == "direct" else by_knobs or not lowered
         source = tvm.compile(sched, target=CUDA).mod.imports[0].inspect_source()
         assert "__global__" in source and "__shared__" in source and "__syncthreads" in source
         assert_close(run_llvm(serialize_gpu_schedule(sched), args), ref)

@@ -33,6 +33,7 @@ from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extrac
 
 from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
 from tunebench.datasets.layer_spec import check_layer_list
+from tunebench.datasets.operators import OPS_MODEL, flops as op_flops, kind_of, prim_func, select_cases
 from tunebench.datasets.zoo import MODELS, build_model, layers_model
 from tunebench.task import Task
 
@@ -272,6 +273,26 @@ def extract_tasks(imported: ImportedModel, target_kind: str | None = None) -> li
 
 # ---- model configs --------------------------------------------------------------------------------
 
+def operator_tasks(model_cfg: Mapping, target_kind: str = "llvm") -> list[Task]:
+    """The tasks of ``model=ops``: one per chosen operator case (:mod:`tunebench.datasets.operators`).
+
+    A task's ``shape`` is the case's shape dict with ``op`` (the operator's abbreviation) and ``case``
+    (its 1-based number); its name is ``<op>_<case>``, e.g. ``c2d_1``.
+
+    Raises:
+        UserError: an unknown operator or case number (:func:`~tunebench.datasets.operators.select_cases`).
+    """
+    make_target(target_kind)
+    tasks = []
+    for abbr, number, shape in select_cases(model_cfg.get("operators"), model_cfg.get("cases")):
+        func = prim_func(abbr, shape)
+        tasks.append(Task(id=task_id(func, target_kind), name=f"{abbr}_{number}", kind=kind_of(abbr, shape),
+                          mod=tvm.IRModule({"main": func}), shape={"op": abbr, "case": number, **shape},
+                          flops=op_flops(abbr, shape), target_kind=target_kind))
+    log.info("%d operator tasks for %s: %s", len(tasks), target_kind, ", ".join(t.name for t in tasks))
+    return tasks
+
+
 _CACHE: dict[tuple, tuple[list[Task], ImportedModel]] = {}
 
 
@@ -286,24 +307,27 @@ def model_tasks(model_cfg: Mapping, target_kind: str = "llvm") -> tuple[list[Tas
     Args:
         model_cfg: ``{"name": "resnet18"}`` (any of ``MODELS``) or
             ``{"name": "layers", "layers": [shape dict, ...]}`` (see
-            :func:`~tunebench.datasets.zoo.layers_model`), with an optional ``seed`` (default 0).
+            :func:`~tunebench.datasets.zoo.layers_model`), with an optional ``seed`` (default 0); or
+            ``{"name": "ops", "operators": [...], "cases": [...]}`` (:func:`operator_tasks`).
             Other keys are ignored; an OmegaConf ``DictConfig`` works too.
         target_kind: ``"llvm"`` or ``"cuda"``.
 
     Returns:
-        ``(tasks, imported)``. Results are cached in-process by (name, layer shapes, seed,
+        ``(tasks, imported)``; ``imported`` is None for ``model=ops`` (single operators, no model). Results are cached in-process by (name, layer shapes, seed,
         target kind); a repeated call returns fresh copies of the cached tasks at once.
 
     Raises:
         ValueError: unknown model name, missing/invalid ``layers``, or unknown target kind.
     """
     name = str(model_cfg.get("name", ""))
+    if name == OPS_MODEL:
+        return operator_tasks(model_cfg, target_kind), None
     seed = int(model_cfg.get("seed", 0) or 0)
     layers = None
     if name == LAYERS_MODEL:
         layers = check_layer_list(model_cfg.get("layers"))
     elif name not in MODELS:
-        valid = ", ".join(sorted(MODELS) + [LAYERS_MODEL])
+        valid = ", ".join(sorted(MODELS) + [LAYERS_MODEL, OPS_MODEL])
         raise ValueError(f"unknown model {name!r}; valid models: {valid}")
     make_target(target_kind)  # validate before the (slow) import
     key = _cache_key(name, layers, seed, target_kind)

@@ -1,7 +1,8 @@
 """Model zoo: standard ImageNet CNNs written as plain PyTorch modules, plus a per-layer model.
 
-Every zoo model takes one NCHW float32 input of shape ``(1, 3, 224, 224)`` and returns logits
-of shape ``(1, 1000)``. Weights are random but deterministic: ``build_model(name, seed)`` seeds
+Every zoo model takes one NCHW float32 input, ``(1, 3, 224, 224)`` unless its class says otherwise
+(``input_shape``: YOLO-v1 448x448, OverFeat 231x231), and returns its logits (YOLO-v1: its detection
+tensor, 1470 values). Weights are random but deterministic: ``build_model(name, seed)`` seeds
 ``torch`` before constructing the module, so the same seed gives bit-identical parameters
 (no downloads are possible here, and tuning never depends on weight values).
 
@@ -12,6 +13,7 @@ Models (layer shapes as in the original papers / torchvision):
 - ``vgg16``: VGG configuration D (13 3x3 convs pad 1, 5 max pools), FC 25088-4096-4096-1000.
 - ``resnet18``: ResNet-18 with BatchNorm and basic blocks (7x7/2 stem, 3x3/2 max pool,
   stages of 64/128/256/512 channels, 1x1/2 downsample convs), global avgpool, FC 512-1000.
+- ``yolo_v1``, ``overfeat``: the networks of [Zheng-ASPLOS20] §6.6 (:mod:`.yolo_overfeat`).
 - ``mobilenet_v1``: MobileNet-v1 (Howard et al. 2017, width 1.0): 3x3/2 conv 32, then 13
   depthwise-separable blocks (dw3x3+BN+ReLU, pw1x1+BN+ReLU), global avgpool, FC 1024-1000.
 
@@ -27,6 +29,7 @@ import torch
 import torch.nn as nn
 
 from tunebench.datasets.layer_spec import check_layer_list, is_dense
+from tunebench.datasets.yolo_overfeat import OverFeat, YOLOv1
 
 IMAGENET_INPUT = (1, 3, 224, 224)
 NUM_CLASSES = 1000
@@ -168,6 +171,8 @@ MODELS: dict[str, Callable[[], nn.Module]] = {
     "vgg16": VGG16,
     "resnet18": ResNet18,
     "mobilenet_v1": MobileNetV1,
+    "yolo_v1": YOLOv1,
+    "overfeat": OverFeat,
 }
 """Zoo registry: model name -> constructor taking no arguments (ImageNet, 1000 classes)."""
 
@@ -203,7 +208,8 @@ def build_model(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
         seed: seeds the weights and the example input.
 
     Returns:
-        ``(module.eval(), x)`` with ``x`` a float32 tensor of shape ``(1, 3, 224, 224)``.
+        ``(module.eval(), x)`` with ``x`` a float32 tensor of the model's ``input_shape``
+        (``(1, 3, 224, 224)`` unless the class sets one).
 
     Raises:
         ValueError: unknown ``name`` (one-line message listing the valid names).
@@ -212,7 +218,7 @@ def build_model(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
         raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))}")
     module = _seeded(MODELS[name], seed).eval()
     gen = torch.Generator().manual_seed(seed)
-    return module, torch.randn(IMAGENET_INPUT, generator=gen)
+    return module, torch.randn(getattr(module, "input_shape", IMAGENET_INPUT), generator=gen)
 
 
 # ---- per-layer model -------------------------------------------------------------------------

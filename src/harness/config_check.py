@@ -243,11 +243,15 @@ def check_paths(cfg: dict) -> None:
 
 
 def check_layers(model: dict) -> None:
-    """``model=layers``: a non-empty list of valid conv layer specs (each value named when wrong)."""
+    """``model=layers``: a non-empty list of valid conv layer specs (each value named when wrong);
+    ``model=ops``: known operators and case numbers."""
     from tunebench.datasets.layer_spec import check_layer_list
+    from tunebench.datasets.operators import OPS_MODEL, select_cases
 
     if model.get("name") == "layers":
         check_layer_list(model.get("layers"))
+    elif model.get("name") == OPS_MODEL:
+        select_cases(model.get("operators"), model.get("cases"))
 
 
 def validate_config(cfg: dict, conf_dir: str = CONF_DIR) -> None:

@@ -26,7 +26,7 @@ from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
 from tunebench.records import RecordFile, read_records
 from tunebench.harness.tracking import Tracker, check_reachable, discard_store, new_store_path, resolve_uri
-from tunebench.methods import Budget, make_method
+from tunebench.methods import METHODS, Budget, make_method
 from tunebench.run_store import RECORD_TAG
 from tunebench.task import Measurement, Task
 
@@ -89,13 +89,23 @@ def task_rng(seed: int, task: Task) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(task.id[:8], 16)])
 
 
-def _attach_spaces(tasks: list[Task], target_kind: str, template: str) -> None:
-    """Each task's space from its kind's template of the target's variant (``target.template``)."""
+def _attach_spaces(tasks: list[Task], target_kind: str, template: str, own_schedules: bool = False) -> None:
+    """Each task's space from its kind's template of the target's variant (``target.template``). A task
+    kind without a template in that variant is an error, unless the method makes its own schedules
+    (``needs.compiles``: metaschedule, gat): then its task gets the template-free ``flex`` space, whose
+    checks (GPU limits) its candidates go through; the method does not search the space."""
     from tunebench.targets.tvm.templates import get_template
 
     for t in tasks:
         t.template = template
-        t.space = get_template(t.kind, target_kind, template).make_space(t.mod)
+        try:
+            tpl = get_template(t.kind, target_kind, template)
+        except ValueError as exc:
+            if not own_schedules:
+                raise UserError(f"task {t.name}: {exc}") from None
+            t.template = "flex"
+            tpl = get_template(t.kind, target_kind, "flex")
+        t.space = tpl.make_space(t.mod)
 
 
 def run_conditions(target) -> dict:
@@ -125,7 +135,8 @@ def _load_tasks(cfg: dict, target) -> tuple[list[Task], object]:
         tasks, imported = fpga_tasks(cfg["model"], target.kind), None
     else:
         tasks, imported = model_tasks(cfg["model"], target.kind)
-        _attach_spaces(tasks, target.kind, target.info.details["template"])
+        own = getattr(METHODS.get(cfg["method"].get("name")), "needs", None)
+        _attach_spaces(tasks, target.kind, target.info.details["template"], bool(own and own.compiles))
     if not tasks:
         raise UserError(f"model={cfg['model'].get('name')}: no conv2d/depthwise/dense tasks found")
     return tasks, imported
@@ -238,35 +249,6 @@ def run_experiment(cfg: dict, overrides: list[str] | None = None,
         target.close()
         tracker.end(status)
     return run_id
-
-
-def _model_latency(cfg: dict, imported, tasks: list[Task], best: dict, target, tracker: Tracker) -> str | None:
-    """End-to-end latency of the model with each task's best schedule against TVM's default build
-    and the PyTorch baselines, interleaved in worker processes (:mod:`tunebench.harness.e2e_timing`);
-    logged as run metrics. Returns the error text of a failed build or a wrong output (then no
-    tuned latency is logged), else None."""
-    from tunebench.harness.e2e import E2EError
-    from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies, summary_line
-    from tunebench.targets.tvm.scheduling import schedule
-
-    settings = E2ESettings.from_cfg(cfg.get("e2e"))
-    schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config, variant=t.template)
-                 for t in tasks if t.id in best}
-    log.info("end-to-end latency of %s: %d tuned tasks, %d rounds interleaved with the baselines",
-             cfg["model"]["name"], len(schedules), settings.rounds)
-    try:
-        lat = model_latencies(imported, tasks, schedules, target, settings, name=cfg["model"]["name"])
-    except E2EError as exc:
-        log.error("%s", exc)
-        tracker.set_tags({"tunebench.e2e_error": str(exc)[:5000]})
-        return str(exc)
-    for key, value in e2e_metrics(lat).items():
-        tracker.metric(key, value)
-    if lat["untuned_tasks"]:
-        tracker.set_tags({"tunebench.e2e_untuned_tasks": ",".join(lat["untuned_tasks"])})
-    for line in summary_line(lat, target):
-        (log.warning if "NOISY" in line else log.info)("%s", line)
-    return None
 
 
 @dataclass
@@ -470,8 +452,11 @@ def _tune_all(plan: RunPlan) -> None:
         fpga.log_run(tracker)
         tracker.flush()
     if (cfg.get("e2e") or {}).get("enabled", True) and not multi:
+        from tunebench.harness.e2e_step import model_latency, operator_latencies
+
         protocol.wait_if_busy("the end-to-end step")
-        e2e_error = _model_latency(cfg, plan.imported, tasks, totals.best, target, tracker)
+        e2e_error = (operator_latencies(cfg, tasks, totals.best, target, tracker) if plan.imported is None
+                     else model_latency(cfg, plan.imported, tasks, totals.best, target, tracker))
         tracker.flush()
     _write_run_files(run_dir, totals, tracker, fpga.artifacts if multi else ())
     if e2e_error:

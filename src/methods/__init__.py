@@ -1,5 +1,6 @@
-"""Tuning methods, grouped by family: ``autotvm/``, ``dgp/``, ``gat/``, ``mfgp/`` (multi-fidelity GP
-BO), ``dse/`` (FPGA DSE baselines), plus random search, exhaustive search and MetaSchedule.
+"""Tuning methods, grouped by family: ``autotvm/``, ``chameleon/``, ``dgp/``, ``gat/``, ``flextensor/``,
+``mfgp/`` (multi-fidelity GP BO), ``dse/`` (FPGA DSE baselines), plus random search, exhaustive search
+and MetaSchedule.
 ``make_method(cfg)`` builds the one named by ``cfg["name"]``."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tunebench.methods.dse.dac19 import DAC19
 from tunebench.methods.dse.motpe import MOTPE
 from tunebench.methods.dse.nsga2 import NSGA2
 from tunebench.methods.exhaustive import Exhaustive
+from tunebench.methods.flextensor.tuner import FlexTensor
 from tunebench.methods.gat.method import GAT
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.mfgp.cgp import CGP
@@ -29,7 +31,8 @@ from tunebench.targets.base import TargetInfo
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
                                     "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
-                                    "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon}
+                                    "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon,
+                                    "flextensor": FlexTensor}
 
 
 def make_method(cfg: dict) -> Method:

@@ -380,7 +380,7 @@ class TVMTarget(TimingProtocol, Target):
         tol = float(self.check_cfg.get("tolerance", 1e-4))
         payload = {**self._payload(task), "index": config.index, "device": self.device_spec,
                    "trace": config.trace if isinstance(config, TraceConfig) else None,
-                   "ref_cache_dir": self.ref_cache_dir,
+                   "ref_cache_dir": self.ref_cache_dir, "op_reference": _op_reference(task),
                    "ref_target": {"kind": "llvm", "num-cores": os.cpu_count() or 1,
                                   "mcpu": tvm.target.codegen.llvm_get_system_cpu()}}
         with self.lock:
@@ -392,3 +392,11 @@ class TVMTarget(TimingProtocol, Target):
             log.warning("task %s: %s", task.name, res["reference_note"])
         detail = f"max abs err {res['max_abs_err']:.3g} (relative {res['rel_err']:.3g}, tolerance {tol:g})"
         return res["rel_err"] <= tol, detail
+
+
+def _op_reference(task: Task) -> dict | None:
+    """A single operator of ``model=ops`` is checked against PyTorch: ``{"op", "shape"}``; else None
+    (the unscheduled task, compiled for the host CPU, is the reference)."""
+    if "op" not in task.shape:
+        return None
+    return {"op": task.shape["op"], "shape": {k: v for k, v in task.shape.items() if k not in ("op", "case")}}

@@ -190,7 +190,8 @@ def _check(payload: dict) -> dict:
 
 def _reference(mod, payload: dict, specs) -> tuple[np.ndarray, str | None]:
     """The unscheduled task's output on the fixed inputs (seed 1234), computed on the host CPU, and a
-    note for the log when a cached copy was discarded or could not be stored (else None).
+    note for the log when a cached copy was discarded or could not be stored (else None). A single
+    operator (``op_reference``, ``model=ops``) is computed by PyTorch instead.
 
     The naive loop nest is slow (minutes for a VGG-16 layer), and the result depends only on the
     workload, the inputs and the reference target: with ``ref_cache_dir`` (a private folder, checked
@@ -203,6 +204,8 @@ def _reference(mod, payload: dict, specs) -> tuple[np.ndarray, str | None]:
     import json
     import os
 
+    if op := payload.get("op_reference"):
+        return _torch_reference(op, specs), None
     cache_dir = payload.get("ref_cache_dir")
     if not cache_dir:
         return _compute_reference(mod, payload, specs), None
@@ -218,6 +221,16 @@ def _reference(mod, payload: dict, specs) -> tuple[np.ndarray, str | None]:
     except OSError as exc:
         note = (note + "; " if note else "") + f"cannot store the reference at {path} ({exc.strerror or exc})"
     return ref, note
+
+
+def _torch_reference(op: dict, specs) -> np.ndarray:
+    """A single operator's output computed by PyTorch from the fixed inputs (seed 1234)."""
+    import tvm
+
+    from tunebench.datasets.operator_torch import torch_reference
+
+    inputs = [a.numpy() for a in _random_args(specs, tvm.cpu(0), seed=1234)[:-1]]
+    return torch_reference(op["op"], op["shape"], inputs)
 
 
 def _compute_reference(mod, payload: dict, specs) -> np.ndarray:

@@ -14,8 +14,9 @@ A target kind has one or more template *variants* (``VARIANTS``; the first is th
 ``llvm`` has ``packed`` (conv2d and dense on weights pre-packed once per model: AutoTVM's x86
 ``conv2d_NCHWc`` and ``dense_pack``, :mod:`.cpu_packed`) and ``nchw`` (tiled NCHW loop nests on the
 weights as they are, :mod:`.cpu`); depthwise conv2d uses the NCHW template in both. ``cuda`` has
-``direct`` (:mod:`.cuda`). The analysis of a fused function (main block, pad and epilogue blocks,
-extents) is in :mod:`.fused`.
+``direct`` (:mod:`.cuda`). ``flex`` (llvm and cuda) is no template: a space derived from any task's loop nest
+(:mod:`.flex`, :mod:`.flex_cuda`, [Zheng-ASPLOS20]), for every task kind, the single operators of ``model=ops`` included.
+The analysis of a fused function (main block, pad and epilogue blocks, extents) is in :mod:`.fused`.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ from __future__ import annotations
 from .cpu import CpuConv2d, CpuDense, CpuDepthwiseConv2d
 from .cpu_packed import CpuConv2dPacked, CpuDensePacked
 from .cuda import CudaConv2dDirect, CudaDense, CudaDepthwiseConv2d
+from .flex import FlexCpu
+from .flex_cuda import FlexCuda
 from .fused import FusedInfo, Template, analyze
 from ..variants import VARIANTS
 
 TASK_KINDS = ("conv2d", "depthwise_conv2d", "dense")
 TARGET_KINDS = ("llvm", "cuda")
+#: variants that are no template: a space for any task kind, from its loop nest
+FLEX = {("llvm", "flex"): FlexCpu, ("cuda", "flex"): FlexCuda}
 
 
 #: (task_kind, target_kind, variant) -> template class
@@ -45,21 +50,26 @@ TEMPLATE_KINDS: dict[tuple[str, str, str], type[Template]] = {
 
 
 def get_template(task_kind: str, target_kind: str, variant: str | None = None) -> Template:
-    """The template for ``task_kind`` (``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``) on
-    ``target_kind`` (``"llvm"``, ``"cuda"``) in ``variant`` (None or ``""``: the kind's default).
+    """The template for ``task_kind`` (``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``; any kind in a
+    ``FLEX`` variant) on ``target_kind`` (``"llvm"``, ``"cuda"``) in ``variant`` (None or ``""``: the
+    target kind's default).
 
     Raises:
         ValueError: for an unknown task kind, target kind or variant, naming the valid ones.
     """
-    if task_kind not in TASK_KINDS:
-        raise ValueError(f"unknown task kind {task_kind!r}; valid: {', '.join(TASK_KINDS)}")
     if target_kind not in TARGET_KINDS:
         raise ValueError(f"unknown target kind {target_kind!r}; valid: {', '.join(TARGET_KINDS)}")
     variant = variant or VARIANTS[target_kind][0]
     if variant not in VARIANTS[target_kind]:
         raise ValueError(f"unknown template {variant!r} for {target_kind}; valid: {', '.join(VARIANTS[target_kind])}")
+    if (target_kind, variant) in FLEX:
+        return FLEX[(target_kind, variant)](task_kind)
+    if task_kind not in TASK_KINDS:
+        flex = [v for t, v in FLEX if t == target_kind]
+        raise ValueError(f"no {variant} template for {task_kind!r} tasks (it has {', '.join(TASK_KINDS)})"
+                         + (f"; target.template={flex[0]} searches any task" if flex else ""))
     return TEMPLATE_KINDS[(task_kind, target_kind, variant)]()
 
 
-__all__ = ["TASK_KINDS", "TARGET_KINDS", "TEMPLATE_KINDS", "FusedInfo", "Template", "analyze",
+__all__ = ["TASK_KINDS", "TARGET_KINDS", "TEMPLATE_KINDS", "FLEX", "FusedInfo", "Template", "analyze",
            "get_template"]

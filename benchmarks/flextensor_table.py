@@ -1,0 +1,143 @@
+"""FlexTensor's comparison tables ([Zheng-ASPLOS20] Figs. 5-6, §6.5 layout) from ``model=ops`` runs.
+
+Reads every ``<records_dir>/<run>/config.yaml`` + ``tasks.json`` of a ``model=ops`` run and the runs'
+MLflow metrics (``--tracking-uri``, default the ``mlflow.db`` beside the records folder). A method is
+named with its space: ``flextensor (flex)``, ``autotvm (packed)``, ``metaschedule``, ...
+
+1. Per operator case and method, mean ± std over seeds: the best kernel's latency (ms, re-timed by the
+   measurement protocol; ``*`` when a seed's best was noisy) and its speedup over PyTorch (FP32, same
+   threads, interleaved: the e2e step's ``<task id>.speedup_vs_torch``; ``*`` when that timing was noisy).
+2. Per operator and method: the geometric mean over the operator's cases of the speedup over PyTorch
+   (the paper's Fig. 5 layout), and of the latency ratio to ``--baseline`` (default
+   ``autotvm (packed)``: the paper's 2.21x over AutoTVM, §6.5) where the baseline ran the same cases.
+
+    python benchmarks/flextensor_table.py records [--baseline "autotvm (packed)"] [--tracking-uri URI]
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+import numpy as np
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import records_args  # noqa: E402
+
+PAPER = ("[Zheng-ASPLOS20]: 2D convolution (the 15 YOLO-v1 layers) 1.72x over MKL-DNN through PyTorch on a Xeon "
+         "E5-2699 v4 (Fig. 6b); 1.83x over cuDNN on a V100 across the 12 operators (Fig. 5); 2.21x over AutoTVM "
+         "on 7 operators on a V100 (§6.5); end to end 1.07x (YOLO-v1) and 1.39x (OverFeat) over AutoTVM (§6.6).")
+
+
+def method_name(cfg: dict) -> str:
+    m = cfg["method"]["name"]
+    if m in ("metaschedule", "gat"):
+        return m
+    name = m + ("-p" if m == "flextensor" and cfg["method"].get("policy") == "p" else "")
+    return f"{name} ({cfg['target'].get('template') or 'default'})"
+
+
+def load(records_dir: str) -> list[dict]:
+    """One row per (run, operator case): method, seed, op, case, latency, noisy."""
+    rows = []
+    for cfg_path in sorted(glob.glob(os.path.join(records_dir, "*", "config.yaml"))):
+        tasks_path = os.path.join(os.path.dirname(cfg_path), "tasks.json")
+        with open(cfg_path) as fh:
+            cfg = yaml.safe_load(fh)
+        if cfg["model"]["name"] != "ops" or not os.path.exists(tasks_path):
+            continue
+        with open(tasks_path) as fh:
+            for t in json.load(fh):
+                rows.append({"run": os.path.basename(os.path.dirname(cfg_path)), "method": method_name(cfg),
+                             "seed": cfg["seed"], "op": t["shape"]["op"], "case": t["shape"]["case"], "id": t["id"],
+                             "latency_ms": t.get("best_latency_ms") or np.nan, "noisy": bool(t.get("best_noisy"))})
+    return rows
+
+
+def add_speedups(rows: list[dict], uri: str | None) -> None:
+    """Each row's ``speedup`` over PyTorch and whether its timing was noisy, from the run's metrics."""
+    client = None
+    if uri:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(uri)
+    cache: dict[str, dict] = {}
+    for r in rows:
+        if client is not None and r["run"] not in cache:
+            try:
+                cache[r["run"]] = client.get_run(r["run"]).data.metrics
+            except Exception:  # noqa: BLE001 -- a run of another store: no speedup cell
+                cache[r["run"]] = {}
+        m = cache.get(r["run"], {})
+        r["speedup"] = m.get(f"{r['id']}.speedup_vs_torch", np.nan)
+        r["speedup_noisy"] = bool(m.get(f"{r['id']}.e2e_noisy", 0.0) or m.get(f"{r['id']}.torch_noisy", 0.0))
+
+
+def _cell(values, fmt: str, star: bool) -> str:
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
+    if not len(v):
+        return "–"
+    text = f"{v.mean():{fmt}} ± {v.std():{fmt}}" if len(v) > 1 else f"{v[0]:{fmt}}"
+    return text + ("*" if star else "")
+
+
+def case_table(rows: list[dict]) -> str:
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        groups[(r["op"], r["case"])][r["method"]].append(r)
+    lines = ["| operator | case | method | seeds | best latency (ms) | speedup vs PyTorch |", "|---" * 6 + "|"]
+    for (op, case), by_method in sorted(groups.items()):
+        for name, rs in sorted(by_method.items()):
+            lines.append(f"| {op} | {case} | {name} | {len(rs)} | "
+                         f"{_cell([r['latency_ms'] for r in rs], '.4f', any(r['noisy'] for r in rs))} | "
+                         f"{_cell([r['speedup'] for r in rs], '.2f', any(r['speedup_noisy'] for r in rs))} |")
+    return "\n".join(lines)
+
+
+def _mean(values) -> float:
+    v = [x for x in values if math.isfinite(x)]
+    return float(np.mean(v)) if v else math.nan
+
+
+def _geomean(values) -> float:
+    v = [x for x in values if x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, v)) / len(v)) if v else math.nan
+
+
+def operator_table(rows: list[dict], baseline: str) -> str:
+    """Per operator and method: geomean over cases of the mean speedup over PyTorch and over ``baseline``."""
+    mean: dict[tuple, dict] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        mean[(r["op"], r["method"])][r["case"]].append(r)
+    lines = [f"| operator | method | cases | speedup vs PyTorch (geomean) | speedup vs {baseline} (geomean) |",
+             "|---" * 5 + "|"]
+    for op in sorted({k[0] for k in mean}):
+        base = mean.get((op, baseline), {})
+        for (o, name), cases in sorted(mean.items()):
+            if o != op:
+                continue
+            speed = _geomean(_mean(r["speedup"] for r in rs) for rs in cases.values())
+            ratio = _geomean(_mean(b["latency_ms"] for b in base[c]) / _mean(r["latency_ms"] for r in rs)
+                             for c, rs in cases.items() if c in base)
+            cells = [f"{x:.2f}x" if math.isfinite(x) else "–" for x in (speed, ratio)]
+            lines.append(f"| {op} | {name} | {len(cases)} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    a = records_args(__doc__, "autotvm (packed)", "method")
+    rows = load(a.records_dir)
+    if not rows:
+        raise SystemExit(f"error: {a.records_dir}: no finished model=ops run records (<run>/config.yaml + tasks.json)")
+    add_speedups(rows, a.tracking_uri)
+    print(case_table(rows) + "\n\n" + operator_table(rows, a.baseline))
+    print(f"\n`*`: a seed's value was noisy. Paper: {PAPER}")
+
+
+if __name__ == "__main__":
+    main()

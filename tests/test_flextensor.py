@@ -1,0 +1,249 @@
+"""method=flextensor, the operator suite (model=ops) and the template-free space (target.template=flex)."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import tvm
+from mlflow.tracking import MlflowClient
+
+from test_autotvm import run_fake
+from tunebench.datasets.operator_torch import torch_reference
+from tunebench.datasets.operators import OPERATORS, input_shapes, output_shape, prim_func, select_cases
+from tunebench.errors import UserError
+from tunebench.harness.cli import compose_config
+from tunebench.methods import make_method
+from tunebench.methods.flextensor.moves import Moves
+from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.targets.tvm.templates import get_template
+from tunebench.targets.tvm.templates.flex import FlexCpu, loop_nest
+
+LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+
+#: one small case of every operator (the suite's own cases are too large to run in a test)
+SMALL = {
+    "gmv": {"m": 8, "k": 6}, "gmm": {"m": 4, "n": 6, "k": 5}, "bil": {"m": 3, "n": 4, "k": 5, "l": 2},
+    "c1d": {"in_channels": 3, "length": 12, "out_channels": 4, "kernel": 3, "stride": 2, "padding": 1},
+    "t1d": {"in_channels": 3, "length": 7, "out_channels": 4, "kernel": 4, "stride": 2, "padding": 1},
+    "c2d": {"in_channels": 3, "height": 9, "width": 9, "out_channels": 4, "kernel": 3, "stride": 2, "padding": 1},
+    "t2d": {"in_channels": 3, "height": 5, "width": 5, "out_channels": 4, "kernel": 4, "stride": 2, "padding": 1},
+    "c3d": {"in_channels": 2, "depth": 4, "height": 5, "width": 5, "out_channels": 3, "kernel": 3, "stride": 1,
+            "padding": 1},
+    "t3d": {"in_channels": 2, "depth": 3, "height": 3, "width": 3, "out_channels": 3, "kernel": 4, "stride": 2,
+            "padding": 1},
+    "grp": {"in_channels": 4, "height": 6, "width": 6, "out_channels": 6, "kernel": 3, "stride": 1, "padding": 1,
+            "groups": 2},
+    "dep": {"in_channels": 4, "height": 6, "width": 6, "multiplier": 2, "kernel": 3, "stride": 2, "padding": 1},
+    "dil": {"in_channels": 3, "height": 9, "width": 9, "out_channels": 4, "kernel": 3, "stride": 1, "padding": 2,
+            "dilation": 2},
+}
+
+
+def _run(mod, inputs, out_shape):
+    args = [tvm.runtime.tensor(a) for a in inputs] + [tvm.runtime.tensor(np.zeros(out_shape, "float32"))]
+    tvm.compile(mod, target=LLVM)["main"](*args)
+    return args[-1].numpy()
+
+
+# ---- the operator suite -------------------------------------------------------------------------
+
+def test_the_suite_has_the_papers_twelve_operators_and_case_counts():
+    assert list(OPERATORS) == ["gmv", "gmm", "bil", "c1d", "t1d", "c2d", "t2d", "c3d", "t3d", "grp", "dep", "dil"]
+    # [Zheng-ASPLOS20] Table 3: test cases per operator
+    assert [len(op.cases) for op in OPERATORS.values()] == [6, 7, 5, 7, 7, 15, 15, 8, 8, 14, 7, 11]
+    c1 = OPERATORS["c2d"].cases[0]  # Table 4 C1: 3 -> 64, 448 x 448, 7 x 7 stride 2
+    assert (c1["in_channels"], c1["out_channels"], c1["height"], c1["kernel"], c1["stride"]) == (3, 64, 448, 7, 2)
+
+
+@pytest.mark.parametrize("abbr", list(SMALL))
+def test_every_operator_equals_pytorch_unscheduled_and_in_random_flex_schedules(abbr):
+    shape = SMALL[abbr]
+    mod = tvm.IRModule({"main": prim_func(abbr, shape)})
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s).astype("float32") for s in input_shapes(abbr, shape)]
+    ref = torch_reference(abbr, shape, inputs)
+    assert ref.shape == output_shape(abbr, shape)
+    np.testing.assert_allclose(_run(mod, inputs, ref.shape), ref, rtol=1e-4, atol=1e-4)
+    tpl = FlexCpu(abbr)
+    space = tpl.make_space(mod)
+    for i in space.sample(rng, 2):
+        np.testing.assert_allclose(_run(tpl.apply(mod, space.get(i)), inputs, ref.shape), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("abbr", list(SMALL))
+def test_every_operator_in_the_cuda_flex_space_generates_a_kernel_that_computes_it(abbr):
+    """Without a GPU: CUDA code generation, and the kernel's loops run serially on llvm
+    (:func:`test_templates.serialize_gpu_schedule`)."""
+    from test_templates import CUDA, LIMITS, serialize_gpu_schedule
+    from tunebench.targets.tvm.templates.flex_cuda import FlexCuda
+
+    shape = SMALL[abbr]
+    mod = tvm.IRModule({"main": prim_func(abbr, shape)})
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(s).astype("float32") for s in input_shapes(abbr, shape)]
+    ref = torch_reference(abbr, shape, inputs)
+    tpl = FlexCuda(abbr)
+    space = tpl.make_space(mod)
+    assert space.names[-3:] == ("fuse", "reorder", "unroll")
+    valid = [space.get(i) for i in space.sample(rng, 40) if tpl.check(mod, space.get(i), LIMITS) is None][:2]
+    assert valid
+    for cfg in valid:
+        sched = tpl.apply(mod, cfg)
+        source = tvm.compile(sched, target=CUDA).mod.imports[0].inspect_source()
+        assert "__global__" in source and "__shared__" in source
+        np.testing.assert_allclose(_run(serialize_gpu_schedule(sched), inputs, ref.shape), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_bad_operator_choices_are_one_line_errors():
+    with pytest.raises(UserError, match="unknown operator 'conv'; valid: gmv"):
+        select_cases(["conv"], [])
+    with pytest.raises(UserError, match="case 8 of gmm: gmm has cases 1..7"):
+        select_cases(["gmm"], [8])
+    with pytest.raises(UserError, match="non-empty list"):
+        select_cases([], [])
+    assert [(a, n) for a, n, _ in select_cases(["gmv", "gmm"], [2])] == [("gmv", 2), ("gmm", 2)]
+
+
+# ---- the template-free space ------------------------------------------------------------------------
+
+def test_flex_space_of_yolo_c1():
+    abbr, _, shape = select_cases(["c2d"], [1])[0]
+    mod = tvm.IRModule({"main": prim_func(abbr, shape)})
+    nest = loop_nest(mod)
+    assert [n for n, _ in nest.spatial] == ["nn", "ff", "yy", "xx"] and [n for n, _ in nest.reduce] == ["rc", "ry", "rx"]
+    assert nest.producers == ("pad_temp",) and nest.epilogues == ()
+    space = get_template("conv2d", "llvm", "flex").make_space(mod)
+    assert space.names == ("sp_nn", "sp_ff", "sp_yy", "sp_xx", "re_rc", "re_ry", "re_rx", "unroll", "inline_pad_temp")
+    # ordered 4-factorizations: 1 (n=1), 84 (64 = 2^6), 224 (224 = 2^5 * 7) twice, 4 (3; 7) three times;
+    # 4 unroll steps, 2 inline choices
+    assert space.size == 84 * 224 * 224 * 4 * 4 * 4 * 4 * 2 == 2_157_969_408
+
+
+def test_flex_is_a_template_of_every_kind_and_the_others_name_it():
+    assert isinstance(get_template("t2d", "llvm", "flex"), FlexCpu)
+    with pytest.raises(ValueError, match="no packed template for 't2d'.*target.template=flex"):
+        get_template("t2d", "llvm", "packed")
+
+
+# ---- FlexTensor's moves and its Q-network ------------------------------------------------------------
+
+def gemm_space():
+    return Space([SplitKnob("sp_i", 64, 4), SplitKnob("sp_j", 48, 4), SplitKnob("re_k", 32, 4),
+                  ChoiceKnob("unroll", (0, 16, 64, 512)), ChoiceKnob("inline_pad", (1, 0))])
+
+
+def test_neighbour_moves_keep_the_product_of_split_factors_and_change_one_knob():
+    space = gemm_space()
+    moves = Moves(space)
+    rng = np.random.default_rng(0)
+    n_moved = 0
+    for i in space.sample(rng, 200):
+        digits = space.digits(i)
+        for a, j in moves.neighbors(i):
+            d = moves.directions[a]
+            changed = [k for k, (x, y) in enumerate(zip(digits, space.digits(j))) if x != y]
+            assert changed == [d.knob]
+            knob = space.knobs[d.knob]
+            if isinstance(knob, SplitKnob):
+                f, g = knob.entities[digits[d.knob]], knob.entities[space.digits(j)[d.knob]]
+                assert math.prod(g) == knob.length
+                p, q = d.step
+                assert g[p] > f[p] and g[q] < f[q]
+                assert all(g[k] == f[k] for k in range(knob.n_parts) if k not in (p, q))
+            n_moved += 1
+    assert n_moved > 200 * 20
+
+
+def test_the_q_networks_action_space_matches_the_knobs():
+    space = gemm_space()
+    method = make_method({"name": "flextensor"})
+    from test_autotvm import fake_task
+
+    method.setup(fake_task(space), None, None, None, np.random.default_rng(0))
+    assert len(method.moves) == 3 * 4 * 3 + 2 + 2  # N (N - 1) per 4-part split, two per other knob
+    layers = [m for m in method.policy.x if isinstance(m, __import__("torch").nn.Linear)]
+    assert len(layers) == 4 and [l.out_features for l in layers] == [64, 64, 64, len(method.moves)]
+    assert layers[0].in_features == space.n_features
+    q = method.policy.q_values(space.features([0, 1]))
+    assert q.shape == (2, len(method.moves))
+
+
+def test_a_short_run_improves_over_random_on_a_small_gemm_space():
+    """FeatureTarget: a smooth basin over the knob features with an invalid region, on a GEMM-like space."""
+    trials, ratios = 160, {"flextensor": [], "random": []}
+    for seed in range(5):
+        for name in ratios:
+            res, method, target = run_fake({"name": name}, seed, trials, space=gemm_space())
+            assert len(res.measurements) == trials == len(set(target.measured))
+            ratios[name].append(min(m.latency_s for m in res.measurements if m.valid) / target.optimum(res.task.space))
+    print({k: np.round(v, 3).tolist() for k, v in ratios.items()})
+    assert np.median(ratios["flextensor"]) < np.median(ratios["random"])
+    assert sum(f < r for f, r in zip(ratios["flextensor"], ratios["random"])) >= 4
+
+
+def test_the_p_method_proposes_every_unvisited_neighbour_of_one_start_point():
+    from test_autotvm import FeatureTarget, fake_task
+
+    space = gemm_space()
+    target = FeatureTarget(space, 0)
+    method = make_method({"name": "flextensor", "policy": "p", "n_init": 8})
+    method.setup(fake_task(space), None, None, None, np.random.default_rng(0))
+    first = method.ask(8)
+    method.tell(target.measure(fake_task(space), first))
+    method._plan()
+    (start,) = {p for p, _ in method.origin.values()}
+    assert sorted(method.pending) == sorted({e for _, e in method.moves.neighbors(start)} - method.visited)
+    assert method.report()["trials"] == 1
+
+
+@pytest.mark.parametrize("bad, match", [({"policy": "x"}, "method.policy='x': valid: q, p"),
+                                        ({"n_starts": 0}, "method.n_starts=0: must be a positive integer"),
+                                        ({"eps_min": 0.9}, "eps_min <= eps_start")])
+def test_bad_hyperparameters_are_one_line_errors(bad, match):
+    with pytest.raises(UserError, match=match):
+        make_method({"name": "flextensor", **bad})
+
+
+# ---- a real run -------------------------------------------------------------------------------
+
+def test_a_short_real_run_on_an_operator_with_the_flex_space(tmp_path):
+    from tunebench.harness.experiment import run_experiment
+
+    cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", "model=ops",
+                          "model.operators=[gmm,t1d]", "model.cases=[1]", "target.template=flex",
+                          "method=flextensor", "method.n_init=4", "method.n_starts=2", "target.batch_size=3",
+                          "target.runner.repeat=3", "target.runner.min_repeat_ms=5", "budget.trials_per_task=8",
+                          "e2e.torch_compile=false", "e2e.rounds=2", "e2e.n_runs=2", "e2e.min_sample_ms=2"])
+    run = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(run_experiment(cfg))
+    assert run.info.status == "FINISHED"
+    with open(os.path.join(os.path.dirname(run.data.tags["tunebench.record_file"]), "tasks.json")) as fh:
+        tasks = json.load(fh)
+    assert [t["name"] for t in tasks] == ["gmm_1", "t1d_1"] and [t["kind"] for t in tasks] == ["dense", "t1d"]
+    for t in tasks:
+        assert t["trials"] == 8 and t["check"]["ok"] is True and t["method_report"]["trials"] >= 1
+    # every operator timed against PyTorch (the run's speedup: their geometric mean)
+    m = run.data.metrics
+    per_op = [m[f"{t['id']}.speedup_vs_torch"] for t in tasks]
+    assert all(m[f"{t['id']}.e2e_rel_err"] < 1e-4 for t in tasks)
+    assert m["speedup_vs_torch"] == pytest.approx(math.sqrt(per_op[0] * per_op[1])) and m["ops_n_vs_torch"] == 2
+
+
+def test_an_operator_without_a_template_is_an_error_before_any_run(tmp_path):
+    from tunebench.harness.experiment import run_experiment
+
+    cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", "model=ops",
+                          "model.operators=[t2d]", "model.cases=[1]", "method=random"])
+    with pytest.raises(UserError, match="task t2d_1: no packed template for 't2d'.*target.template=flex"):
+        run_experiment(cfg)
+    assert not os.path.exists(tmp_path / "records")
+
+
+def test_a_method_with_its_own_schedules_tunes_an_operator_without_a_template(tmp_path):
+    from tunebench.harness.experiment import _attach_spaces
+    from tunebench.datasets.tasks import operator_tasks
+
+    tasks = operator_tasks({"operators": ["t1d", "c2d"], "cases": [1]})
+    _attach_spaces(tasks, "llvm", "packed", own_schedules=True)  # metaschedule, gat
+    assert [t.template for t in tasks] == ["flex", "packed"]
+    assert tasks[0].space.names[0] == "sp_b" and tasks[1].space.names[0] == "tile_ic"
