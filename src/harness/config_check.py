@@ -254,6 +254,28 @@ def check_layers(model: dict) -> None:
         select_cases(model.get("operators"), model.get("cases"))
 
 
+def check_operator_templates(cfg: dict) -> None:
+    """``model=ops`` with a knob method: every chosen operator has a template in ``target.template``
+    (methods that make their own schedules, metaschedule and gat, need none)."""
+    from tunebench.datasets.operators import OPS_MODEL, kind_of, select_cases
+    from tunebench.methods import METHODS
+    from tunebench.targets.tvm.templates import FLEX, TASK_KINDS
+    from tunebench.targets.tvm.variants import VARIANTS
+
+    target = cfg.get("target") or {}
+    if cfg["model"].get("name") != OPS_MODEL or target.get("kind") not in VARIANTS:
+        return
+    template = target.get("template") or VARIANTS[target["kind"]][0]
+    method = METHODS.get((cfg.get("method") or {}).get("name"))
+    if (target["kind"], template) in FLEX or (method is not None and method.needs.compiles):
+        return
+    for abbr, number, shape in select_cases(cfg["model"].get("operators"), cfg["model"].get("cases")):
+        kind = kind_of(abbr, shape)
+        if kind not in TASK_KINDS:
+            raise UserError(f"task {abbr}_{number}: no {template} template for {kind!r} tasks (it has "
+                            f"{', '.join(TASK_KINDS)}); target.template=flex searches any task")
+
+
 def validate_config(cfg: dict, conf_dir: str = CONF_DIR) -> None:
     """All static checks of a resolved experiment config (no machine, store or target touched)."""
     from tunebench.harness.e2e_timing import E2ESettings
@@ -265,6 +287,7 @@ def validate_config(cfg: dict, conf_dir: str = CONF_DIR) -> None:
     check_rules(cfg)
     check_paths(cfg)
     check_layers(cfg["model"])
+    check_operator_templates(cfg)
     make_budget(cfg.get("budget") or {})
     make_method(apply_method_overrides(cfg)["method"])
     ProtocolSettings.from_cfg(cfg.get("measure"))

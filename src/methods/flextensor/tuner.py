@@ -3,10 +3,15 @@
 
 One *trial* of FlexTensor:
 
-1. **Start points** (heuristic method, simulated annealing): evaluated points ``p`` are chosen with
-   probability proportional to ``exp(-gamma (T_p - T*) / T*)``, ``T`` the measured latency and ``T*`` the
-   best one (the paper writes the rule with performance ``E``; its code applies it to the time, which
-   is what tells a fast point from a slow one). ``n_starts`` distinct start points per trial.
+1. **Start points** (heuristic method, simulated annealing): the paper chooses a measured point ``p``
+   with probability ``exp(-gamma (E* - E_p) / E*)``. As FlexTensor's code does, the rule is applied
+   when a point is measured, on its latency ``T`` (``exp(-gamma (T_p - T*) / T*)``, ``T*`` the best so
+   far: with the performance ``E`` every point would keep a chance of at least ``exp(-gamma)``): the
+   point enters the *pool* of start points with that probability, so the best one always does and a
+   much slower one almost never. The Q-method starts each trial from the ``n_starts`` fastest points of
+   the pool, the P-method from one: a random point of the pool accepted with the same probability,
+   else the fastest (the code's rule). A point leaves the pool when it is used and comes back every
+   ``train_every`` trials (the code re-inserts its best and retired points).
 2. **Directions** (machine-learning method): ``policy=q`` (the Q-method) moves each start point one
    step along the direction the Q-network (:mod:`.qnet`) values most, among the directions that reach
    a point not evaluated yet; epsilon-greedy, ``epsilon = max(eps_start exp(-eps_decay trial), eps_min)``
@@ -16,15 +21,13 @@ One *trial* of FlexTensor:
    reward ``r = (E_e - E_p) / E_p = T_p / T_e - 1`` (capped at 1; an invalid point: -1). The network
    trains every ``train_every`` trials and its target network is refreshed.
 
-Before the first trial ``n_init`` random points are measured (FlexTensor's warm-up). A start point with
-no unvisited neighbour is retired; when every evaluated point is retired, random points are measured.
+Before the first trial ``n_init`` random points are measured (FlexTensor's warm-up); when the pool is
+empty, ``n_starts`` random points are measured (the code measures fresh random points every trial).
 """
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
 
 from tunebench.errors import UserError
 from tunebench.methods.base import Method, TargetNeeds
@@ -41,7 +44,7 @@ class FlexTensor(Method):
     name = "flextensor"
     needs = TargetNeeds(objectives="single")
 
-    def __init__(self, policy: str = "q", n_init: int = 20, n_starts: int = 8, gamma: float = 0.5,
+    def __init__(self, policy: str = "q", n_init: int = 20, n_starts: int = 2, gamma: float = 0.5,
                  alpha: float = 0.9, train_every: int = 5, eps_start: float = 0.8, eps_decay: float = 0.01,
                  eps_min: float = 0.1, lr: float = 0.02, epochs: int = 20, batch_size: int = 32,
                  memory: int = 1000, hidden: int = 64):
@@ -69,7 +72,9 @@ class FlexTensor(Method):
         self.latency: dict[int, float] = {}  # evaluated points (H) -> latency; inf when invalid
         self.pending: list[int] = []  # proposed, not asked yet
         self.origin: dict[int, tuple[int, int]] = {}  # proposed point -> (start point, direction)
-        self.retired: set[int] = set()
+        self.pool: dict[int, float] = {}  # start-point candidates -> latency
+        self.used: dict[int, float] = {}  # start points taken out of the pool since the last refill
+        self.best = math.inf
         self.trial = 0
         self.losses: list[float] = []
 
@@ -93,6 +98,10 @@ class FlexTensor(Method):
             e = m.config.index
             t_e = m.latency_s if m.valid else math.inf
             self.latency[e] = t_e
+            if math.isfinite(t_e):
+                self.best = min(self.best, t_e)
+                if self.rng.random() < self._weight(t_e):
+                    self.pool[e] = t_e
             start = self.origin.pop(e, None)
             if start is None or self.policy is None:
                 continue
@@ -103,42 +112,51 @@ class FlexTensor(Method):
             self.policy.remember(feats[0], action, feats[1], reward)
 
     def report(self) -> dict:
-        return {"trials": self.trial, "retired_start_points": len(self.retired),
+        return {"trials": self.trial, "pool": len(self.pool),
                 **({"q_loss": self.losses[-1]} if self.losses else {})}
 
     # ---- one trial ----------------------------------------------------------------------------
     def _plan(self) -> None:
-        """Fill ``pending`` with the points of the next trial (or random points: the warm-up, or when
-        every evaluated point is retired). Each pass that proposes nothing retires its start points."""
+        """Fill ``pending`` with the points of the next trial, or random points (the warm-up, or an empty
+        pool). A start point without an unvisited neighbour gives nothing and the next is taken."""
         while not self.pending:
-            if len(self.latency) < self.n_init or not self._candidates():
+            if len(self.latency) < self.n_init or not self.pool:
                 need = max(self.n_init - len(self.latency), self.n_starts)
                 self.pending = self.space.sample(self.rng, need, exclude=self.visited)
                 return
             self.trial += 1
-            if self.policy is not None and self.trial % self.train_every == 0:
-                self.losses.append(self.policy.train(self.rng))
-            for p in self._start_points(self.n_starts if self.policy is not None else 1):
-                options = [(a, e) for a, e in self.moves.neighbors(p)
-                           if e not in self.visited and e not in self.origin]
-                if not options:
-                    self.retired.add(p)
-                    continue
-                for a, e in (options if self.policy is None else [self._choose(p, options)]):
+            if self.trial % self.train_every == 0:
+                self._refill()
+            for p in self._start_points():
+                options = list({e: (a, e) for a, e in reversed(self.moves.neighbors(p))
+                                if e not in self.visited and e not in self.origin}.values())[::-1]
+                for a, e in (options if self.policy is None or not options else [self._choose(p, options)]):
                     self.pending.append(e)
                     self.origin[e] = (p, a)
 
-    def _candidates(self) -> list[int]:
-        return [i for i, t in self.latency.items() if math.isfinite(t) and i not in self.retired]
+    def _weight(self, latency: float) -> float:
+        return math.exp(-self.gamma * (latency - self.best) / self.best)
 
-    def _start_points(self, k: int) -> list[int]:
-        """``k`` distinct evaluated points, each drawn with weight ``exp(-gamma (T - T*) / T*)``."""
-        cands = self._candidates()
-        times = np.array([self.latency[i] for i in cands])
-        best = min(t for t in self.latency.values() if math.isfinite(t))
-        w = np.exp(-self.gamma * (times - best) / best)
-        picked = self.rng.choice(len(cands), size=min(k, len(cands)), replace=False, p=w / w.sum())
-        return [cands[int(j)] for j in picked]
+    def _start_points(self) -> list[int]:
+        """Taken out of the pool: its ``n_starts`` fastest (Q-method), or one (P-method: a random one
+        accepted with probability ``exp(-gamma (T - T*) / T*)``, else the fastest)."""
+        if self.policy is not None:
+            starts = sorted(self.pool, key=self.pool.get)[:self.n_starts]
+        else:
+            cand = list(self.pool)[int(self.rng.integers(len(self.pool)))]
+            starts = [cand if self.rng.random() < self._weight(self.pool[cand]) else min(self.pool, key=self.pool.get)]
+        for p in starts:
+            self.used[p] = self.pool.pop(p)
+        return starts
+
+    def _refill(self) -> None:
+        """Every ``train_every`` trials: the Q-network trains, and the start points used since the last
+        refill go back into the pool (FlexTensor's code re-inserts its best and retired points), so a good
+        point is tried along other directions too."""
+        if self.policy is not None:
+            self.losses.append(self.policy.train(self.rng))
+        self.pool.update(self.used)
+        self.used = {}
 
     def _choose(self, p: int, options: list[tuple[int, int]]) -> tuple[int, int]:
         """Epsilon-greedy over ``options`` (direction, neighbour) by the Q-network's values at ``p``."""
