@@ -28,6 +28,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import records_args  # noqa: E402
+from tunebench.protocol.stats import geomean  # noqa: E402
 
 PAPER = ("[Zheng-ASPLOS20]: 2D convolution (the 15 YOLO-v1 layers) 1.72x over MKL-DNN through PyTorch on a Xeon "
          "E5-2699 v4 (Fig. 6b); 1.83x over cuDNN on a V100 across the 12 operators (Fig. 5); 2.21x over AutoTVM "
@@ -105,8 +106,8 @@ def _mean(values) -> float:
 
 
 def _geomean(values) -> float:
-    v = [x for x in values if x > 0 and math.isfinite(x)]
-    return math.exp(sum(map(math.log, v)) / len(v)) if v else math.nan
+    """The geometric mean of the finite values (NaN when there are none)."""
+    return geomean([x for x in values if math.isfinite(x)])
 
 
 def operator_table(rows: list[dict], baseline: str) -> str:

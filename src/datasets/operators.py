@@ -174,6 +174,15 @@ def select_cases(operators, cases) -> list[tuple[str, int, dict]]:
     return chosen
 
 
+def task_operator(task_shape: dict) -> tuple[str, dict] | None:
+    """``(abbreviation, case shape)`` of an operator task's ``shape`` (see
+    :func:`tunebench.datasets.tasks.operator_tasks`: the case's shape plus ``op`` and ``case``), or None
+    for a task of a model."""
+    if "op" not in task_shape:
+        return None
+    return task_shape["op"], {k: v for k, v in task_shape.items() if k not in ("op", "case")}
+
+
 # ---- tensor expressions ---------------------------------------------------------------------------
 
 def _out_size(n: int, k: int, s: int, p: int, d: int = 1) -> int:

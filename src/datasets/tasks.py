@@ -313,8 +313,9 @@ def model_tasks(model_cfg: Mapping, target_kind: str = "llvm") -> tuple[list[Tas
         target_kind: ``"llvm"`` or ``"cuda"``.
 
     Returns:
-        ``(tasks, imported)``; ``imported`` is None for ``model=ops`` (single operators, no model). Results are cached in-process by (name, layer shapes, seed,
-        target kind); a repeated call returns fresh copies of the cached tasks at once.
+        ``(tasks, imported)``; ``imported`` is None for ``model=ops`` (single operators, no model).
+        Results are cached in-process by (name, layer shapes, seed, target kind); a repeated call returns
+        fresh copies of the cached tasks at once.
 
     Raises:
         ValueError: unknown model name, missing/invalid ``layers``, or unknown target kind.

@@ -259,21 +259,19 @@ def check_operator_templates(cfg: dict) -> None:
     (methods that make their own schedules, metaschedule and gat, need none)."""
     from tunebench.datasets.operators import OPS_MODEL, kind_of, select_cases
     from tunebench.methods import METHODS
-    from tunebench.targets.tvm.templates import FLEX, TASK_KINDS
+    from tunebench.targets.tvm.templates import missing_template
     from tunebench.targets.tvm.variants import VARIANTS
 
     target = cfg.get("target") or {}
     if cfg["model"].get("name") != OPS_MODEL or target.get("kind") not in VARIANTS:
         return
-    template = target.get("template") or VARIANTS[target["kind"]][0]
     method = METHODS.get((cfg.get("method") or {}).get("name"))
-    if (target["kind"], template) in FLEX or (method is not None and method.needs.compiles):
+    if method is not None and method.needs.compiles:
         return
+    template = target.get("template") or VARIANTS[target["kind"]][0]
     for abbr, number, shape in select_cases(cfg["model"].get("operators"), cfg["model"].get("cases")):
-        kind = kind_of(abbr, shape)
-        if kind not in TASK_KINDS:
-            raise UserError(f"task {abbr}_{number}: no {template} template for {kind!r} tasks (it has "
-                            f"{', '.join(TASK_KINDS)}); target.template=flex searches any task")
+        if problem := missing_template(kind_of(abbr, shape), target["kind"], template):
+            raise UserError(f"task {abbr}_{number}: {problem}")
 
 
 def validate_config(cfg: dict, conf_dir: str = CONF_DIR) -> None:

@@ -13,10 +13,10 @@ the end-to-end protocol (:mod:`tunebench.harness.e2e_timing`).
 from __future__ import annotations
 
 import logging
-import math
 
 from tunebench.harness.e2e import E2EError
 from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies, summary_line
+from tunebench.protocol.stats import geomean
 from tunebench.targets.tvm.scheduling import schedule
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,14 @@ def operator_latencies(cfg: dict, tasks, best: dict, target, tracker) -> str | N
     """Every tuned operator of ``model=ops`` against PyTorch (module docstring). Returns the errors of the
     operators that failed (their other operators are still timed), else None."""
     from tunebench.datasets.operator_torch import operator_model
+    from tunebench.datasets.operators import task_operator
 
     settings = E2ESettings.from_cfg(cfg.get("e2e"))
     errors, speedups = [], {}
     for task in tasks:
         if task.id not in best:
             continue
-        shape = {k: v for k, v in task.shape.items() if k not in ("op", "case")}
-        imported = operator_model(task.shape["op"], shape, target.kind)
+        imported = operator_model(*task_operator(task.shape), target.kind)
         err, metrics = _timed(imported, [task], best, target, settings, tracker, task.name, prefix=f"{task.id}.")
         if err:
             errors.append(f"{task.name}: {err}")
@@ -72,6 +72,6 @@ def operator_latencies(cfg: dict, tasks, best: dict, target, tracker) -> str | N
             if key.startswith("speedup_vs_") and not key.endswith(("_ci_low", "_ci_high")):
                 speedups.setdefault(key, []).append(value)
     for key, values in speedups.items():
-        tracker.metric(key, math.exp(sum(math.log(v) for v in values) / len(values)))
+        tracker.metric(key, geomean(values))
         tracker.metric(key.replace("speedup_vs_", "ops_n_vs_"), len(values))
     return "; ".join(errors) or None

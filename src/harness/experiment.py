@@ -94,18 +94,14 @@ def _attach_spaces(tasks: list[Task], target_kind: str, template: str, own_sched
     kind without a template in that variant is an error, unless the method makes its own schedules
     (``needs.compiles``: metaschedule, gat): then its task gets the template-free ``flex`` space, whose
     checks (GPU limits) its candidates go through; the method does not search the space."""
-    from tunebench.targets.tvm.templates import get_template
+    from tunebench.targets.tvm.templates import get_template, missing_template
 
     for t in tasks:
-        t.template = template
-        try:
-            tpl = get_template(t.kind, target_kind, template)
-        except ValueError as exc:
-            if not own_schedules:
-                raise UserError(f"task {t.name}: {exc}") from None
-            t.template = "flex"
-            tpl = get_template(t.kind, target_kind, "flex")
-        t.space = tpl.make_space(t.mod)
+        problem = missing_template(t.kind, target_kind, template)
+        if problem and not own_schedules:
+            raise UserError(f"task {t.name}: {problem}")
+        t.template = "flex" if problem else template
+        t.space = get_template(t.kind, target_kind, t.template).make_space(t.mod)
 
 
 def run_conditions(target) -> dict:
@@ -135,8 +131,8 @@ def _load_tasks(cfg: dict, target) -> tuple[list[Task], object]:
         tasks, imported = fpga_tasks(cfg["model"], target.kind), None
     else:
         tasks, imported = model_tasks(cfg["model"], target.kind)
-        own = getattr(METHODS.get(cfg["method"].get("name")), "needs", None)
-        _attach_spaces(tasks, target.kind, target.info.details["template"], bool(own and own.compiles))
+        own_schedules = METHODS[cfg["method"]["name"]].needs.compiles
+        _attach_spaces(tasks, target.kind, target.info.details["template"], own_schedules)
     if not tasks:
         raise UserError(f"model={cfg['model'].get('name')}: no conv2d/depthwise/dense tasks found")
     return tasks, imported

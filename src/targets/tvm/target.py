@@ -397,6 +397,7 @@ class TVMTarget(TimingProtocol, Target):
 def _op_reference(task: Task) -> dict | None:
     """A single operator of ``model=ops`` is checked against PyTorch: ``{"op", "shape"}``; else None
     (the unscheduled task, compiled for the host CPU, is the reference)."""
-    if "op" not in task.shape:
-        return None
-    return {"op": task.shape["op"], "shape": {k: v for k, v in task.shape.items() if k not in ("op", "case")}}
+    from tunebench.datasets.operators import task_operator
+
+    op = task_operator(task.shape)
+    return {"op": op[0], "shape": op[1]} if op else None

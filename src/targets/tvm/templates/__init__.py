@@ -49,6 +49,16 @@ TEMPLATE_KINDS: dict[tuple[str, str, str], type[Template]] = {
 }
 
 
+def missing_template(task_kind: str, target_kind: str, variant: str) -> str | None:
+    """Why ``variant`` of ``target_kind`` has no template for ``task_kind`` tasks (None: it has one, or
+    it is a ``FLEX`` variant, which has a space for every kind)."""
+    if (target_kind, variant) in FLEX or task_kind in TASK_KINDS:
+        return None
+    flex = [v for t, v in FLEX if t == target_kind]
+    return (f"no {variant} template for {task_kind!r} tasks (it has {', '.join(TASK_KINDS)})"
+            + (f"; target.template={flex[0]} searches any task" if flex else ""))
+
+
 def get_template(task_kind: str, target_kind: str, variant: str | None = None) -> Template:
     """The template for ``task_kind`` (``"conv2d"``, ``"depthwise_conv2d"``, ``"dense"``; any kind in a
     ``FLEX`` variant) on ``target_kind`` (``"llvm"``, ``"cuda"``) in ``variant`` (None or ``""``: the
@@ -64,12 +74,10 @@ def get_template(task_kind: str, target_kind: str, variant: str | None = None) -
         raise ValueError(f"unknown template {variant!r} for {target_kind}; valid: {', '.join(VARIANTS[target_kind])}")
     if (target_kind, variant) in FLEX:
         return FLEX[(target_kind, variant)](task_kind)
-    if task_kind not in TASK_KINDS:
-        flex = [v for t, v in FLEX if t == target_kind]
-        raise ValueError(f"no {variant} template for {task_kind!r} tasks (it has {', '.join(TASK_KINDS)})"
-                         + (f"; target.template={flex[0]} searches any task" if flex else ""))
+    if problem := missing_template(task_kind, target_kind, variant):
+        raise ValueError(problem)
     return TEMPLATE_KINDS[(task_kind, target_kind, variant)]()
 
 
 __all__ = ["TASK_KINDS", "TARGET_KINDS", "TEMPLATE_KINDS", "FLEX", "FusedInfo", "Template", "analyze",
-           "get_template"]
+           "get_template", "missing_template"]

@@ -97,6 +97,18 @@ def loop_nest(mod: tvm.IRModule) -> LoopNest:
                     order="".join("s" if k == _SPATIAL else "r" for k in kinds))
 
 
+def split_axes(sch: st.Schedule, block, nest: LoopNest, config: Config) -> tuple[list, list]:
+    """Split every loop of ``block`` (the main block) by its knob (``sp_<axis>`` / ``re_<axis>``): the
+    split loops of each spatial axis and of each reduce axis, outermost factor first."""
+    loops = sch.get_loops(block)[-len(nest.order):]
+    sp, re = iter(nest.spatial), iter(nest.reduce)
+    parts_s, parts_r = [], []
+    for loop, kind in zip(loops, nest.order):
+        name, prefix, parts = (next(sp)[0], "sp", parts_s) if kind == "s" else (next(re)[0], "re", parts_r)
+        parts.append(sch.split(loop, list(config[f"{prefix}_{name}"])))
+    return parts_s, parts_r
+
+
 class FlexCpu(Template):
     """The template-free CPU (llvm) space of any task with one reduction block (module docstring)."""
 
@@ -121,12 +133,7 @@ class FlexCpu(Template):
         for name in nest.epilogues[:-1]:
             sch.compute_inline(sch.get_sblock(name))
         acc = sch.get_sblock(nest.main)
-        loops = sch.get_loops(acc)[-len(nest.order):]
-        sp, re = iter(nest.spatial), iter(nest.reduce)
-        parts_s, parts_r = [], []  # per axis: its CPU_LEVELS loops, outermost first
-        for loop, kind in zip(loops, nest.order):
-            name, prefix, parts = (next(sp)[0], "sp", parts_s) if kind == "s" else (next(re)[0], "re", parts_r)
-            parts.append(sch.split(loop, list(config[f"{prefix}_{name}"])))
+        parts_s, parts_r = split_axes(sch, acc, nest, config)  # per axis: its CPU_LEVELS loops
         level = lambda parts, k: [p[k] for p in parts]  # noqa: E731
         s1 = level(parts_s, 1)
         sch.reorder(*level(parts_s, 0), *s1, *level(parts_r, 0), *level(parts_r, 1), *level(parts_s, 2),

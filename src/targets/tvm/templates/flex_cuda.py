@@ -34,7 +34,7 @@ import tvm.s_tir as st
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
 from .cuda import CudaTemplate, cooperative_fetch, limit_error
-from .flex import loop_nest
+from .flex import loop_nest, split_axes
 from .fused import main_func
 
 #: ``(auto_unroll_max_step, unroll_explicit)`` choices (FlexTensor's GPU unroll sub-space)
@@ -101,12 +101,7 @@ class FlexCuda(CudaTemplate):
         if nest.epilogues:
             sch.set_scope(acc, 0, "local")
 
-        loops = sch.get_loops(acc)[-len(nest.order):]
-        sp, re = iter(nest.spatial), iter(nest.reduce)
-        parts_s, parts_r = [], []
-        for loop, kind in zip(loops, nest.order):
-            name, prefix, parts = (next(sp)[0], "sp", parts_s) if kind == "s" else (next(re)[0], "re", parts_r)
-            parts.append(sch.split(loop, list(config[f"{prefix}_{name}"])))
+        parts_s, parts_r = split_axes(sch, acc, nest, config)
         groups = _groups(tuple(config["fuse"]))
         level = lambda k, axes=None: [parts_s[a][k] for a in (axes if axes is not None else range(len(parts_s)))]  # noqa: E731
         inner_s, inner_r = level(3), [p[2] for p in parts_r]
