@@ -15,7 +15,7 @@ install:            ## install tunebench (editable) with its pinned dependencies
 	bash scripts/install_browser.sh
 
 test:               ## the test suite (CPU only; GPU tests are skipped where no GPU is found)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=15
 
 test-all:           ## the whole suite, slow tests included
 	$(PY) -m pytest -q

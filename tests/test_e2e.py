@@ -274,6 +274,22 @@ def test_resnet18_random_configs_compile_and_match_pytorch(tmp_path):
     assert run_compiled(imported, tuned, tmp_path, name="resnet18 (tuned)")[1] <= TOL
 
 
+def test_an_operator_model_packs_its_weights_once_at_load(tmp_path):
+    """``model=ops``: a packed-weight schedule of an operator gets its packing lifted out of ``main`` as in
+    a whole model, so the e2e step times the kernel, not the kernel plus a weight re-layout per call."""
+    from tunebench.datasets.operator_torch import operator_model
+    from tunebench.datasets.operators import task_operator
+    from tunebench.datasets.tasks import operator_tasks
+
+    (task,) = operator_tasks({"operators": ["gmm"], "cases": [1]}, "llvm")
+    imported = operator_model(*task_operator(task.shape))
+    tuned = tuned_module(imported, random_schedules([task], variant="packed"), "llvm")
+    names = {gv.name_hint for gv in tuned.get_global_vars()}
+    assert "main_transform_params" in names
+    assert not set(call_counts(tuned)) & {n for n in names if n.endswith("_weight_prepack")}
+    assert run_compiled(imported, tuned, tmp_path, name="gmm_1 (tuned)")[1] <= TOL
+
+
 # ---- cuda -----------------------------------------------------------------------------------
 
 def cuda_schedules(tasks, limits: dict, seed: int = 0) -> dict[str, tvm.IRModule]:
