@@ -259,6 +259,16 @@ def test_wrong_schedule_is_an_output_mismatch(tmp_path):
         target.close()
 
 
+def lifted_prepacks(tuned: tvm.IRModule) -> set[str]:
+    """The weight-packing functions of a tuned module, checked to be lifted: the module has
+    ``main_transform_params`` and ``main`` never packs (it takes the packed weights)."""
+    names = {gv.name_hint for gv in tuned.get_global_vars()}
+    assert "main_transform_params" in names
+    prepack = {n for n in names if n.endswith("_weight_prepack")}
+    assert not set(call_counts(tuned)) & prepack
+    return prepack
+
+
 def test_resnet18_random_configs_compile_and_match_pytorch(tmp_path):
     """Packed-weight schedules of every task: the packing is lifted out of ``main`` into
     ``main_transform_params`` and the model still computes PyTorch's output."""
@@ -266,11 +276,8 @@ def test_resnet18_random_configs_compile_and_match_pytorch(tmp_path):
     assert len(tasks) == 19
     schedules = random_schedules(tasks, seed=1, variant="packed")
     tuned = tuned_module(imported, schedules, "llvm")
-    names = {gv.name_hint for gv in tuned.get_global_vars()}
-    assert "main_transform_params" in names
-    prepack = {n for n in names if n.endswith("_weight_prepack")}
+    prepack = lifted_prepacks(tuned)
     assert len(prepack) == sum(t.kind != "depthwise_conv2d" for t in tasks)  # one per conv/dense function
-    assert not set(call_counts(tuned)) & prepack  # main never packs: it takes the packed weights
     assert run_compiled(imported, tuned, tmp_path, name="resnet18 (tuned)")[1] <= TOL
 
 
@@ -284,9 +291,7 @@ def test_an_operator_model_packs_its_weights_once_at_load(tmp_path):
     (task,) = operator_tasks({"operators": ["gmm"], "cases": [1]}, "llvm")
     imported = operator_model(*task_operator(task.shape))
     tuned = tuned_module(imported, random_schedules([task], variant="packed"), "llvm")
-    names = {gv.name_hint for gv in tuned.get_global_vars()}
-    assert "main_transform_params" in names
-    assert not set(call_counts(tuned)) & {n for n in names if n.endswith("_weight_prepack")}
+    lifted_prepacks(tuned)
     assert run_compiled(imported, tuned, tmp_path, name="gmm_1 (tuned)")[1] <= TOL
 
 

@@ -71,15 +71,13 @@ def operator_model(abbr: str, shape: dict, target_kind: str = "llvm", seed: int 
     arrays = [rng.uniform(-1, 1, size=s).astype("float32") for s in input_shapes(abbr, shape)]
     bb = relax.BlockBuilder()
     args = [relax.Var(f"arg{i}", relax.TensorType(list(a.shape), "float32")) for i, a in enumerate(arrays)]
-    with bb.function("main", args):
+    # one input, then the weights, in a dataflow block: as an imported model's main, so that a packed-weight
+    # schedule's packing is lifted into main_transform_params (run once at load) by the e2e step's tuned_module
+    with bb.function("main", args, attrs={"num_input": 1}):
         gv = bb.add_func(prim_func(abbr, shape).without_attr("global_symbol"), abbr)
         with bb.dataflow():
             out = bb.emit_output(relax.call_tir(gv, args, relax.TensorType(list(output_shape(abbr, shape)),
                                                                            "float32")))
         bb.emit_func_output(out)
-    mod = bb.get()
-    # one input, then the weights, in a dataflow block: as an imported model's main, so that a packed-weight
-    # schedule's packing is lifted into main_transform_params (run once at load) by the e2e step's tuned_module
-    mod["main"] = mod["main"].with_attr("num_input", 1)
-    return ImportedModel(mod=mod, params=arrays[1:], torch_module=OperatorModule(abbr, shape, arrays[1:]).eval(),
+    return ImportedModel(mod=bb.get(), params=arrays[1:], torch_module=OperatorModule(abbr, shape, arrays[1:]).eval(),
                          example_input=torch.from_numpy(arrays[0]), target_kind=target_kind)
