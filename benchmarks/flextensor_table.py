@@ -6,10 +6,12 @@ named with its space: ``flextensor (flex)``, ``autotvm (packed)``, ``metaschedul
 
 1. Per operator case and method, mean ± std over seeds: the best kernel's latency (ms, re-timed by the
    measurement protocol; ``*`` when a seed's best was noisy) and its speedup over PyTorch (FP32, same
-   threads, interleaved: the e2e step's ``<task id>.speedup_vs_torch``; ``*`` when that timing was noisy).
+   threads, interleaved: the e2e step's ``<task id>.speedup_vs_torch``; ``*`` when that timing was noisy),
+   and the size of the method's schedule space (none for methods with their own: metaschedule, gat).
 2. Per operator and method: the geometric mean over the operator's cases of the speedup over PyTorch
-   (the paper's Fig. 5 layout), and of the latency ratio to ``--baseline`` (default
-   ``autotvm (packed)``: the paper's 2.21x over AutoTVM, §6.5) where the baseline ran the same cases.
+   (the paper's Fig. 5 layout; ``*`` when a case's timing was noisy, and the geomean of the cases with
+   no noisy timing beside it), and of the latency ratio to ``--baseline`` (default ``autotvm (packed)``:
+   the paper's 2.21x over AutoTVM, §6.5) where the baseline ran the same cases.
 
     python benchmarks/flextensor_table.py records [--baseline "autotvm (packed)"] [--tracking-uri URI]
 """
@@ -28,6 +30,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import records_args  # noqa: E402
+from tunebench.methods import METHODS  # noqa: E402
 from tunebench.protocol.stats import geomean  # noqa: E402
 
 PAPER = ("[Zheng-ASPLOS20]: 2D convolution (the 15 YOLO-v1 layers) 1.72x over MKL-DNN through PyTorch on a Xeon "
@@ -37,7 +40,7 @@ PAPER = ("[Zheng-ASPLOS20]: 2D convolution (the 15 YOLO-v1 layers) 1.72x over MK
 
 def method_name(cfg: dict) -> str:
     m = cfg["method"]["name"]
-    if m in ("metaschedule", "gat"):
+    if METHODS[m].needs.compiles:  # metaschedule, gat: their own schedules, no template
         return m
     name = m + ("-p" if m == "flextensor" and cfg["method"].get("policy") == "p" else "")
     return f"{name} ({cfg['target'].get('template') or 'default'})"
@@ -52,11 +55,13 @@ def load(records_dir: str) -> list[dict]:
             cfg = yaml.safe_load(fh)
         if cfg["model"]["name"] != "ops" or not os.path.exists(tasks_path):
             continue
+        own_schedules = METHODS[cfg["method"]["name"]].needs.compiles  # the task's template space is not theirs
         with open(tasks_path) as fh:
             for t in json.load(fh):
                 rows.append({"run": os.path.basename(os.path.dirname(cfg_path)), "method": method_name(cfg),
                              "seed": cfg["seed"], "op": t["shape"]["op"], "case": t["shape"]["case"], "id": t["id"],
-                             "latency_ms": t.get("best_latency_ms") or np.nan, "noisy": bool(t.get("best_noisy"))})
+                             "latency_ms": t.get("best_latency_ms") or np.nan, "noisy": bool(t.get("best_noisy")),
+                             "space_size": None if own_schedules else t.get("space_size")})
     return rows
 
 
@@ -87,14 +92,21 @@ def _cell(values, fmt: str, star: bool) -> str:
     return text + ("*" if star else "")
 
 
+def _size(values) -> str:
+    """The schedule space's size (the method's own space: none for metaschedule and gat)."""
+    sizes = {v for v in values if v}
+    return "–" if not sizes else "/".join(f"{v:.1e}" if v >= 1e5 else str(v) for v in sorted(sizes))
+
+
 def case_table(rows: list[dict]) -> str:
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         groups[(r["op"], r["case"])][r["method"]].append(r)
-    lines = ["| operator | case | method | seeds | best latency (ms) | speedup vs PyTorch |", "|---" * 6 + "|"]
+    lines = ["| operator | case | method | space size | seeds | best latency (ms) | speedup vs PyTorch |",
+             "|---" * 7 + "|"]
     for (op, case), by_method in sorted(groups.items()):
         for name, rs in sorted(by_method.items()):
-            lines.append(f"| {op} | {case} | {name} | {len(rs)} | "
+            lines.append(f"| {op} | {case} | {name} | {_size(r['space_size'] for r in rs)} | {len(rs)} | "
                          f"{_cell([r['latency_ms'] for r in rs], '.4f', any(r['noisy'] for r in rs))} | "
                          f"{_cell([r['speedup'] for r in rs], '.2f', any(r['speedup_noisy'] for r in rs))} |")
     return "\n".join(lines)
@@ -110,23 +122,29 @@ def _geomean(values) -> float:
     return geomean([x for x in values if math.isfinite(x)])
 
 
+def _ratio_cell(value: float, noisy: bool) -> str:
+    return f"{value:.2f}x" + ("*" if noisy else "") if math.isfinite(value) else "–"
+
+
 def operator_table(rows: list[dict], baseline: str) -> str:
-    """Per operator and method: geomean over cases of the mean speedup over PyTorch and over ``baseline``."""
+    """Per operator and method: geomean over cases of the mean speedup over PyTorch and over ``baseline``;
+    ``*`` when a value in it was noisy, and the geomean over the cases with no noisy value beside it."""
     mean: dict[tuple, dict] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         mean[(r["op"], r["method"])][r["case"]].append(r)
-    lines = [f"| operator | method | cases | speedup vs PyTorch (geomean) | speedup vs {baseline} (geomean) |",
-             "|---" * 5 + "|"]
-    for op in sorted({k[0] for k in mean}):
+    lines = [f"| operator | method | cases | speedup vs PyTorch (geomean) | of the clean cases | "
+             f"speedup vs {baseline} (geomean) |", "|---" * 6 + "|"]
+    for (op, name), cases in sorted(mean.items()):
         base = mean.get((op, baseline), {})
-        for (o, name), cases in sorted(mean.items()):
-            if o != op:
-                continue
-            speed = _geomean(_mean(r["speedup"] for r in rs) for rs in cases.values())
-            ratio = _geomean(_mean(b["latency_ms"] for b in base[c]) / _mean(r["latency_ms"] for r in rs)
-                             for c, rs in cases.items() if c in base)
-            cells = [f"{x:.2f}x" if math.isfinite(x) else "–" for x in (speed, ratio)]
-            lines.append(f"| {op} | {name} | {len(cases)} | {cells[0]} | {cells[1]} |")
+        speed = {c: _mean(r["speedup"] for r in rs) for c, rs in cases.items()}
+        noisy = {c for c, rs in cases.items() if any(r["speedup_noisy"] for r in rs)}
+        clean = [v for c, v in speed.items() if c not in noisy and math.isfinite(v)]
+        ratio = _geomean(_mean(b["latency_ms"] for b in base[c]) / _mean(r["latency_ms"] for r in rs)
+                         for c, rs in cases.items() if c in base)
+        ratio_noisy = any(x["noisy"] for c, rs in cases.items() if c in base for x in rs + base[c])
+        lines.append(f"| {op} | {name} | {len(cases)} | {_ratio_cell(_geomean(speed.values()), bool(noisy))} | "
+                     f"{_ratio_cell(_geomean(clean), False)} ({len(clean)} of {len(cases)}) | "
+                     f"{_ratio_cell(ratio, ratio_noisy)} |")
     return "\n".join(lines)
 
 

@@ -71,6 +71,35 @@ def test_every_operator_equals_pytorch_unscheduled_and_in_random_flex_schedules(
         np.testing.assert_allclose(_run(tpl.apply(mod, space.get(i)), inputs, ref.shape), ref, rtol=1e-4, atol=1e-4)
 
 
+def test_a_2d_convolution_is_rewritten_to_nchwc_with_its_weights_packed_outside_the_kernel():
+    """FlexTensor's CPU C2D: weights [K/vlen2, C/vlen1, kh, kw, vlen1, vlen2] (vlen2, vlen1: the innermost
+    output- and input-channel factors), the output-channel block vectorized; other operators keep NCHW."""
+    from tunebench.targets.tvm.templates.fused import prepacked
+    from tunebench.targets.tvm.worker import arg_specs
+
+    shape = {**SMALL["c2d"], "in_channels": 4, "out_channels": 8}
+    mod = tvm.IRModule({"main": prim_func("c2d", shape)})
+    tpl, nest = FlexCpu("c2d"), loop_nest(mod)
+    (f, _), (rc, _) = nest.spatial[1], nest.reduce[0]
+    space = tpl.make_space(mod)
+    index = next(i for i in space.sample(np.random.default_rng(0), 2000)
+                 if space.get(i)[f"sp_{f}"][-1] == 4 and space.get(i)[f"re_{rc}"][-1] == 2)
+    sched = tpl.apply(mod, space.get(index))
+    kernel = prepacked(sched)
+    assert arg_specs(kernel)[1] == ((2, 2, 3, 3, 2, 4), "float32")
+    assert "<4 x float>" in tvm.compile(kernel, target=LLVM).mod.inspect_source("ll")
+    rng = np.random.default_rng(3)
+    data, weight = [rng.standard_normal(s).astype("float32") for s in input_shapes("c2d", shape)]
+    packed = weight.reshape(2, 4, 2, 2, 3, 3).transpose(0, 2, 4, 5, 3, 1)  # [K/4, C/2, kh, kw, 2, 4]
+    ref = torch_reference("c2d", shape, [data, weight])
+    args = [tvm.runtime.tensor(a) for a in (data, np.ascontiguousarray(packed), np.zeros(ref.shape, "float32"))]
+    tvm.compile(kernel, target=LLVM)(*args)
+    np.testing.assert_allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4)
+    c1d = tvm.IRModule({"main": prim_func("c1d", SMALL["c1d"])})
+    plain = FlexCpu("c1d").apply(c1d, FlexCpu("c1d").make_space(c1d).get(0))
+    assert arg_specs(prepacked(plain)) == arg_specs(plain)
+
+
 @pytest.mark.parametrize("abbr", list(SMALL))
 def test_every_operator_in_the_cuda_flex_space_generates_a_kernel_that_computes_it(abbr):
     """Without a GPU: CUDA code generation, and the kernel's loops run serially on llvm
@@ -247,3 +276,29 @@ def test_a_method_with_its_own_schedules_tunes_an_operator_without_a_template(tm
     _attach_spaces(tasks, "llvm", "packed", own_schedules=True)  # metaschedule, gat
     assert [t.template for t in tasks] == ["flex", "packed"]
     assert tasks[0].space.names[0] == "sp_b" and tasks[1].space.names[0] == "tile_ic"
+
+
+# ---- the comparison table (benchmarks/flextensor_table.py) ----------------------------------------
+
+def test_the_operator_table_marks_noisy_speedups_and_gives_the_clean_cases_geomean():
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import flextensor_table as ft
+
+    def row(method, case, latency, speedup, noisy=False, speedup_noisy=False, size=None):
+        return {"method": method, "op": "c2d", "case": case, "latency_ms": latency, "noisy": noisy,
+                "speedup": speedup, "speedup_noisy": speedup_noisy, "space_size": size}
+
+    rows = [row("autotvm (packed)", 1, 2.0, 1.0, size=100), row("autotvm (packed)", 2, 4.0, 0.5, size=100),
+            row("flextensor (flex)", 1, 1.0, 2.0, size=2e9),
+            row("flextensor (flex)", 2, 8.0, 0.25, speedup_noisy=True, size=2e9)]
+    lines = ft.operator_table(rows, "autotvm (packed)").splitlines()
+    assert lines[2] == "| c2d | autotvm (packed) | 2 | 0.71x | 0.71x (2 of 2) | 1.00x |"
+    # speedups 2 and 0.25 (noisy): geomean 0.71 marked, the clean case alone 2.00; latency ratios 2 and 0.5
+    assert lines[3] == "| c2d | flextensor (flex) | 2 | 0.71x* | 2.00x (1 of 2) | 1.00x |"
+    cases = ft.case_table(rows)
+    assert "| c2d | 1 | flextensor (flex) | 2.0e+09 | 1 | 1.0000 | 2.00 |" in cases
+    assert "| c2d | 2 | flextensor (flex) | 2.0e+09 | 1 | 8.0000 | 0.25* |" in cases

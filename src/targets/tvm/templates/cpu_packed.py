@@ -38,7 +38,7 @@ import tvm
 
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
-from .fused import FusedInfo, Template, new_schedule, pack_weight, pad_once, stage_output
+from .fused import FusedInfo, Template, block_conv_nchwc, new_schedule, pack_weight, pad_once, stage_output
 
 
 def _one_by_one(info: FusedInfo) -> bool:
@@ -67,9 +67,7 @@ class CpuConv2dPacked(Template):
         pad_once(sch, info)
         out, acc = stage_output(sch, info, "global")
         ic_bn, oc_bn = config["tile_ic"][1], config["tile_oc"][1]
-        pack_weight(sch, acc, info.weight_read,
-                    lambda o, i, h, w: (o // oc_bn, i // ic_bn, h, w, i % ic_bn, o % oc_bn))
-        sch.transform_layout(acc, ("write", 0), lambda n, f, y, x: (n, f // oc_bn, y, x, f % oc_bn))
+        block_conv_nchwc(sch, acc, info.weight_read, ic_bn, oc_bn)
 
         n, f, y, x, rc, ry, rx = sch.get_loops(acc)
         fo, fi = sch.split(f, list(config["tile_oc"]))

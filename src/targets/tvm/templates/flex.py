@@ -24,6 +24,16 @@ spatial axis, ``Rk`` of every reduce axis); the ``S0`` loops are fused into one 
 innermost ``S3`` loop of the last spatial axis is vectorized; the epilogue is computed per ``S1`` tile,
 vectorized along its innermost axis; unrolling is annotated on the first ``S1`` loop.
 
+2D convolutions (main block ``conv2d_nchw``: ``c2d``, ``dil`` and the models' conv2d tasks) are rewritten
+to the NCHWc layout as FlexTensor's CPU convolution search does (§6.3: "FlexTensor uses NCHWC layout for
+C2D"; ``rewrite=True`` in its published conv2d script): with ``vlen2`` the innermost factor of the
+output-channel split and ``vlen1`` that of the input-channel split, the weights are read packed as
+``[K/vlen2, C/vlen1, kh, kw, vlen1, vlen2]`` (once per model, not per call) and the result accumulates
+in ``[N, K/vlen2, H, W, vlen2]`` (:func:`.fused.block_conv_nchwc`); the output-channel ``S3`` loop is the
+innermost, vectorized one. The input stays NCHW (FlexTensor also packs it ``NCHW[vlen1]c``): the kernel
+reads it one scalar at a time, broadcast against the weight vector, as the packed templates do; the
+epilogue (or a copy) writes the result back to NCHW per ``S1`` tile.
+
 Space sizes: the product of the knobs' entity counts (:attr:`tunebench.space.Space.size`), 1.3e8 to
 7.1e10 over YOLO-v1's 15 convolutions (FlexTensor reports 3.9e9 to 2.4e12 for its spaces, whose GPU
 versions also hold reorder and fuse choices).
@@ -38,7 +48,7 @@ import tvm.s_tir as st
 
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
-from .fused import Template, main_func
+from .fused import FusedInfo, Template, analyze, block_conv_nchwc, main_func
 
 #: split levels of spatial and reduce axes on a CPU
 CPU_LEVELS = 4
@@ -133,17 +143,21 @@ class FlexCpu(Template):
         for name in nest.epilogues[:-1]:
             sch.compute_inline(sch.get_sblock(name))
         acc = sch.get_sblock(nest.main)
+        out = sch.get_sblock(nest.epilogues[-1]) if nest.epilogues else None
+        conv = _conv2d(mod)
+        if conv is not None:
+            out = _rewrite_nchwc(sch, acc, out, nest, conv, config)
         parts_s, parts_r = split_axes(sch, acc, nest, config)  # per axis: its CPU_LEVELS loops
         level = lambda parts, k: [p[k] for p in parts]  # noqa: E731
-        s1 = level(parts_s, 1)
+        s1, s3 = level(parts_s, 1), level(parts_s, 3)
+        vector = s3.pop(1) if conv is not None else s3.pop()  # NCHWc: the output-channel block
         sch.reorder(*level(parts_s, 0), *s1, *level(parts_r, 0), *level(parts_r, 1), *level(parts_s, 2),
-                    *level(parts_r, 2), *level(parts_r, 3), *level(parts_s, 3))
+                    *level(parts_r, 2), *level(parts_r, 3), *s3, vector)
         sch.parallel(sch.fuse(*level(parts_s, 0)))
-        if nest.epilogues:
-            out = sch.get_sblock(nest.epilogues[-1])
+        if out is not None:
             sch.reverse_compute_at(out, s1[-1], preserve_unit_loops=True)
             _vectorize(sch, sch.get_loops(out)[-1])
-        _vectorize(sch, parts_s[-1][3])
+        _vectorize(sch, vector)
         if parts_r:
             sch.decompose_reduction(acc, parts_r[0][0])
         if step := int(config["unroll"]):
@@ -153,6 +167,26 @@ class FlexCpu(Template):
             if not config[f"inline_{p}"]:
                 _parallel_outer(sch, sch.get_sblock(p))
         return sch.mod
+
+
+def _conv2d(mod: tvm.IRModule) -> FusedInfo | None:
+    """The analysis of a 2D convolution's function (main block ``conv2d_nchw``), else None."""
+    try:
+        info = analyze(mod)
+    except ValueError:  # another operator: no NCHWc rewrite
+        return None
+    return info if info.kind == "conv2d" else None
+
+
+def _rewrite_nchwc(sch: st.Schedule, acc, out, nest: LoopNest, conv: FusedInfo, config: Config):
+    """FlexTensor's NCHWc rewrite of a 2D convolution (module docstring): packed weights, a blocked
+    accumulator; returns the block that writes the function's output (``out``, or a new copy)."""
+    (f, _), (rc, _) = nest.spatial[1], nest.reduce[0]  # conv2d_nchw: (n, f, y, x), (rc, ry, rx)
+    vlen2, vlen1 = config[f"sp_{f}"][-1], config[f"re_{rc}"][-1]
+    if out is None:
+        out = sch.cache_write(acc, 0, "global")
+    block_conv_nchwc(sch, acc, conv.weight_read, vlen1, vlen2)
+    return out
 
 
 def _vectorize(sch: st.Schedule, loop) -> None:

@@ -232,6 +232,14 @@ def pack_weight(sch: st.Schedule, block, read_index: int, index_map) -> None:
     sch.annotate(copy, LAYOUT_REWRITE, True)
 
 
+def block_conv_nchwc(sch: st.Schedule, acc, weight_read: int, ic_bn: int, oc_bn: int) -> None:
+    """The NCHWc blocking of a conv2d's main block ``acc`` (AutoTVM's x86 ``conv2d_NCHWc``): weights
+    read packed as ``[K/oc_bn, C/ic_bn, kh, kw, ic_bn, oc_bn]`` (:func:`pack_weight`) and the result
+    accumulated in ``[N, K/oc_bn, H, W, oc_bn]``; its loops and the data read stay as they are."""
+    pack_weight(sch, acc, weight_read, lambda o, i, h, w: (o // oc_bn, i // ic_bn, h, w, i % ic_bn, o % oc_bn))
+    sch.transform_layout(acc, ("write", 0), lambda n, f, y, x: (n, f // oc_bn, y, x, f % oc_bn))
+
+
 def prepacked(sched_mod: tvm.IRModule) -> tvm.IRModule:
     """``sched_mod`` with every weight layout rewrite removed: its function takes the packed weights
     as parameters (unchanged when it has none)."""
