@@ -2,7 +2,8 @@
 
 Reads every ``<records_dir>/<run>/config.yaml`` + ``tasks.json`` of a ``model=ops`` run and the runs'
 MLflow metrics (``--tracking-uri``, default the ``mlflow.db`` beside the records folder). A method is
-named with its space: ``flextensor (flex)``, ``autotvm (packed)``, ``metaschedule``, ...
+named with its space: ``flextensor (flex)``, ``autotvm (packed)``, ``metaschedule``, ... A case that
+several runs of one method and seed tuned is taken from the newest run.
 
 1. Per operator case and method, mean ± std over seeds: the best kernel's latency (ms, re-timed by the
    measurement protocol; ``*`` when a seed's best was noisy) and its speedup over PyTorch (FP32, same
@@ -47,8 +48,9 @@ def method_name(cfg: dict) -> str:
 
 
 def load(records_dir: str) -> list[dict]:
-    """One row per (run, operator case): method, seed, op, case, latency, noisy."""
-    rows = []
+    """One row per (method, seed, operator case): run, latency, noisy, space size. A case that several
+    runs of one method and seed tuned is taken from the newest (its ``tasks.json`` written last)."""
+    rows = {}
     for cfg_path in sorted(glob.glob(os.path.join(records_dir, "*", "config.yaml"))):
         tasks_path = os.path.join(os.path.dirname(cfg_path), "tasks.json")
         with open(cfg_path) as fh:
@@ -56,13 +58,17 @@ def load(records_dir: str) -> list[dict]:
         if cfg["model"]["name"] != "ops" or not os.path.exists(tasks_path):
             continue
         own_schedules = METHODS[cfg["method"]["name"]].needs.compiles  # the task's template space is not theirs
+        written = os.path.getmtime(tasks_path)
         with open(tasks_path) as fh:
             for t in json.load(fh):
-                rows.append({"run": os.path.basename(os.path.dirname(cfg_path)), "method": method_name(cfg),
-                             "seed": cfg["seed"], "op": t["shape"]["op"], "case": t["shape"]["case"], "id": t["id"],
-                             "latency_ms": t.get("best_latency_ms") or np.nan, "noisy": bool(t.get("best_noisy")),
-                             "space_size": None if own_schedules else t.get("space_size")})
-    return rows
+                row = {"run": os.path.basename(os.path.dirname(cfg_path)), "method": method_name(cfg),
+                       "seed": cfg["seed"], "op": t["shape"]["op"], "case": t["shape"]["case"], "id": t["id"],
+                       "latency_ms": t.get("best_latency_ms") or np.nan, "noisy": bool(t.get("best_noisy")),
+                       "space_size": None if own_schedules else t.get("space_size"), "written": written}
+                key = (row["method"], row["seed"], row["op"], row["case"])
+                if key not in rows or rows[key]["written"] < written:
+                    rows[key] = row
+    return list(rows.values())
 
 
 def add_speedups(rows: list[dict], uri: str | None) -> None:

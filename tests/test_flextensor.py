@@ -280,13 +280,19 @@ def test_a_method_with_its_own_schedules_tunes_an_operator_without_a_template(tm
 
 # ---- the comparison table (benchmarks/flextensor_table.py) ----------------------------------------
 
-def test_the_operator_table_marks_noisy_speedups_and_gives_the_clean_cases_geomean():
+def _flextensor_table():
     import sys
 
     from conftest import ROOT
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import flextensor_table as ft
+    import flextensor_table
+
+    return flextensor_table
+
+
+def test_the_operator_table_marks_noisy_speedups_and_gives_the_clean_cases_geomean():
+    ft = _flextensor_table()
 
     def row(method, case, latency, speedup, noisy=False, speedup_noisy=False, size=None):
         return {"method": method, "op": "c2d", "case": case, "latency_ms": latency, "noisy": noisy,
@@ -302,3 +308,19 @@ def test_the_operator_table_marks_noisy_speedups_and_gives_the_clean_cases_geome
     cases = ft.case_table(rows)
     assert "| c2d | 1 | flextensor (flex) | 2.0e+09 | 1 | 1.0000 | 2.00 |" in cases
     assert "| c2d | 2 | flextensor (flex) | 2.0e+09 | 1 | 8.0000 | 0.25* |" in cases
+
+
+def test_the_table_takes_a_case_tuned_again_from_the_newer_run(tmp_path):
+    import yaml
+
+    ft = _flextensor_table()
+    for run, latency, written in (("old", 2.0, 1000), ("new", 1.0, 2000)):
+        os.makedirs(tmp_path / run)
+        with open(tmp_path / run / "config.yaml", "w") as fh:
+            yaml.safe_dump({"model": {"name": "ops"}, "method": {"name": "random"}, "target": {"template": "flex"},
+                            "seed": 0}, fh)
+        with open(tmp_path / run / "tasks.json", "w") as fh:
+            json.dump([{"id": run, "shape": {"op": "c2d", "case": 3}, "best_latency_ms": latency}], fh)
+        os.utime(tmp_path / run / "tasks.json", (written, written))
+    (row,) = ft.load(str(tmp_path))
+    assert (row["run"], row["latency_ms"], row["method"]) == ("new", 1.0, "random (flex)")

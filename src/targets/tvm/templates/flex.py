@@ -32,7 +32,8 @@ output-channel split and ``vlen1`` that of the input-channel split, the weights 
 in ``[N, K/vlen2, H, W, vlen2]`` (:func:`.fused.block_conv_nchwc`); the output-channel ``S3`` loop is the
 innermost, vectorized one. The input stays NCHW (FlexTensor also packs it ``NCHW[vlen1]c``): the kernel
 reads it one scalar at a time, broadcast against the weight vector, as the packed templates do; the
-epilogue (or a copy) writes the result back to NCHW per ``S1`` tile.
+epilogue (or a copy) writes the result back to NCHW per iteration of the parallel ``S0`` loop, outside
+the unrolled loops (unrolled, its blocked indexing took LLVM up to a minute per build).
 
 Space sizes: the product of the knobs' entity counts (:attr:`tunebench.space.Space.size`), 1.3e8 to
 7.1e10 over YOLO-v1's 15 convolutions (FlexTensor reports 3.9e9 to 2.4e12 for its spaces, whose GPU
@@ -153,9 +154,10 @@ class FlexCpu(Template):
         vector = s3.pop(1) if conv is not None else s3.pop()  # NCHWc: the output-channel block
         sch.reorder(*level(parts_s, 0), *s1, *level(parts_r, 0), *level(parts_r, 1), *level(parts_s, 2),
                     *level(parts_r, 2), *level(parts_r, 3), *s3, vector)
-        sch.parallel(sch.fuse(*level(parts_s, 0)))
+        outer = sch.fuse(*level(parts_s, 0))
+        sch.parallel(outer)
         if out is not None:
-            sch.reverse_compute_at(out, s1[-1], preserve_unit_loops=True)
+            sch.reverse_compute_at(out, outer if conv is not None else s1[-1], preserve_unit_loops=True)
             _vectorize(sch, sch.get_loops(out)[-1])
         _vectorize(sch, vector)
         if parts_r:
