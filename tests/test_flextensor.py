@@ -92,9 +92,7 @@ def test_a_2d_convolution_is_rewritten_to_nchwc_with_its_weights_packed_outside_
     data, weight = [rng.standard_normal(s).astype("float32") for s in input_shapes("c2d", shape)]
     packed = weight.reshape(2, 4, 2, 2, 3, 3).transpose(0, 2, 4, 5, 3, 1)  # [K/4, C/2, kh, kw, 2, 4]
     ref = torch_reference("c2d", shape, [data, weight])
-    args = [tvm.runtime.tensor(a) for a in (data, np.ascontiguousarray(packed), np.zeros(ref.shape, "float32"))]
-    tvm.compile(kernel, target=LLVM)(*args)
-    np.testing.assert_allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_run(kernel, [data, np.ascontiguousarray(packed)], ref.shape), ref, rtol=1e-4, atol=1e-4)
     c1d = tvm.IRModule({"main": prim_func("c1d", SMALL["c1d"])})
     plain = FlexCpu("c1d").apply(c1d, FlexCpu("c1d").make_space(c1d).get(0))
     assert arg_specs(prepacked(plain)) == arg_specs(plain)
