@@ -81,18 +81,34 @@ def provenance() -> dict:
 
 
 def records_args(doc: str, baseline: str, what: str) -> argparse.Namespace:
-    """The arguments of a table made from a run-records folder: ``records_dir``, ``--baseline`` (default
-    ``baseline``, the ``what`` ratios are taken against), ``--tracking-uri`` (default: the ``mlflow.db``
-    beside the records folder when it exists; ``tracking_uri`` is filled in)."""
+    """The arguments of a table made from run-records folders: ``records_dirs`` (one or more: sweeps
+    run from several clones or machines are read together), ``--baseline`` (default ``baseline``, the
+    ``what`` ratios are taken against), ``--tracking-uri`` (default: the ``mlflow.db`` beside each records
+    folder when it exists; ``tracking_uris`` is filled in, one per folder)."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("records_dir")
+    ap.add_argument("records_dirs", nargs="+", metavar="records_dir")
     ap.add_argument("--baseline", default=baseline, help=f"the {what} the ratios are taken against")
     ap.add_argument("--tracking-uri", default=None,
-                    help="MLflow store of the runs (default: sqlite:///<records_dir>/../mlflow.db when it exists)")
+                    help="MLflow store of the runs (default: sqlite:///<records_dir>/../mlflow.db of each folder "
+                         "when it exists)")
     a = ap.parse_args()
-    db = os.path.join(os.path.dirname(os.path.abspath(a.records_dir)), "mlflow.db")
-    a.tracking_uri = a.tracking_uri or (f"sqlite:///{db}" if os.path.exists(db) else None)
+    for d in a.records_dirs:
+        if not os.path.isdir(d):
+            ap.exit(2, f"error: records folder {d!r} does not exist (give the records/ folder of a sweep)\n")
+    a.tracking_uris = [a.tracking_uri or default_tracking_uri(d) for d in a.records_dirs]
     return a
+
+
+def default_tracking_uri(records_dir: str) -> str | None:
+    """``sqlite:///<records_dir>/../mlflow.db`` when that file exists (the layout ``run.py`` writes)."""
+    db = os.path.join(os.path.dirname(os.path.abspath(records_dir)), "mlflow.db")
+    return f"sqlite:///{db}" if os.path.exists(db) else None
+
+
+def usage_error(message: str) -> None:
+    """A table's bad input: ``error: <message>`` on one line of stderr, exit 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 CRASH = 4  # exit code of an unexpected error (a traceback), distinct from every verdict

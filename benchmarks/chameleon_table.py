@@ -16,9 +16,10 @@ as variant / baseline (below 1: faster code).
 Then, per whole model (the thesis's Tables 2.8-2.9 layout): per variant the measurements and the
 optimization time summed over the model's tasks, and the tuned model's end-to-end latency (median of
 the e2e rounds, from the runs' MLflow metrics in ``--tracking-uri``, default the ``mlflow.db`` beside
-the records folder; ``*`` when noisy), mean ± std over seeds, with the same ratios.
+each records folder; ``*`` when noisy), mean ± std over seeds, with the same ratios. Several records
+folders (sweeps from several clones or machines) are read together.
 
-    python benchmarks/chameleon_table.py records [--baseline sa+greedy] [--tracking-uri URI]
+    python benchmarks/chameleon_table.py records [records ...] [--baseline sa+greedy] [--tracking-uri URI]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import records_args  # noqa: E402
+from _common import records_args, usage_error  # noqa: E402
 from _layers import label  # noqa: E402
 
 PAPER = ("[Ahn-PhD] Table 2.8 (optimization time, AutoTVM / CHAMELEON): AlexNet 4.31 h / 1.20 h (3.59x), VGG-16 "
@@ -148,11 +149,15 @@ def model_table(rows: list[dict], e2e: dict[str, dict], baseline: str) -> str:
 
 def main() -> None:
     a = records_args(__doc__, "sa+greedy", "variant")
-    rows = load(a.records_dir)
+    rows, e2e = [], {}
+    for records_dir, uri in zip(a.records_dirs, a.tracking_uris):
+        rows_here = load(records_dir)
+        rows += rows_here
+        e2e.update(e2e_metrics(uri, {r["run"] for r in rows_here}))
     if not rows:
-        raise SystemExit(f"error: {a.records_dir}: no finished run records (<run>/config.yaml + tasks.json)")
+        usage_error(f"{' '.join(a.records_dirs)}: no finished run records (<run>/config.yaml + tasks.json)")
     print(table(rows, a.baseline))
-    print("\n" + model_table(rows, e2e_metrics(a.tracking_uri, {r["run"] for r in rows}), a.baseline))
+    print("\n" + model_table(rows, e2e, a.baseline))
     print(f"\n`*`: a seed's best latency was noisy. Paper: {PAPER}")
 
 

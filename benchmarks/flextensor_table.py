@@ -2,8 +2,10 @@
 
 Reads every ``<records_dir>/<run>/config.yaml`` + ``tasks.json`` of a ``model=ops`` run and the runs'
 MLflow metrics (``--tracking-uri``, default the ``mlflow.db`` beside the records folder). A method is
-named with its space: ``flextensor (flex)``, ``autotvm (packed)``, ``metaschedule``, ... A case that
-several runs of one method and seed tuned is taken from the newest run.
+named with its space: ``flextensor (flex)``, ``autotvm (packed)``, ``metaschedule``, ... and, when it ran
+at several budgets, with each (``flextensor (flex), 192 trials``). A case that several runs of one method,
+budget and seed tuned is taken from the newest run. Several records folders (sweeps from several clones or
+machines, each with its ``mlflow.db`` beside it) are read together.
 
 1. Per operator case and method, mean ± std over seeds: the best kernel's latency (ms, re-timed by the
    measurement protocol; ``*`` when a seed's best was noisy) and its speedup over PyTorch (FP32, same
@@ -14,7 +16,7 @@ several runs of one method and seed tuned is taken from the newest run.
    no noisy timing beside it), and of the latency ratio to ``--baseline`` (default ``autotvm (packed)``:
    the paper's 2.21x over AutoTVM, §6.5) where the baseline ran the same cases.
 
-    python benchmarks/flextensor_table.py records [--baseline "autotvm (packed)"] [--tracking-uri URI]
+    python benchmarks/flextensor_table.py records [records ...] [--baseline "autotvm (packed)"] [--tracking-uri URI]
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import records_args  # noqa: E402
+from _common import records_args, usage_error  # noqa: E402
 from tunebench.methods import METHODS  # noqa: E402
 from tunebench.protocol.stats import geomean  # noqa: E402
 
@@ -47,42 +49,58 @@ def method_name(cfg: dict) -> str:
     return f"{name} ({cfg['target'].get('template') or 'default'})"
 
 
-def load(records_dir: str) -> list[dict]:
-    """One row per (method, seed, operator case): run, latency, noisy, space size. A case that several
-    runs of one method and seed tuned is taken from the newest (its ``tasks.json`` written last)."""
+def load(*records_dirs: str) -> list[dict]:
+    """One row per (method, trials per task, seed, operator case) over all ``records_dirs``: run, its folder,
+    latency, noisy, space size. A case that several runs of one method, budget and seed tuned is taken from
+    the newest (its ``tasks.json`` written last). A method run at several budgets is named with each
+    (``flextensor (flex), 192 trials``), never averaged across them."""
     rows = {}
-    for cfg_path in sorted(glob.glob(os.path.join(records_dir, "*", "config.yaml"))):
-        tasks_path = os.path.join(os.path.dirname(cfg_path), "tasks.json")
-        with open(cfg_path) as fh:
-            cfg = yaml.safe_load(fh)
-        if cfg["model"]["name"] != "ops" or not os.path.exists(tasks_path):
-            continue
-        own_schedules = METHODS[cfg["method"]["name"]].needs.compiles  # the task's template space is not theirs
-        written = os.path.getmtime(tasks_path)
-        with open(tasks_path) as fh:
-            for t in json.load(fh):
-                row = {"run": os.path.basename(os.path.dirname(cfg_path)), "method": method_name(cfg),
-                       "seed": cfg["seed"], "op": t["shape"]["op"], "case": t["shape"]["case"], "id": t["id"],
-                       "latency_ms": t.get("best_latency_ms") or np.nan, "noisy": bool(t.get("best_noisy")),
-                       "space_size": None if own_schedules else t.get("space_size"), "written": written}
-                key = (row["method"], row["seed"], row["op"], row["case"])
-                if key not in rows or rows[key]["written"] < written:
+    for records_dir in records_dirs:
+        for cfg_path in sorted(glob.glob(os.path.join(records_dir, "*", "config.yaml"))):
+            for row in _run_rows(records_dir, cfg_path):
+                key = (row["method"], row["trials"], row["seed"], row["op"], row["case"])
+                if key not in rows or rows[key]["written"] < row["written"]:
                     rows[key] = row
+    budgets = defaultdict(set)
+    for method, trials, *_ in rows:
+        budgets[method].add(trials)
+    for row in rows.values():
+        if len(budgets[row["method"]]) > 1:
+            row["method"] += f", {row['trials']} trials"
     return list(rows.values())
 
 
-def add_speedups(rows: list[dict], uri: str | None) -> None:
-    """Each row's ``speedup`` over PyTorch and whether its timing was noisy, from the run's metrics."""
-    client = None
-    if uri:
-        from mlflow.tracking import MlflowClient
+def _run_rows(records_dir: str, cfg_path: str) -> list[dict]:
+    """The rows of one finished ``model=ops`` run (none for another model or an unfinished run)."""
+    tasks_path = os.path.join(os.path.dirname(cfg_path), "tasks.json")
+    with open(cfg_path) as fh:
+        cfg = yaml.safe_load(fh)
+    if cfg["model"]["name"] != "ops" or not os.path.exists(tasks_path):
+        return []
+    own_schedules = METHODS[cfg["method"]["name"]].needs.compiles  # the task's template space is not theirs
+    run = {"run": os.path.basename(os.path.dirname(cfg_path)), "dir": records_dir, "method": method_name(cfg),
+           "trials": (cfg.get("budget") or {}).get("trials_per_task"), "seed": cfg["seed"],
+           "written": os.path.getmtime(tasks_path)}
+    with open(tasks_path) as fh:
+        return [{**run, "op": t["shape"]["op"], "case": t["shape"]["case"], "id": t["id"],
+                 "latency_ms": t.get("best_latency_ms") or np.nan, "noisy": bool(t.get("best_noisy")),
+                 "space_size": None if own_schedules else t.get("space_size")} for t in json.load(fh)]
 
-        client = MlflowClient(uri)
+
+def add_speedups(rows: list[dict], uris: dict[str, str | None]) -> None:
+    """Each row's ``speedup`` over PyTorch and whether its timing was noisy, from the run's metrics in the
+    MLflow store of its records folder (``uris``: folder -> tracking URI, None for no store)."""
+    clients: dict[str, object] = {}
     cache: dict[str, dict] = {}
     for r in rows:
-        if client is not None and r["run"] not in cache:
+        uri = uris.get(r.get("dir"))
+        if uri and r["run"] not in cache:
+            if uri not in clients:
+                from mlflow.tracking import MlflowClient
+
+                clients[uri] = MlflowClient(uri)
             try:
-                cache[r["run"]] = client.get_run(r["run"]).data.metrics
+                cache[r["run"]] = clients[uri].get_run(r["run"]).data.metrics
             except Exception:  # noqa: BLE001 -- a run of another store: no speedup cell
                 cache[r["run"]] = {}
         m = cache.get(r["run"], {})
@@ -156,10 +174,13 @@ def operator_table(rows: list[dict], baseline: str) -> str:
 
 def main() -> None:
     a = records_args(__doc__, "autotvm (packed)", "method")
-    rows = load(a.records_dir)
+    rows = load(*a.records_dirs)
     if not rows:
-        raise SystemExit(f"error: {a.records_dir}: no finished model=ops run records (<run>/config.yaml + tasks.json)")
-    add_speedups(rows, a.tracking_uri)
+        usage_error(f"{' '.join(a.records_dirs)}: no finished model=ops run records (<run>/config.yaml + tasks.json)")
+    methods = sorted({r["method"] for r in rows})
+    if a.baseline not in methods:
+        usage_error(f"--baseline {a.baseline!r} is not a method of these runs; valid: {', '.join(methods)}")
+    add_speedups(rows, dict(zip(a.records_dirs, a.tracking_uris)))
     print(case_table(rows) + "\n\n" + operator_table(rows, a.baseline))
     print(f"\n`*`: a seed's value was noisy. Paper: {PAPER}")
 

@@ -308,17 +308,50 @@ def test_the_operator_table_marks_noisy_speedups_and_gives_the_clean_cases_geome
     assert "| c2d | 2 | flextensor (flex) | 2.0e+09 | 1 | 8.0000 | 0.25* |" in cases
 
 
-def test_the_table_takes_a_case_tuned_again_from_the_newer_run(tmp_path):
+def _table_run(folder, run, latency, written, trials=48, method="random"):
+    """A finished ``model=ops`` run's config.yaml + tasks.json in ``folder/run``, tasks.json written at ``written``."""
     import yaml
 
+    os.makedirs(folder / run)
+    with open(folder / run / "config.yaml", "w") as fh:
+        yaml.safe_dump({"model": {"name": "ops"}, "method": {"name": method}, "target": {"template": "flex"},
+                        "seed": 0, "budget": {"trials_per_task": trials}}, fh)
+    with open(folder / run / "tasks.json", "w") as fh:
+        json.dump([{"id": run, "shape": {"op": "c2d", "case": 3}, "best_latency_ms": latency}], fh)
+    os.utime(folder / run / "tasks.json", (written, written))
+
+
+def test_the_table_takes_a_case_tuned_again_from_the_newer_run(tmp_path):
     ft = _flextensor_table()
-    for run, latency, written in (("old", 2.0, 1000), ("new", 1.0, 2000)):
-        os.makedirs(tmp_path / run)
-        with open(tmp_path / run / "config.yaml", "w") as fh:
-            yaml.safe_dump({"model": {"name": "ops"}, "method": {"name": "random"}, "target": {"template": "flex"},
-                            "seed": 0}, fh)
-        with open(tmp_path / run / "tasks.json", "w") as fh:
-            json.dump([{"id": run, "shape": {"op": "c2d", "case": 3}, "best_latency_ms": latency}], fh)
-        os.utime(tmp_path / run / "tasks.json", (written, written))
+    _table_run(tmp_path, "old", 2.0, 1000)
+    _table_run(tmp_path, "new", 1.0, 2000)
     (row,) = ft.load(str(tmp_path))
     assert (row["run"], row["latency_ms"], row["method"]) == ("new", 1.0, "random (flex)")
+
+
+def test_the_table_reads_several_folders_and_never_merges_two_budgets(tmp_path):
+    ft = _flextensor_table()
+    _table_run(tmp_path / "a", "old", 2.0, 1000)
+    _table_run(tmp_path / "b", "new", 1.0, 2000)  # the same case tuned again, in another sweep's folder
+    _table_run(tmp_path / "b", "long", 0.5, 3000, trials=192)  # newest, but at another budget
+    rows = sorted(ft.load(str(tmp_path / "a"), str(tmp_path / "b")), key=lambda r: r["trials"])
+    assert [(r["run"], r["method"]) for r in rows] == [("new", "random (flex), 48 trials"),
+                                                       ("long", "random (flex), 192 trials")]
+    ft.add_speedups(rows, {str(tmp_path / "b"): None})  # no MLflow store: no speedup, not an error
+    assert all(np.isnan(r["speedup"]) and not r["speedup_noisy"] for r in rows)
+
+
+def test_the_table_names_the_valid_baselines_for_an_unknown_one(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    _table_run(tmp_path / "records", "r", 1.0, 1000)
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "flextensor_table.py"),
+                          str(tmp_path / "records"), "--baseline", "autotvm"], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "error: --baseline 'autotvm' is not a method of these runs; valid: random (flex)"]
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "flextensor_table.py"),
+                          str(tmp_path / "nothing")], capture_output=True, text=True)
+    assert res.returncode == 2 and "error: records folder" in res.stderr
