@@ -80,17 +80,20 @@ def provenance() -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git_commit": git_commit()}
 
 
-def records_args(doc: str, baseline: str, what: str) -> argparse.Namespace:
+def records_args(doc: str, baseline: str, what: str, csv: str | None = None) -> argparse.Namespace:
     """The arguments of a table made from run-records folders: ``records_dirs`` (one or more: sweeps
     run from several clones or machines are read together), ``--baseline`` (default ``baseline``, the
     ``what`` ratios are taken against), ``--tracking-uri`` (default: the ``mlflow.db`` beside each records
-    folder when it exists; ``tracking_uris`` is filled in, one per folder)."""
+    folder when it exists; ``tracking_uris`` is filled in, one per folder) and, with ``csv`` (what the file
+    holds), ``--csv PATH``."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("records_dirs", nargs="+", metavar="records_dir")
     ap.add_argument("--baseline", default=baseline, help=f"the {what} the ratios are taken against")
     ap.add_argument("--tracking-uri", default=None,
                     help="MLflow store of the runs (default: sqlite:///<records_dir>/../mlflow.db of each folder "
                          "when it exists)")
+    if csv:
+        ap.add_argument("--csv", metavar="PATH", default=None, help=f"also write {csv} to PATH")
     a = ap.parse_args()
     for d in a.records_dirs:
         if not os.path.isdir(d):

@@ -10,13 +10,17 @@ machines, each with its ``mlflow.db`` beside it) are read together.
 1. Per operator case and method, mean ± std over seeds: the best kernel's latency (ms, re-timed by the
    measurement protocol; ``*`` when a seed's best was noisy) and its speedup over PyTorch (FP32, same
    threads, interleaved: the e2e step's ``<task id>.speedup_vs_torch``; ``*`` when that timing was noisy),
-   and the size of the method's schedule space (none for methods with their own: metaschedule, gat).
+   the size of the method's schedule space (none for methods with their own: metaschedule, gat), and its
+   speed relative to ``--baseline`` (the baseline's mean latency over the method's).
 2. Per operator and method: the geometric mean over the operator's cases of the speedup over PyTorch
    (the paper's Fig. 5 layout; ``*`` when a case's timing was noisy, and the geomean of the cases with
    no noisy timing beside it), and of the latency ratio to ``--baseline`` (default ``autotvm (packed)``:
    the paper's 2.21x over AutoTVM, §6.5) where the baseline ran the same cases.
 
+``--csv PATH`` also writes every seed's row (the values behind both tables).
+
     python benchmarks/flextensor_table.py records [records ...] [--baseline "autotvm (packed)"] [--tracking-uri URI]
+        [--csv PATH]
 """
 
 from __future__ import annotations
@@ -122,18 +126,39 @@ def _size(values) -> str:
     return "–" if not sizes else "/".join(f"{v:.1e}" if v >= 1e5 else str(v) for v in sorted(sizes))
 
 
-def case_table(rows: list[dict]) -> str:
+def case_table(rows: list[dict], baseline: str) -> str:
+    """Per case and method: space size, seeds, best latency and speedup over PyTorch (mean ± std over
+    seeds), and the speed relative to ``baseline`` (its mean latency / the method's)."""
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         groups[(r["op"], r["case"])][r["method"]].append(r)
-    lines = ["| operator | case | method | space size | seeds | best latency (ms) | speedup vs PyTorch |",
-             "|---" * 7 + "|"]
+    lines = ["| operator | case | method | space size | seeds | best latency (ms) | speedup vs PyTorch | "
+             f"speed vs {baseline} |", "|---" * 8 + "|"]
     for (op, case), by_method in sorted(groups.items()):
+        base = by_method.get(baseline, [])
         for name, rs in sorted(by_method.items()):
+            ratio = _mean(b["latency_ms"] for b in base) / _mean(r["latency_ms"] for r in rs) if base else math.nan
             lines.append(f"| {op} | {case} | {name} | {_size(r['space_size'] for r in rs)} | {len(rs)} | "
                          f"{_cell([r['latency_ms'] for r in rs], '.4f', any(r['noisy'] for r in rs))} | "
-                         f"{_cell([r['speedup'] for r in rs], '.2f', any(r['speedup_noisy'] for r in rs))} |")
+                         f"{_cell([r['speedup'] for r in rs], '.2f', any(r['speedup_noisy'] for r in rs))} | "
+                         f"{_ratio_cell(ratio, any(r['noisy'] for r in rs + base))} |")
     return "\n".join(lines)
+
+
+CSV_COLUMNS = ("method", "trials", "seed", "op", "case", "latency_ms", "noisy", "speedup", "speedup_noisy",
+               "space_size", "run")
+
+
+def write_csv(rows: list[dict], path: str) -> None:
+    """Every (method, budget, seed, case) row, sorted, to ``path`` (written whole, then renamed)."""
+    import csv
+
+    rows = sorted(rows, key=lambda r: (r["op"], r["case"], r["method"], r["trials"] or 0, r["seed"]))
+    with open(path + ".tmp", "w", newline="") as fh:
+        w = csv.DictWriter(fh, CSV_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(path + ".tmp", path)
 
 
 def _mean(values) -> float:
@@ -173,7 +198,10 @@ def operator_table(rows: list[dict], baseline: str) -> str:
 
 
 def main() -> None:
-    a = records_args(__doc__, "autotvm (packed)", "method")
+    a = records_args(__doc__, "autotvm (packed)", "method", csv="every seed's row (method, trials, seed, case, "
+                     "latency, noisy, speedup, ...)")
+    if a.csv and not os.path.isdir(os.path.dirname(os.path.abspath(a.csv))):
+        usage_error(f"--csv {a.csv!r}: its folder does not exist")
     rows = load(*a.records_dirs)
     if not rows:
         usage_error(f"{' '.join(a.records_dirs)}: no finished model=ops run records (<run>/config.yaml + tasks.json)")
@@ -181,7 +209,9 @@ def main() -> None:
     if a.baseline not in methods:
         usage_error(f"--baseline {a.baseline!r} is not a method of these runs; valid: {', '.join(methods)}")
     add_speedups(rows, dict(zip(a.records_dirs, a.tracking_uris)))
-    print(case_table(rows) + "\n\n" + operator_table(rows, a.baseline))
+    print(case_table(rows, a.baseline) + "\n\n" + operator_table(rows, a.baseline))
+    if a.csv:
+        write_csv(rows, a.csv)
     print(f"\n`*`: a seed's value was noisy. Paper: {PAPER}")
 
 

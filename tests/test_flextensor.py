@@ -303,9 +303,10 @@ def test_the_operator_table_marks_noisy_speedups_and_gives_the_clean_cases_geome
     assert lines[2] == "| c2d | autotvm (packed) | 2 | 0.71x | 0.71x (2 of 2) | 1.00x |"
     # speedups 2 and 0.25 (noisy): geomean 0.71 marked, the clean case alone 2.00; latency ratios 2 and 0.5
     assert lines[3] == "| c2d | flextensor (flex) | 2 | 0.71x* | 2.00x (1 of 2) | 1.00x |"
-    cases = ft.case_table(rows)
-    assert "| c2d | 1 | flextensor (flex) | 2.0e+09 | 1 | 1.0000 | 2.00 |" in cases
-    assert "| c2d | 2 | flextensor (flex) | 2.0e+09 | 1 | 8.0000 | 0.25* |" in cases
+    cases = ft.case_table(rows, "autotvm (packed)")
+    # speed vs the baseline: its latency over the method's (2/1 on case 1, 4/8 on case 2)
+    assert "| c2d | 1 | flextensor (flex) | 2.0e+09 | 1 | 1.0000 | 2.00 | 2.00x |" in cases
+    assert "| c2d | 2 | flextensor (flex) | 2.0e+09 | 1 | 8.0000 | 0.25* | 0.50x |" in cases
 
 
 def _table_run(folder, run, latency, written, trials=48, method="random"):
@@ -339,6 +340,12 @@ def test_the_table_reads_several_folders_and_never_merges_two_budgets(tmp_path):
                                                        ("long", "random (flex), 192 trials")]
     ft.add_speedups(rows, {str(tmp_path / "b"): None})  # no MLflow store: no speedup, not an error
     assert all(np.isnan(r["speedup"]) and not r["speedup_noisy"] for r in rows)
+    ft.write_csv(rows, str(tmp_path / "rows.csv"))
+    with open(tmp_path / "rows.csv") as fh:
+        lines = fh.read().splitlines()
+    assert lines[0] == ",".join(ft.CSV_COLUMNS) and len(lines) == 3
+    assert sorted(lines[1:]) == ['"random (flex), 192 trials",192,0,c2d,3,0.5,False,nan,False,,long',
+                                 '"random (flex), 48 trials",48,0,c2d,3,1.0,False,nan,False,,new']
 
 
 def test_the_table_names_the_valid_baselines_for_an_unknown_one(tmp_path):
