@@ -85,9 +85,9 @@ def records_args(doc: str, baseline: str, what: str, csv: str | None = None) -> 
     run from several clones or machines are read together), ``--baseline`` (default ``baseline``, the
     ``what`` ratios are taken against), ``--tracking-uri`` (default: the ``mlflow.db`` beside each records
     folder when it exists; ``tracking_uris`` is filled in, one per folder) and, with ``csv`` (what the file
-    holds), ``--csv PATH``."""
+    holds), ``--csv PATH``; then a CSV file that ``--csv`` wrote may stand for a records folder."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("records_dirs", nargs="+", metavar="records_dir")
+    ap.add_argument("records_dirs", nargs="+", metavar="records_dir" + ("|csv" if csv else ""))
     ap.add_argument("--baseline", default=baseline, help=f"the {what} the ratios are taken against")
     ap.add_argument("--tracking-uri", default=None,
                     help="MLflow store of the runs (default: sqlite:///<records_dir>/../mlflow.db of each folder "
@@ -96,9 +96,14 @@ def records_args(doc: str, baseline: str, what: str, csv: str | None = None) -> 
         ap.add_argument("--csv", metavar="PATH", default=None, help=f"also write {csv} to PATH")
     a = ap.parse_args()
     for d in a.records_dirs:
-        if not os.path.isdir(d):
-            ap.exit(2, f"error: records folder {d!r} does not exist (give the records/ folder of a sweep)\n")
-    a.tracking_uris = [a.tracking_uri or default_tracking_uri(d) for d in a.records_dirs]
+        if csv and d.endswith(".csv"):
+            if not os.path.isfile(d):
+                ap.exit(2, f"error: CSV file {d!r} does not exist\n")
+        elif not os.path.isdir(d):
+            ap.exit(2, f"error: records folder {d!r} does not exist (give the records/ folder of a sweep"
+                       f"{' or a CSV file --csv wrote' if csv else ''})\n")
+    a.tracking_uris = [None if csv and d.endswith(".csv") else a.tracking_uri or default_tracking_uri(d)
+                       for d in a.records_dirs]
     return a
 
 

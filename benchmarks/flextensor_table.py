@@ -17,10 +17,11 @@ machines, each with its ``mlflow.db`` beside it) are read together.
    no noisy timing beside it), and of the latency ratio to ``--baseline`` (default ``autotvm (packed)``:
    the paper's 2.21x over AutoTVM, §6.5) where the baseline ran the same cases.
 
-``--csv PATH`` also writes every seed's row (the values behind both tables).
+``--csv PATH`` also writes every seed's row (the values behind both tables); such a file may be given in
+place of a records folder, so sweeps run on several machines or days are tabled together from their CSVs.
 
-    python benchmarks/flextensor_table.py records [records ...] [--baseline "autotvm (packed)"] [--tracking-uri URI]
-        [--csv PATH]
+    python benchmarks/flextensor_table.py records|rows.csv [records|rows.csv ...] [--baseline "autotvm (packed)"]
+        [--tracking-uri URI] [--csv PATH]
 """
 
 from __future__ import annotations
@@ -53,25 +54,43 @@ def method_name(cfg: dict) -> str:
     return f"{name} ({cfg['target'].get('template') or 'default'})"
 
 
-def load(*records_dirs: str) -> list[dict]:
-    """One row per (method, trials per task, seed, operator case) over all ``records_dirs``: run, its folder,
-    latency, noisy, space size. A case that several runs of one method, budget and seed tuned is taken from
-    the newest (its ``tasks.json`` written last). A method run at several budgets is named with each
-    (``flextensor (flex), 192 trials``), never averaged across them."""
+def load(*paths: str) -> list[dict]:
+    """One row per (method, trials per task, seed, operator case) over all ``paths``: records folders
+    (run, its folder, latency, noisy, space size) or CSV files that ``--csv`` wrote (every column, the
+    speedups included). A case that several runs of one method, budget and seed tuned is taken from the
+    newest (its ``tasks.json``, or the CSV file, written last). A method run at several budgets is named
+    with each (``flextensor (flex), 192 trials``), never averaged across them."""
     rows = {}
-    for records_dir in records_dirs:
-        for cfg_path in sorted(glob.glob(os.path.join(records_dir, "*", "config.yaml"))):
-            for row in _run_rows(records_dir, cfg_path):
-                key = (row["method"], row["trials"], row["seed"], row["op"], row["case"])
-                if key not in rows or rows[key]["written"] < row["written"]:
-                    rows[key] = row
+    for path in paths:
+        found = _csv_rows(path) if path.endswith(".csv") else \
+            [row for cfg in sorted(glob.glob(os.path.join(path, "*", "config.yaml"))) for row in _run_rows(path, cfg)]
+        for row in found:
+            key = (row["method"], row["trials"], row["seed"], row["op"], row["case"])
+            if key not in rows or rows[key]["written"] < row["written"]:
+                rows[key] = row
     budgets = defaultdict(set)
     for method, trials, *_ in rows:
         budgets[method].add(trials)
     for row in rows.values():
+        row["base"] = row["method"]
         if len(budgets[row["method"]]) > 1:
             row["method"] += f", {row['trials']} trials"
     return list(rows.values())
+
+
+def _csv_rows(path: str) -> list[dict]:
+    """The rows of a CSV file that ``--csv`` wrote, typed as :func:`load` makes them."""
+    import csv
+
+    def number(text: str, kind=float):
+        return kind(float(text)) if text not in ("", "None") else (None if kind is int else np.nan)
+
+    with open(path, newline="") as fh:
+        return [{"run": r["run"], "dir": None, "method": r["method"], "trials": number(r["trials"], int),
+                 "seed": number(r["seed"], int), "op": r["op"], "case": int(r["case"]), "id": None,
+                 "latency_ms": number(r["latency_ms"]), "noisy": r["noisy"] == "True", "speedup": number(r["speedup"]),
+                 "speedup_noisy": r["speedup_noisy"] == "True", "space_size": number(r["space_size"], int),
+                 "written": os.path.getmtime(path)} for r in csv.DictReader(fh)]
 
 
 def _run_rows(records_dir: str, cfg_path: str) -> list[dict]:
@@ -97,6 +116,8 @@ def add_speedups(rows: list[dict], uris: dict[str, str | None]) -> None:
     clients: dict[str, object] = {}
     cache: dict[str, dict] = {}
     for r in rows:
+        if "speedup" in r:  # read from a CSV file
+            continue
         uri = uris.get(r.get("dir"))
         if uri and r["run"] not in cache:
             if uri not in clients:
@@ -153,11 +174,11 @@ def write_csv(rows: list[dict], path: str) -> None:
     """Every (method, budget, seed, case) row, sorted, to ``path`` (written whole, then renamed)."""
     import csv
 
-    rows = sorted(rows, key=lambda r: (r["op"], r["case"], r["method"], r["trials"] or 0, r["seed"]))
+    rows = sorted(rows, key=lambda r: (r["op"], r["case"], r["base"], r["trials"] or 0, r["seed"]))
     with open(path + ".tmp", "w", newline="") as fh:
-        w = csv.DictWriter(fh, CSV_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+        w = csv.writer(fh)
+        w.writerow(CSV_COLUMNS)
+        w.writerows([[r["base" if c == "method" else c] for c in CSV_COLUMNS] for r in rows])  # no budget in the name
     os.replace(path + ".tmp", path)
 
 
