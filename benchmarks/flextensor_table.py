@@ -26,6 +26,7 @@ place of a records folder, so sweeps run on several machines or days are tabled 
 
 from __future__ import annotations
 
+import csv
 import glob
 import json
 import math
@@ -80,8 +81,6 @@ def load(*paths: str) -> list[dict]:
 
 def _csv_rows(path: str) -> list[dict]:
     """The rows of a CSV file that ``--csv`` wrote, typed as :func:`load` makes them."""
-    import csv
-
     def number(text: str, kind=float):
         return kind(float(text)) if text not in ("", "None") else (None if kind is int else np.nan)
 
@@ -172,8 +171,6 @@ CSV_COLUMNS = ("method", "trials", "seed", "op", "case", "latency_ms", "noisy", 
 
 def write_csv(rows: list[dict], path: str) -> None:
     """Every (method, budget, seed, case) row, sorted, to ``path`` (written whole, then renamed)."""
-    import csv
-
     rows = sorted(rows, key=lambda r: (r["op"], r["case"], r["base"], r["trials"] or 0, r["seed"]))
     with open(path + ".tmp", "w", newline="") as fh:
         w = csv.writer(fh)

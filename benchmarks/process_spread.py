@@ -31,6 +31,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import add_out_args, loadavg, machine_info, out_path, provenance, usage_error, write_json  # noqa: E402
+from tunebench.protocol.stats import summarize  # noqa: E402
 
 # one fresh process: load the library, time it, print the repeats (seconds) as JSON
 _CHILD = """
@@ -90,15 +91,14 @@ def time_in_processes(lib_path: str, specs, runner: dict, threads: int, processe
 
 
 def rcv(values) -> float:
-    """Robust CV: 1.4826 * MAD / median."""
-    v = np.asarray(values, dtype=float)
-    med = float(np.median(v))
-    return float(1.4826 * np.median(np.abs(v - med)) / med) if med > 0 else float("nan")
+    """Robust CV: 1.4826 * MAD / median (the measurement protocol's, :func:`summarize`)."""
+    return summarize(values).rcv
 
 
 def spread_row(name: str, repeats: list[list[float]], tuned_ms: float) -> dict:
-    medians = [float(np.median(r)) for r in repeats]
-    within = max(rcv(r) for r in repeats)
+    per_process = [summarize(r) for r in repeats]
+    medians = [p.median for p in per_process]
+    within = max(p.rcv for p in per_process)
     ratio = max(medians) / min(medians)
     return {"task": name, "tuned_ms": tuned_ms, "process_medians_ms": medians, "within_rcv_max": within,
             "min_ms": min(medians), "median_ms": float(np.median(medians)), "max_ms": max(medians),
@@ -139,7 +139,7 @@ def main() -> None:
             rows = []
             for name, sched, tuned_ms in scheds:
                 timed, lib_path = prepacked(sched), os.path.join(tmp, f"{name}.so")
-                tvm.compile(timed, target=_host_target(cfg)).export_library(lib_path)
+                tvm.compile(timed, target=_host_target(cfg, threads)).export_library(lib_path)
                 rows.append(spread_row(name, time_in_processes(lib_path, arg_specs(timed), runner, threads,
                                                                a.processes), tuned_ms))
                 r = rows[-1]
@@ -153,15 +153,14 @@ def main() -> None:
     print(f"wrote {path}")
 
 
-def _host_target(cfg: dict):
-    """The run's LLVM target on this machine: its ``mcpu`` (``native``: this CPU's) and thread count."""
+def _host_target(cfg: dict, threads: int):
+    """The run's LLVM target on this machine: its ``mcpu`` (``native``: this CPU's) and ``threads``."""
     import tvm
 
     from tunebench.targets.tvm.target import llvm_cpu
 
-    cores = cfg["target"].get("num_cores") or os.cpu_count()
     return tvm.target.Target({"kind": "llvm", "mcpu": llvm_cpu(cfg["target"].get("mcpu") or "native"),
-                              "num-cores": cores})
+                              "num-cores": threads})
 
 
 if __name__ == "__main__":
