@@ -109,6 +109,7 @@ RUN_CASES = [
     ([*FPGA, "target.table=/nonexistent/t.csv"], "target.table='/nonexistent/t.csv' does not exist"),
     # e2e and measure
     (["e2e.rounds=0"], "e2e.rounds=0"),
+    (["e2e.default_n_runs=-1"], "e2e.default_n_runs=-1"),
     (["e2e.tolerance=-1"], "e2e.tolerance=-1"),
     (["e2e.enabled=maybe"], "e2e.enabled='maybe'"),
     (["measure.noise.cv_max=-1"], "cv_max"),

@@ -71,11 +71,11 @@ class E2ESettings:
         if cfg.get("default_n_runs") is None:
             cfg.pop("default_n_runs", None)
         out = cls(**cfg)
-        for name in ("rounds", "n_runs", "default_n_runs"):
+        for name in ("rounds", "n_runs"):
             value = getattr(out, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise UserError(f"e2e.{name}={value!r}: must be a positive integer")
-        for name in ("warmup", "min_sample_ms"):
+        for name in ("default_n_runs", "warmup", "min_sample_ms"):
             value = getattr(out, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UserError(f"e2e.{name}={value!r}: must be a non-negative integer")
@@ -130,17 +130,22 @@ def _torch_row(name: str, imported, target, s: E2ESettings, compiled: bool = Fal
 
 
 def _build_rows(imported, tasks, schedules, target, s: E2ESettings, workdir: str, name: str) -> list[Row]:
-    """Compile the TVM rows (here) and describe every row; nothing runs on the device yet."""
-    rows = []
-    for row, mod in (("tuned", tuned_module(imported, schedules, target.kind)),
-                     ("tvm_default", default_build_module(imported, target.kind, target.tvm_target))):
+    """Compile the TVM rows (here) and describe every row; nothing runs on the device yet.
+    ``default_n_runs=0`` leaves TVM's default build out (neither compiled nor timed)."""
+    rows, builds = [], [("tuned", lambda: tuned_module(imported, schedules, target.kind))]
+    if s.default_n_runs:
+        builds.append(("tvm_default", lambda: default_build_module(imported, target.kind, target.tvm_target)))
+    for row, build in builds:
+        mod = build()
         path = os.path.join(workdir, f"{row}.so")
         compile_s = compile_model(mod, target.tvm_target, path, name=f"{name} ({row.replace('_', ' ')})")
         rows.append(_tvm_row(row, path, imported, target, s.n_runs if row == "tuned" else s.default_n_runs, s))
         rows[-1].info["compile_s"] = compile_s
     if target.device_worker() is not None:
         log.warning("%s: the PyTorch baselines are left out: the model runs on a remote device (target.rpc), "
-                    "where PyTorch cannot be run through TVM RPC; tuned is compared with TVM's default build", name)
+                    "where PyTorch cannot be run through TVM RPC; %s", name,
+                    "tuned is compared with TVM's default build" if s.default_n_runs
+                    else "with e2e.default_n_runs=0 the tuned model is timed alone")
         return rows
     rows.append(_torch_row("torch", imported, target, s))
     if s.torch_compile:
