@@ -132,14 +132,13 @@ def _torch_row(name: str, imported, target, s: E2ESettings, compiled: bool = Fal
 def _build_rows(imported, tasks, schedules, target, s: E2ESettings, workdir: str, name: str) -> list[Row]:
     """Compile the TVM rows (here) and describe every row; nothing runs on the device yet.
     ``default_n_runs=0`` leaves TVM's default build out (neither compiled nor timed)."""
-    rows, builds = [], [("tuned", lambda: tuned_module(imported, schedules, target.kind))]
+    rows, builds = [], [("tuned", tuned_module(imported, schedules, target.kind), s.n_runs)]
     if s.default_n_runs:
-        builds.append(("tvm_default", lambda: default_build_module(imported, target.kind, target.tvm_target)))
-    for row, build in builds:
-        mod = build()
+        builds.append(("tvm_default", default_build_module(imported, target.kind, target.tvm_target), s.default_n_runs))
+    for row, mod, n_runs in builds:
         path = os.path.join(workdir, f"{row}.so")
         compile_s = compile_model(mod, target.tvm_target, path, name=f"{name} ({row.replace('_', ' ')})")
-        rows.append(_tvm_row(row, path, imported, target, s.n_runs if row == "tuned" else s.default_n_runs, s))
+        rows.append(_tvm_row(row, path, imported, target, n_runs, s))
         rows[-1].info["compile_s"] = compile_s
     if target.device_worker() is not None:
         log.warning("%s: the PyTorch baselines are left out: the model runs on a remote device (target.rpc), "
