@@ -389,7 +389,8 @@ def test_the_published_operator_csvs_load_as_one_table():
     rows = ft.load(os.path.join(res, "flextensor_ops_llvm.csv"), os.path.join(res, "flextensor_yolo_c2d_llvm.csv"))
     cases = {(r["op"], r["method"], r["seed"]) for r in rows}
     counts = {op: len({r["case"] for r in rows if r["op"] == op}) for op, _, _ in cases}
-    assert counts == {"gmv": 6, "gmm": 7, "bil": 5, "c1d": 7, "t1d": 7, "c2d": 15, "c3d": 8, "dep": 7, "dil": 11}
+    assert counts == {"gmv": 6, "gmm": 7, "bil": 5, "c1d": 7, "t1d": 7, "c2d": 15, "c3d": 8, "t3d": 8,
+                      "grp": 14, "dep": 7, "dil": 11}  # every case of eleven operators (not t2d)
     for op, n in counts.items():  # every method of an operator tuned every one of its cases
         assert all(len([r for r in rows if (r["op"], r["method"], r["seed"]) == k]) == n for k in cases if k[0] == op)
     assert all(r["latency_ms"] > 0 and r["speedup"] > 0 for r in rows)
