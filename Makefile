@@ -23,6 +23,9 @@ test-all:           ## the whole suite, slow tests included
 run:                ## the default experiment (small budget, small model, this CPU)
 	$(PY) run.py
 
+lint:               ## ruff (rules in pyproject.toml [tool.ruff]): pyflakes, import order, bugbear, pyupgrade
+	$(PY) -m ruff check .
+
 bench:              ## harness overhead and trials per minute on one ResNet-18 layer (llvm)
 	$(PY) benchmarks/harness_overhead.py
 

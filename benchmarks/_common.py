@@ -136,6 +136,6 @@ def run_main(main) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except Exception:  # noqa: BLE001 - any failure must not read as a verdict (exit 1)
+    except Exception:
         traceback.print_exc()
         return CRASH

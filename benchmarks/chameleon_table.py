@@ -27,16 +27,15 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections import defaultdict
-
 import sys
+from collections import defaultdict
 
 import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import records_args, usage_error  # noqa: E402
-from _layers import label  # noqa: E402
+from _common import records_args, usage_error
+from _layers import label
 
 PAPER = ("[Ahn-PhD] Table 2.8 (optimization time, AutoTVM / CHAMELEON): AlexNet 4.31 h / 1.20 h (3.59x), VGG-16 "
          "11.18 h / 1.95 h (5.73x), ResNet-18 9.13 h / 2.13 h (4.28x); Table 2.9 (output latency, CHAMELEON / "
@@ -116,7 +115,7 @@ def e2e_metrics(uri: str | None, run_ids: set[str]) -> dict[str, dict]:
     for rid in run_ids:
         try:
             m = client.get_run(rid).data.metrics
-        except Exception:  # noqa: BLE001 -- a run of another store: no e2e cell
+        except Exception:
             continue
         if "e2e_latency_ms" in m:
             out[rid] = {"e2e_ms": m["e2e_latency_ms"], "e2e_noisy": bool(m.get("e2e_noisy", 0.0))}

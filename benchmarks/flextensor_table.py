@@ -38,9 +38,10 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import records_args, usage_error  # noqa: E402
-from tunebench.methods import METHODS  # noqa: E402
-from tunebench.protocol.stats import geomean  # noqa: E402
+from _common import records_args, usage_error
+
+from tunebench.methods import METHODS
+from tunebench.protocol.stats import geomean
 
 PAPER = ("[Zheng-ASPLOS20]: 2D convolution (the 15 YOLO-v1 layers) 1.72x over MKL-DNN through PyTorch on a Xeon "
          "E5-2699 v4 (Fig. 6b); 1.83x over cuDNN on a V100 across the 12 operators (Fig. 5); 2.21x over AutoTVM "
@@ -125,7 +126,7 @@ def add_speedups(rows: list[dict], uris: dict[str, str | None]) -> None:
                 clients[uri] = MlflowClient(uri)
             try:
                 cache[r["run"]] = clients[uri].get_run(r["run"]).data.metrics
-            except Exception:  # noqa: BLE001 -- a run of another store: no speedup cell
+            except Exception:
                 cache[r["run"]] = {}
         m = cache.get(r["run"], {})
         r["speedup"] = m.get(f"{r['id']}.speedup_vs_torch", np.nan)

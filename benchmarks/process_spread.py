@@ -30,8 +30,9 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_out_args, loadavg, machine_info, out_path, provenance, usage_error, write_json  # noqa: E402
-from tunebench.protocol.stats import summarize  # noqa: E402
+from _common import add_out_args, loadavg, machine_info, out_path, provenance, usage_error, write_json
+
+from tunebench.protocol.stats import summarize
 
 # one fresh process: load the library, time it, print the repeats (seconds) as JSON
 _CHILD = """

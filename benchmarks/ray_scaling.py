@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import CRASH, add_out_args, loadavg, machine_info, out_path, provenance, run_main, write_json  # noqa: E402
+from _common import CRASH, add_out_args, loadavg, machine_info, out_path, provenance, run_main, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYER = {"in_channels": 64, "height": 56, "width": 56, "out_channels": 64, "kernel": 3, "stride": 1, "padding": 1}

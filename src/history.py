@@ -79,7 +79,7 @@ class History:
         return [t for t in self.tasks.values() if keep(t)]
 
     @classmethod
-    def load(cls, source: str | list | None, client=None, workdir: str | None = None) -> "History":
+    def load(cls, source: str | list | None, client=None, workdir: str | None = None) -> History:
         """A History from record files and/or MLflow run ids (one, or a list; None = empty).
 
         Args:

@@ -45,7 +45,7 @@ def run_file(client, run_id: str, name: str, cache_dir: str, record_file: str | 
     if record_file is None and client is not None:
         try:
             record_file = client.get_run(run_id).data.tags.get(RECORD_TAG)
-        except Exception:  # noqa: BLE001 - not a run of this store
+        except Exception:
             return None
     if record_file:
         local = os.path.join(os.path.dirname(record_file), name)
@@ -57,7 +57,7 @@ def run_file(client, run_id: str, name: str, cache_dir: str, record_file: str | 
     os.makedirs(dst, exist_ok=True)
     try:
         return client.download_artifacts(run_id, name, dst)
-    except Exception:  # noqa: BLE001 - any store/IO failure means "not available"; the caller says so
+    except Exception:
         return None
 
 

@@ -26,9 +26,10 @@ FPGA directive spaces after [Sun-PhD] Algorithm 1 pruning): index = position in 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

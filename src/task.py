@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
-
-import json
 
 from tunebench.space import Config, Space, TraceConfig
 
@@ -124,7 +123,7 @@ class Measurement:
                 "noisy": self.noisy, "noise": dict(self.noise), **({"device": self.device} if self.device else {})}
 
     @classmethod
-    def from_record(cls, rec: dict, space: Space) -> "Measurement":
+    def from_record(cls, rec: dict, space: Space) -> Measurement:
         if "trace" in rec["config"]:
             cfg = TraceConfig(int(rec["index"]), json.dumps(rec["config"]["trace"], separators=(",", ":")))
         else:

@@ -41,7 +41,7 @@ def load_conf(path):
 @pytest.fixture
 def tiny_cfg(tmp_path):
     """A complete experiment config: random search on one tiny layer on llvm, in a temp workdir."""
-    from tunebench.harness.cli import compose_config  # noqa: PLC0415  (Hydra only where used)
+    from tunebench.harness.cli import compose_config
 
     return compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG,
                            "target.batch_size=3", "target.runner.repeat=3", "target.runner.min_repeat_ms=5",

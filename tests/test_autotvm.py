@@ -9,11 +9,11 @@ from conftest import load_conf
 from fakes import FakeTarget
 from tunebench.harness import experiment
 from tunebench.harness.loop import tune_task
-from tunebench.records import read_records
 from tunebench.methods import Budget, make_method
 from tunebench.methods.annealing import SimulatedAnnealing, index_digits, random_walk
 from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel, average_recall
+from tunebench.records import read_records
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task
 

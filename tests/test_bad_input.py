@@ -142,8 +142,8 @@ def _child(entry: str, argv: list[str], cwd: str, out_path: str) -> None:
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115  (pytest replaced the parent's streams)
-    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False)
     os.chdir(cwd)
     code = 0
     try:
@@ -156,7 +156,7 @@ def _child(entry: str, argv: list[str], cwd: str, out_path: str) -> None:
             main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001  (reported through the output file)
+    except BaseException:
         traceback.print_exc()
         code = 1
     sys.stdout.flush()
@@ -168,8 +168,9 @@ def _child(entry: str, argv: list[str], cwd: str, out_path: str) -> None:
 def _preimport():
     """Import the heavy modules once; every forked case starts with them loaded."""
     import mlflow.tracking  # noqa: F401
-    import tunebench.harness.experiment  # noqa: F401
-    import tunebench.harness.preflight  # noqa: F401
+
+    import tunebench.harness.experiment
+    import tunebench.harness.preflight
     import tunebench.targets.tvm.target  # noqa: F401
 
 

@@ -8,7 +8,7 @@ from conftest import ROOT
 from tunebench.protocol.noise import NoisePolicy
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import harness_overhead as ho  # noqa: E402
+import harness_overhead as ho
 
 
 def out(share: float) -> dict:

@@ -15,8 +15,16 @@ import pytest
 import torch
 import torch.nn as nn
 
-from tunebench.datasets import (MODELS, build_model, extract_tasks, import_model, layers_model,
-                                make_target, model_tasks, run_relax)
+from tunebench.datasets import (
+    MODELS,
+    build_model,
+    extract_tasks,
+    import_model,
+    layers_model,
+    make_target,
+    model_tasks,
+    run_relax,
+)
 from tunebench.datasets.relax_import import fold_batchnorm, prepare_for_export
 from tunebench.datasets.tasks import clear_cache
 from tunebench.datasets.zoo import BasicBlock

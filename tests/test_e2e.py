@@ -20,12 +20,19 @@ import tvm_ffi
 from conftest import TINY_LAYER, gpu, load_conf
 from tunebench.datasets import extract_tasks, import_model, model_tasks
 from tunebench.datasets.tasks import task_id
-from tunebench.harness.e2e import (SCHEDULED_ATTR, E2EMismatch, check_output, compile_model, default_build_module,
-                                   flat_numpy, tuned_module)
+from tunebench.harness.e2e import (
+    SCHEDULED_ATTR,
+    E2EMismatch,
+    check_output,
+    compile_model,
+    default_build_module,
+    flat_numpy,
+    tuned_module,
+)
 from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies
 from tunebench.protocol.model_worker import vm_args
-from tunebench.targets.tvm.templates import get_template
 from tunebench.targets.tvm.target import TVMTarget
+from tunebench.targets.tvm.templates import get_template
 
 TOL = 1e-4
 QUICK = E2ESettings(rounds=2, n_runs=4, default_n_runs=2, torch_compile=False)  # a short interleaved timing

@@ -11,8 +11,8 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
 from tunebench.harness.experiment import run_experiment
-from tunebench.run_store import RECORD_TAG
 from tunebench.records import read_records
+from tunebench.run_store import RECORD_TAG
 
 
 def _client(workdir):

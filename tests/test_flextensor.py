@@ -267,8 +267,8 @@ def test_an_operator_without_a_template_is_an_error_before_any_run(tmp_path):
 
 
 def test_a_method_with_its_own_schedules_tunes_an_operator_without_a_template(tmp_path):
-    from tunebench.harness.experiment import _attach_spaces
     from tunebench.datasets.tasks import operator_tasks
+    from tunebench.harness.experiment import _attach_spaces
 
     tasks = operator_tasks({"operators": ["t1d", "c2d"], "cases": [1]})
     _attach_spaces(tasks, "llvm", "packed", own_schedules=True)  # metaschedule, gat
@@ -359,8 +359,9 @@ def test_a_csv_the_table_wrote_stands_for_its_records(tmp_path):
     ft.write_csv(rows, str(tmp_path / "rows.csv"))
     again = ft.load(str(tmp_path / "rows.csv"))
     ft.add_speedups(again, {})  # the speedups come from the file, not from a store
-    key = lambda r: (r["method"], r["trials"], r["seed"], r["case"], r["latency_ms"], r["noisy"], r["speedup"],
-                     r["speedup_noisy"])
+    def key(r):
+        return (r["method"], r["trials"], r["seed"], r["case"], r["latency_ms"], r["noisy"], r["speedup"],
+                         r["speedup_noisy"])
     assert sorted(map(key, again)) == sorted(map(key, rows))
     assert {r["method"] for r in again} == {"random (flex), 48 trials", "random (flex), 192 trials"}
 

@@ -5,8 +5,8 @@ import pandas as pd
 
 from fakes import FakeTarget
 from tunebench.harness import assemble_table
-from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.records import read_records, record_line
+from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.task import Measurement
 
 

@@ -1,10 +1,10 @@
 """target=fpga_open: the three fidelities on the smallest design, stage reuse, and invalid designs."""
 import pytest
 
+from conftest import load_conf
+from tunebench.targets import make_target
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.tasks import fpga_tasks
-from tunebench.targets import make_target
-from conftest import load_conf
 
 
 def _target(tmp_path, **over):

@@ -9,9 +9,9 @@ import torch
 from fakes import FakeTarget
 from fpga_tiny import FIDELITIES, OBJECTIVES, TinyTableTarget, run_method, tiny_task
 from tunebench.errors import UserError
-from tunebench.pareto import adrs, pareto_front
 from tunebench.methods import make_method
 from tunebench.methods.base import Budget
+from tunebench.pareto import adrs, pareto_front
 
 torch.set_num_threads(1)
 

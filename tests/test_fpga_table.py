@@ -7,15 +7,15 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from conftest import load_conf
+from tunebench.harness.loop import tune_task
+from tunebench.methods import Budget, make_method
+from tunebench.targets import make_target
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.kernels import KERNELS
 from tunebench.targets.fpga.table import default_table, read_table, write_table
 from tunebench.targets.fpga.tasks import fpga_tasks
-from tunebench.harness.loop import tune_task
-from tunebench.methods import Budget, make_method
-from tunebench.targets import make_target
 from tunebench.task import Measurement
-from conftest import load_conf
 
 SYNTH_S, SIM_S, IMPL_S = 10.0, 0.5, 20.0
 

@@ -5,12 +5,12 @@ import re
 
 import pytest
 
+from conftest import TESTS, load_conf
 from tunebench.errors import UserError
+from tunebench.targets import make_target
 from tunebench.targets.fpga import vivado_flow as vf
 from tunebench.targets.fpga.kernels import KERNELS, get_kernel
 from tunebench.targets.fpga.tasks import fpga_tasks
-from tunebench.targets import make_target
-from conftest import TESTS, load_conf
 
 STANDIN = os.path.join(TESTS, "standin_xilinx")
 

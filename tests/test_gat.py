@@ -157,11 +157,10 @@ def test_training_loss_decreases_and_checkpoint_roundtrip(candidates, tmp_path):
 @pytest.mark.slow
 def test_method_on_tiny_task(tiny_cfg, tmp_path):
     """method=gat end to end on one tiny layer: two rounds of 8, so the model trains online after round 1."""
+    from conftest import TINY_LAYER_ARG
     from tunebench.harness.cli import compose_config
     from tunebench.harness.experiment import run_experiment
     from tunebench.records import read_records
-
-    from conftest import TINY_LAYER_ARG
 
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG, "method=gat",
                           "method.num_trials_per_iter=8", "method.population_size=32",

@@ -4,10 +4,10 @@ import os
 import pytest
 
 from tunebench.errors import UserError
-from tunebench.harness.preflight import check_overrides
 from tunebench.harness.experiment import make_budget
-from tunebench.records import RecordFile, read_records
+from tunebench.harness.preflight import check_overrides
 from tunebench.harness.tracking import check_reachable, flatten
+from tunebench.records import RecordFile, read_records
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task
 
@@ -87,8 +87,8 @@ def test_flatten_params():
 def test_best_on_a_multi_fidelity_target_ranks_only_the_top_fidelity():
     from types import SimpleNamespace
 
-    from tunebench.harness.measurement import best_of_fidelity
     from tunebench.harness.loop import TaskResult
+    from tunebench.harness.measurement import best_of_fidelity
 
     t = _task()
     ms = [Measurement(t.id, t.space.get(i), valid=True, latency_s=lat, fidelity=f)
@@ -121,7 +121,7 @@ def test_history_gets_the_records_written_once(tmp_path):
     writer = RecordWriter(rf, t, prior=[prior_rec])
     history = History()
     tune_task(t, Source(), FakeTarget(), Budget(trials_per_task=5), np.random.default_rng(0),
-              observers=[writer, HistoryFeed(history, t, Source(), writer)])
+              observers=[writer, HistoryFeed(history, t, writer)])
     rf.close()
     entry = history.tasks[t.id]
     assert entry.role == "source" and entry.origin == "run"

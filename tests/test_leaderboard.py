@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tunebench import report as lb
 from tunebench.__main__ import build_parser
 from tunebench.errors import UserError
-from tunebench import report as lb
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DAY = 86_400_000

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import TINY_LAYER, load_conf
+from fakes import FakeTarget
+from test_loop import _task as make_task
 from test_protocol import hold_lock
 from tunebench.datasets import model_tasks
 from tunebench.harness.loop import tune_task
@@ -17,12 +19,9 @@ from tunebench.harness.measurement import MeasurementProtocol, ProtocolSettings
 from tunebench.methods import Budget, make_method
 from tunebench.protocol.noise import Verdict
 from tunebench.protocol.stats import summarize
-from tunebench.targets.tvm.templates import get_template
 from tunebench.targets.tvm.target import TVMTarget
+from tunebench.targets.tvm.templates import get_template
 from tunebench.task import Measurement
-
-from fakes import FakeTarget
-from test_loop import _task as make_task
 
 
 @pytest.fixture(scope="module")

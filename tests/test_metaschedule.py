@@ -7,11 +7,10 @@ import sys
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
-from tunebench.run_store import RECORD_TAG
 from tunebench.records import read_records
+from tunebench.run_store import RECORD_TAG
 from tunebench.space import Space, TraceConfig
 from tunebench.task import Measurement
-
 
 
 def test_trace_records_round_trip():

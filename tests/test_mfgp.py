@@ -8,7 +8,7 @@ import torch
 
 from tunebench.methods.mfgp import acquisition as acq
 from tunebench.methods.mfgp.designs import nested_random, rted
-from tunebench.methods.mfgp.models import FidelityChain, FitSettings, ICMGP, IndependentGP
+from tunebench.methods.mfgp.models import ICMGP, FidelityChain, FitSettings, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, capacity_key, penalize_invalid
 
 torch.set_num_threads(1)
@@ -61,7 +61,8 @@ def test_icm_covariance_matches_brute_force_kronecker():
 
 
 def test_models_fit_toy_functions():
-    f = lambda X: np.stack([X.sum(1), -X.sum(1) + 0.3 * np.sin(3 * X[:, 0]), X[:, 0] ** 2], 1)
+    def f(X):
+        return np.stack([X.sum(1), -X.sum(1) + 0.3 * np.sin(3 * X[:, 0]), X[:, 0] ** 2], 1)
     X = np.random.default_rng(0).random((25, 2))
     Y = f(X)
     Xt = np.random.default_rng(2).random((50, 2))
@@ -86,8 +87,10 @@ def test_deep_kernel_architecture():
 def test_nargp_and_ar1_chains_beat_single_fidelity_on_high_fidelity():
     """With many cheap points and few expensive ones, chaining predicts the expensive fidelity better."""
     rng = np.random.default_rng(3)
-    f0 = lambda X: np.stack([np.sin(6 * X[:, 0]) + X[:, 1], X[:, 0] + X[:, 1]], 1)
-    f1 = lambda X: np.stack([f0(X)[:, 0] ** 2 + 0.1 * X[:, 1], 1.5 * f0(X)[:, 1] + 0.2], 1)
+    def f0(X):
+        return np.stack([np.sin(6 * X[:, 0]) + X[:, 1], X[:, 0] + X[:, 1]], 1)
+    def f1(X):
+        return np.stack([f0(X)[:, 0] ** 2 + 0.1 * X[:, 1], 1.5 * f0(X)[:, 1] + 0.2], 1)
     Xl = rng.random((30, 2))
     Xh = Xl[:10]
     Xt = rng.random((100, 2))

@@ -9,7 +9,7 @@ import yaml
 from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import process_spread as ps  # noqa: E402
+import process_spread as ps
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "process_spread.py")
 

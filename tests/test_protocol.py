@@ -14,8 +14,7 @@ import pytest
 from tunebench.errors import UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, settle
-from tunebench.protocol.stats import (bootstrap_ci, geomean, paired_ratio_ci, ratio_of_means_ci, summarize,
-                                      verdict)
+from tunebench.protocol.stats import bootstrap_ci, geomean, paired_ratio_ci, ratio_of_means_ci, summarize, verdict
 from tunebench.targets.devicelock import DeviceLock, holder_of
 
 SPIN = "import time\nt = time.perf_counter()\nwhile time.perf_counter() - t < {s}: pass\ntime.sleep({idle})"

@@ -13,8 +13,8 @@ from mlflow.tracking import MlflowClient
 
 from tunebench.errors import UserError
 from tunebench.harness.experiment import run_experiment
-from tunebench.run_store import RECORD_TAG
 from tunebench.records import read_records
+from tunebench.run_store import RECORD_TAG
 
 
 @pytest.fixture

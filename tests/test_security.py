@@ -378,8 +378,8 @@ def test_a_check_that_could_not_run_is_reported_unchecked(tiny_cfg, tmp_path, ca
     from mlflow.tracking import MlflowClient
 
     from tunebench.__main__ import build_parser
-    from tunebench.report import cli as leaderboard
     from tunebench.harness.experiment import run_experiment
+    from tunebench.report import cli as leaderboard
 
     tiny_cfg["target"]["handler"] = "test_security:handle_check_not_performed"
     tiny_cfg["e2e"]["enabled"] = False

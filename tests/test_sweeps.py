@@ -12,7 +12,6 @@ from tunebench.records import read_records
 from tunebench.targets.devicelock import device_lock
 
 
-
 def _hold(lock_dir, q):
     with device_lock("test-device", lock_dir):
         start = time.time()

@@ -10,13 +10,13 @@ import pytest
 
 from conftest import TESTS, load_conf
 from fakes import FakeTarget
-from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.targets import make_target
 from tunebench.targets.base import STAT_KEYS, Target, TargetInfo
 from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 from tunebench.targets.fpga.table_target import TableTarget
-from tunebench.targets.tvm.target import TVMTarget
+from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.targets.fpga.vivado import VivadoTarget
+from tunebench.targets.tvm.target import TVMTarget
 
 STANDIN = os.path.join(TESTS, "standin_xilinx")
 FPGA_KEYS = {"kind", "name", "objectives", "fidelities", "reference_point", "scale", "capacity"}

@@ -39,9 +39,9 @@ def relax_tasks() -> dict:
     """The fused tasks of a small CNN, by label (each kind the harness meets)."""
     torch = pytest.importorskip("torch")
     nn = torch.nn
+    import tvm.s_tir.meta_schedule as ms
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
-    import tvm.s_tir.meta_schedule as ms
 
     class Net(nn.Module):
         def __init__(self):
@@ -371,7 +371,7 @@ def test_cuda_template_runs_on_gpu(relax_tasks, label):
 
 
 def test_space_sizes_are_products(relax_tasks):
-    for label, mod in relax_tasks.items():
+    for _label, mod in relax_tasks.items():
         for target_kind in ("llvm", "cuda"):
             space = get_template(analyze(mod).kind, target_kind).make_space(mod)
             assert space.size == math.prod(len(k.entities) for k in space.knobs)

@@ -197,7 +197,7 @@ def test_what_counts_as_unreachable():
         try:
             raise requests.exceptions.ConnectionError("Max retries exceeded")
         except requests.exceptions.ConnectionError as e:
-            raise MlflowException(f"API request failed with exception {e}")
+            raise MlflowException(f"API request failed with exception {e}")  # noqa: B904  (as MLflow does)
     except MlflowException as wrapped:
         assert unreachable(wrapped)
     assert not unreachable(RestException({"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no run"}))

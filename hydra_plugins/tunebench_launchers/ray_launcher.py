@@ -6,7 +6,8 @@ The work is done in :mod:`tunebench.harness.ray_launch`; this class only adapts 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher

@@ -11,7 +11,7 @@ baseline a tuned kernel is timed against.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

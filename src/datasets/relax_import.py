@@ -21,13 +21,13 @@ import copy
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn as nn
-
 import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program

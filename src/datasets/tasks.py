@@ -31,9 +31,10 @@ import tvm_ffi
 from tvm import relax, s_tir
 from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract_tasks
 
-from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
 from tunebench.datasets.layer_spec import check_layer_list
-from tunebench.datasets.operators import OPS_MODEL, flops as op_flops, kind_of, prim_func, select_cases
+from tunebench.datasets.operators import OPS_MODEL, kind_of, prim_func, select_cases
+from tunebench.datasets.operators import flops as op_flops
+from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
 from tunebench.datasets.zoo import MODELS, build_model, layers_model
 from tunebench.task import Task
 

@@ -23,7 +23,7 @@ layer becomes one task after import.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn as nn

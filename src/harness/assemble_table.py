@@ -23,11 +23,11 @@ import yaml
 
 from tunebench.errors import UserError
 from tunebench.harness.observers import Observer
-from tunebench.targets.fpga.table import table_measurements, write_table
-from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.records import RecordFile, read_records
 from tunebench.resources import conf_dir
 from tunebench.targets import make_target
+from tunebench.targets.fpga.table import table_measurements, write_table
+from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.task import Measurement
 
 

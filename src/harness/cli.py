@@ -9,8 +9,6 @@ import sys
 from tunebench.harness.config_check import CONF_DIR
 
 
-
-
 def layers_override(layers: list[dict]) -> str:
     """The ``model.layers=[...]`` override for a list of layer dicts (``model=layers``)."""
     return "model.layers=[" + ",".join("{" + ",".join(f"{k}:{v}" for k, v in L.items()) + "}" for L in layers) + "]"

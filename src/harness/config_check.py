@@ -18,7 +18,8 @@ run in :func:`tunebench.harness.experiment.run_experiment`, still before a run i
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tunebench.errors import UserError
 from tunebench.resources import conf_dir

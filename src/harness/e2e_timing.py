@@ -31,8 +31,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tunebench.errors import UserError
-from tunebench.harness.e2e import (E2EError, check_output, compile_model, default_build_module, flat_numpy,
-                                   output_errors, tuned_module)
+from tunebench.harness.e2e import (
+    E2EError,
+    check_output,
+    compile_model,
+    default_build_module,
+    flat_numpy,
+    output_errors,
+    tuned_module,
+)
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.targets.tvm.target import REMOTE_RETRIES
@@ -63,7 +70,7 @@ class E2ESettings:
     keep_freed_memory: bool = True
 
     @classmethod
-    def from_cfg(cls, cfg: dict | None) -> "E2ESettings":
+    def from_cfg(cls, cfg: dict | None) -> E2ESettings:
         cfg = {k: v for k, v in dict(cfg or {}).items()}
         unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
         if unknown:

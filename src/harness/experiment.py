@@ -14,19 +14,19 @@ import math
 import os
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import yaml
 
 from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.harness.loop import tune_task
-from tunebench.history import History
 from tunebench.harness.progress import TuningProgress
-from tunebench.records import RecordFile, read_records
 from tunebench.harness.tracking import Tracker, check_reachable, discard_store, new_store_path, resolve_uri
+from tunebench.history import History
 from tunebench.methods import METHODS, Budget, make_method
+from tunebench.records import RecordFile, read_records
 from tunebench.run_store import RECORD_TAG
 from tunebench.task import Measurement, Task
 
@@ -286,7 +286,7 @@ def _observers(ctx: dict, task: Task, method, row, prior_recs: list[dict]) -> tu
     writer = RecordWriter(ctx["records"], task, prior_recs)
     curve = (fpga.observer(task, tracker, ctx["run_dir"], method.learned_set) if fpga is not None
              else SearchCurve(tracker, task))
-    return [writer, HistoryFeed(ctx["history"], task, method, writer), curve, ProgressRow(ctx["progress"], row)], curve
+    return [writer, HistoryFeed(ctx["history"], task, writer), curve, ProgressRow(ctx["progress"], row)], curve
 
 
 def _prior_measurements(task: Task, recs: list[dict]) -> tuple[list[Measurement], list[dict]]:
@@ -313,7 +313,7 @@ def _tune_one(ctx: dict, task: Task, prior_recs: list, totals: RunTotals) -> Non
     result = tune_task(task, method, ctx["target"], ctx["budget"], task_rng(ctx["seed"], task), prior=prior,
                        history=ctx["history"], observers=observers)
     after = protocol.after_task(pre)
-    report = method.report()
+    report = result.report
     totals.excluded_search_s += result.search_s if report.get("role") == "source" else float(report.get("pretrain_s", 0))
     best, checks, retimed = protocol.final_best(result, ctx["check"])
     protocol.warn_if_noisy(task, best, after)

@@ -67,7 +67,7 @@ class FPGAMetrics:
                 if m.valid and m.fidelity == self.top]
         return np.asarray(rows, dtype=float).reshape(-1, len(self.objectives))
 
-    def observer(self, task, tracker, run_dir: str, learned=None) -> "ParetoCurves":
+    def observer(self, task, tracker, run_dir: str, learned=None) -> ParetoCurves:
         """The per-batch hypervolume / ADRS curves of ``task`` and its final values (its true front
         read once, here). ``learned``: a callable giving the method's learned set when the task ends
         (``Method.learned_set``), or None."""

@@ -23,6 +23,7 @@ class TaskResult:
         search_s: the task's search clock in seconds (prior attempts included).
         stop_reason: why the loop ended: ``trials``, ``seconds``, ``early_stopping`` or ``exhausted``.
         lock_wait_s: seconds spent waiting for another process's device lock (not in ``search_s``).
+        report: what ``method.report()`` returned (called once, when the loop ended).
     """
 
     task: Task
@@ -31,6 +32,7 @@ class TaskResult:
     stop_reason: str = ""
     lock_wait_s: float = 0.0
     best_so_far: list[float] = field(default_factory=list)  # fastest valid latency up to each measurement
+    report: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         prior, self.measurements, self.best_so_far = self.measurements, [], []
@@ -167,5 +169,6 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
         method.tell(batch)
     result.search_s = clock()
     result.lock_wait_s = target.stats["lock_wait_s"] - waited0
+    result.report = dict(method.report() or {})  # the one call of report(), after the loop
     notify(observers, "task_finished", result)
     return result

@@ -66,7 +66,7 @@ class ProtocolSettings:
     max_wait_s: float = 600.0
 
     @classmethod
-    def from_cfg(cls, cfg: dict | None) -> "ProtocolSettings":
+    def from_cfg(cls, cfg: dict | None) -> ProtocolSettings:
         """From ``cfg["measure"]``; a bad or unknown value raises UserError."""
         m = _known(cfg, ("noise", "calibrate", "peak", "retime", "wait_for_quiet", "cache_dir", "lock_notice_s"),
                    "measure")

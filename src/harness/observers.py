@@ -46,11 +46,11 @@ class HistoryFeed(Observer):
     """Adds the task's records to the run's :class:`~tunebench.history.History` when the task ends,
     labelled with the role the method reports (later tasks of a transfer method learn from them)."""
 
-    def __init__(self, history, task, method, writer: RecordWriter):
-        self.history, self.task, self.method, self.writer = history, task, method, writer
+    def __init__(self, history, task, writer: RecordWriter):
+        self.history, self.task, self.writer = history, task, writer
 
     def task_finished(self, result) -> None:
-        role = str(self.method.report().get("role", ""))
+        role = str(result.report.get("role", ""))
         self.history.add_task(self.task, self.writer.lines, role=role)
 
 

@@ -22,9 +22,10 @@ import logging
 import os
 import re
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tunebench.errors import UserError
 from tunebench.harness.job_state import read_run_file
@@ -46,7 +47,7 @@ class RaySettings:
     max_resumes: int = 1
 
     @classmethod
-    def from_cfg(cls, cfg: dict) -> "RaySettings":
+    def from_cfg(cls, cfg: dict) -> RaySettings:
         """Checked settings; a bad value is a :class:`UserError` naming it and what is valid."""
         cfg = {k: v for k, v in dict(cfg).items() if k != "_target_"}
         unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))

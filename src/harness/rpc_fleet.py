@@ -75,7 +75,7 @@ class LocalFleet:
             if out is not subprocess.DEVNULL:
                 out.close()
 
-    def start(self, timeout_s: float = 120.0) -> "LocalFleet":
+    def start(self, timeout_s: float = 120.0) -> LocalFleet:
         """Start the tracker and the servers; return once every server has registered."""
         with socket.socket() as s:
             try:
@@ -142,7 +142,7 @@ class LocalFleet:
             _kill_group(proc)
         self.procs.clear()
 
-    def __enter__(self) -> "LocalFleet":
+    def __enter__(self) -> LocalFleet:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -27,8 +27,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from tunebench.errors import TrackingOutage, UserError
-from tunebench.run_store import quiet_mlflow
 from tunebench.harness.tracking_spool import TrackingSpool, _reason, bounded_http, unreachable
+from tunebench.run_store import quiet_mlflow
 
 log = logging.getLogger(__name__)
 

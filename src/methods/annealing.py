@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -31,7 +31,7 @@ def _import_metaschedule() -> None:
     when ``tvm.s_tir.tensor_intrin`` is first imported (30-40 s on a 2-core machine, once per
     process). The harness builds methods before a task's clock starts, so this one-time cost is
     not charged to the first task's search time (as the target's worker start-up is not)."""
-    import tvm.s_tir.meta_schedule  # noqa: F401
+    import tvm.s_tir.meta_schedule
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
 

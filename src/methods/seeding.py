@@ -23,7 +23,7 @@ def library_seed(rng: np.random.Generator) -> int:
 
 def seed_libraries(seed: int) -> None:
     """Seed the process-wide generators of Python, NumPy and PyTorch with ``seed``."""
-    import torch  # noqa: PLC0415  (a dependency of every learned method; imported where seeding happens)
+    import torch
 
     random.seed(seed)
     np.random.seed(seed % 2**32)

@@ -21,8 +21,8 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from tunebench.errors import UserError
 
@@ -48,7 +48,7 @@ class NoisePolicy:
     remeasure: int = 1
 
     @classmethod
-    def from_cfg(cls, cfg: dict | None) -> "NoisePolicy":
+    def from_cfg(cls, cfg: dict | None) -> NoisePolicy:
         """From ``measure.noise`` (missing keys keep their defaults); a bad value raises UserError."""
         cfg = dict(cfg or {})
         unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))

@@ -11,8 +11,8 @@ the baseline's seeds) get a percentile-bootstrap interval of the ratio of means;
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class SampleStats:
     cv: float
     rcv: float = 0.0
 
-    def scaled(self, factor: float) -> "SampleStats":
+    def scaled(self, factor: float) -> SampleStats:
         """The same statistics in another unit (e.g. ``1e3`` for seconds -> ms); CV is unitless."""
         return SampleStats(self.n, self.median * factor, self.min * factor, self.mean * factor,
                            self.std * factor, self.cv, self.rcv)

@@ -10,7 +10,7 @@ group's headers and cells.
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd

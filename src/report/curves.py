@@ -29,7 +29,7 @@ Fraction of the optimum (:func:`group_fractions`), after Kernel Tuner's benchmar
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd

@@ -24,7 +24,7 @@ def _history(client, run_id: str, key: str) -> tuple[np.ndarray, np.ndarray] | N
     """(trials so far, value) of a run metric's history; None when the run did not log it."""
     try:
         points = sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
-    except Exception:  # noqa: BLE001 - a store that cannot answer: no curve
+    except Exception:
         return None
     if not points:
         return None

@@ -139,7 +139,7 @@ def render_page(title: str, header: list[str], sections: list[Section], footnote
                 generated: dt.datetime | None = None, empty: str = "") -> str:
     """The whole page. ``header``: lines below the title (store, filters, run counts); ``empty``: the
     text shown when there are no sections; ``generated``: the date shown (default: now, UTC)."""
-    when = (generated or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
+    when = (generated or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>{html.escape(title)}</h1>", f'<p class="meta">Generated {when}.</p>',
             *(f'<p class="meta">{text(line)}</p>' for line in header), LEGEND]
     if len(sections) > 1:

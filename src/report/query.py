@@ -21,8 +21,8 @@ import pandas as pd
 
 from tunebench.errors import UserError
 from tunebench.harness.measurement import UNCHECKED_TAG
-from tunebench.records import read_records
 from tunebench.harness.tracking import check_reachable, resolve_uri
+from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG, RECORDS, run_file
 
 #: speedup metric -> prefix of its reference latency (``<prefix>_latency_ms``, ``<prefix>_noisy``)
@@ -74,7 +74,7 @@ def open_store(uri: str | None):
     try:
         client = MlflowClient(uri)
         client.search_experiments(max_results=1)
-    except Exception as exc:  # noqa: BLE001 - whatever the store raises, the user gets one line
+    except Exception as exc:
         raise UserError(f"--tracking-uri={uri}: cannot read the tracking store ({first_line(exc)})") from None
     return client
 
@@ -125,7 +125,7 @@ def parse_since(text: str | None) -> int | None:
     if not text:
         return None
     try:
-        day = dt.datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc)
+        day = dt.datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=dt.UTC)
     except ValueError:
         raise UserError(f"--since={text!r}: expected a date YYYY-MM-DD") from None
     return int(day.timestamp() * 1000)

@@ -40,11 +40,6 @@ def resolve_lock_dir(lock_dir: str | None = None) -> str:
     return shared_dir(lock_dir) if lock_dir else user_dir("locks")
 
 
-def lock_path(device_key: str, lock_dir: str | None = None) -> str:
-    """The lock file of ``device_key`` in :func:`resolve_lock_dir` of ``lock_dir``."""
-    return _lock_file(device_key, resolve_lock_dir(lock_dir))
-
-
 def _lock_file(device_key: str, folder: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in device_key)
     return os.path.join(folder, f"{safe}.lock")
@@ -168,7 +163,7 @@ class DeviceLock:
             fh.flush()
         return fh
 
-    def __enter__(self) -> "DeviceLock":
+    def __enter__(self) -> DeviceLock:
         path = self.path
         state = _held(path)
         t0 = time.perf_counter()

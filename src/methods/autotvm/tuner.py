@@ -28,8 +28,8 @@ import numpy as np
 
 from tunebench.errors import UserError
 from tunebench.methods.annealing import SimulatedAnnealing
-from tunebench.methods.base import Method
 from tunebench.methods.autotvm.xgb_model import XGBCostModel
+from tunebench.methods.base import Method
 from tunebench.space import Config
 from tunebench.task import Measurement
 

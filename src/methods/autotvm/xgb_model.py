@@ -114,11 +114,11 @@ class XGBCostModel:
         self.last_fit: dict = {}
 
     # ---- training --------------------------------------------------------------------------
-    def fit(self, indices, gflops) -> "XGBCostModel":
+    def fit(self, indices, gflops) -> XGBCostModel:
         """Train on measured configs: ``indices`` (n,) ints, ``gflops`` (n,) throughput, 0 for invalid."""
         return self.fit_features(self.features(indices), gflops)
 
-    def fit_features(self, x: np.ndarray, gflops) -> "XGBCostModel":
+    def fit_features(self, x: np.ndarray, gflops) -> XGBCostModel:
         """Train on a feature matrix ``x`` (n, n_features) and throughputs ``gflops`` (n,)."""
         tic = time.perf_counter()
         y = np.nan_to_num(np.asarray(gflops, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0).clip(min=0.0)

@@ -16,14 +16,14 @@ moves every knob of a config by -1, 0 or +1 per step, rewarded by the cost model
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
-from tunebench.methods.annealing import place_values, index_digits
+from tunebench.methods.annealing import index_digits, place_values
 from tunebench.space import ExplicitSpace
 
 MOVES = np.array([-1, 0, 1])

@@ -37,7 +37,7 @@ def knee_k(losses: dict[int, float], threshold: float) -> int:
 
 def cluster(X: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, float]:
     """(centroids [k, d], L2 loss = sum of squared distances to the nearest centroid) of k-means on X."""
-    from sklearn.cluster import KMeans  # noqa: PLC0415  (only the sampler needs scikit-learn's k-means)
+    from sklearn.cluster import KMeans
 
     km = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(X)
     return km.cluster_centers_, float(km.inertia_)

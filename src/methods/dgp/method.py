@@ -45,9 +45,9 @@ from tunebench.errors import UserError
 from tunebench.history import History, HistoryTask
 from tunebench.methods.annealing import SimulatedAnnealing
 from tunebench.methods.autotvm.tuner import throughput
+from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel
 from tunebench.methods.base import Method
 from tunebench.methods.dgp.layer_groups import group_key, group_name, task_group
-from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel
 from tunebench.space import Config, Space, SplitKnob
 from tunebench.task import Measurement
 
@@ -144,7 +144,7 @@ class DGP(Method):
                  tuning_set_size: int = 300, tuning_set: str = "dgp", map_l2: float = 0.01, map_epochs: int = 50,
                  map_lr: float = 0.01, predict_samples: int = 16, top_k: int = 64, sa_n_iter: int = 500,
                  sa_parallel_size: int = 128, sa_temp=(1.0, 0.0), sa_early_stop: int = 50):
-        from tunebench.methods import make_method  # noqa: PLC0415 - the registry imports this module
+        from tunebench.methods import make_method
 
         ints = dict(hidden_dims=hidden_dims, num_inducing=num_inducing, pretrain_epochs=pretrain_epochs,
                     batch_size=batch_size, train_samples=train_samples, max_history=max_history,
@@ -186,7 +186,7 @@ class DGP(Method):
     # ---- setup -----------------------------------------------------------------------------
     def setup(self, task, target_info, history, budget, rng) -> None:
         super().setup(task, target_info, history, budget, rng)
-        from tunebench.methods import make_method  # noqa: PLC0415
+        from tunebench.methods import make_method
 
         self.history = history if history is not None else History()
         self.group = task_group(task)
@@ -230,7 +230,7 @@ class DGP(Method):
 
     def _pretrained(self, sources, x, y):
         """The group's pre-trained DGP (trained now, or reused from an earlier layer of this run)."""
-        from tunebench.methods.dgp.model import DeepGP  # noqa: PLC0415
+        from tunebench.methods.dgp.model import DeepGP
 
         key = ("dgp", self.group, tuple((t.task_id, len(t.records)) for t in sources),
                tuple(sorted(self.model_kw.items())), tuple(sorted(self.fit_kw.items())), self.max_history)

@@ -128,7 +128,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
     # ---- training --------------------------------------------------------------------------
     @one_thread
     def fit(self, x: np.ndarray, y: np.ndarray, epochs: int = 100, lr: float = 0.01, batch_size: int = 256,
-            train_samples: int = 8, prior: dict | None = None, l2: float = 0.0) -> "DeepGP":
+            train_samples: int = 8, prior: dict | None = None, l2: float = 0.0) -> DeepGP:
         """Maximize the ELBO of (x, y) (minus ``l2 × ‖θ − prior‖²`` when ``prior`` is given).
 
         With a ``prior`` (MAP transfer) the objective is also evaluated on all of (x, y) with fixed
@@ -204,7 +204,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
                          "loss_last": losses[-1] if losses else None, "seconds": time.perf_counter() - tic}
         return self
 
-    def fit_map(self, x: np.ndarray, y: np.ndarray, l2: float, **kw) -> "DeepGP":
+    def fit_map(self, x: np.ndarray, y: np.ndarray, l2: float, **kw) -> DeepGP:
         """MAP transfer ([Sun-ICCV21] Eq. 6) from the current parameters θ̃; ``kw`` as in :meth:`fit`."""
         prior = {k: v.detach().clone() for k, v in self.state_dict().items()}
         return self.fit(x, y, prior=prior, l2=l2, **kw)
@@ -237,5 +237,5 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         mean = torch.cat(out).double().numpy() if out else np.zeros(0)
         return mean * self.y_std + self.y_mean
 
-    def copy(self) -> "DeepGP":
+    def copy(self) -> DeepGP:
         return copy.deepcopy(self)

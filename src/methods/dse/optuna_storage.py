@@ -57,7 +57,7 @@ def open_storage(url: str, attempts: int = 5):
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(url)
-        except Exception as exc:  # noqa: BLE001 - SQLAlchemy's errors vary by driver
+        except Exception as exc:
             if "unique" in str(exc).lower() and attempt + 1 < attempts:
                 time.sleep(0.2 * (attempt + 1))
                 continue

@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from tunebench.pareto import pareto_front
 from tunebench.methods.base import Method, TargetNeeds
+from tunebench.pareto import pareto_front
 
 
 class PredictParetoMethod(Method):

@@ -66,8 +66,8 @@ def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = F
     from omegaconf import OmegaConf
 
     from tunebench.datasets.tasks import model_tasks
-    from tunebench.records import read_records
     from tunebench.methods.gat.features import stat_features, tir_graph
+    from tunebench.records import read_records
 
     stats, graphs, lat, tids, models, kept = [], [], [], [], [], []
     per_task: dict[str, int] = {}

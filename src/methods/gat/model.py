@@ -64,7 +64,7 @@ def load_tensor_file(path: str, what: str, fmt: str) -> tuple[dict, dict]:
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise UserError(f"{what} {path}: no such file") from None
-    except Exception as exc:  # noqa: BLE001 - whatever the unpickler refuses: one line, nothing executed
+    except Exception as exc:
         raise UserError(f"{what} {path}: refused, not a weights-only tunebench file ({_first_line(exc)})") from None
     if not isinstance(obj, dict) or obj.get("format") != fmt:
         found = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
@@ -247,7 +247,7 @@ class GATCostModel:
         save_tensor_file(path, CHECKPOINT_FORMAT, meta, tensors)
 
     @classmethod
-    def load(cls, path: str, **train_args) -> "GATCostModel":
+    def load(cls, path: str, **train_args) -> GATCostModel:
         """A model from a checkpoint written by :meth:`save` (``weights_only``; keys and shapes checked:
         a bad file is a one-line UserError); ``train_args`` (lr, epochs, batch_size) apply to later
         (online) training."""

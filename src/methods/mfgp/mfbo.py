@@ -33,7 +33,7 @@ from tunebench.methods.mfgp import acquisition as acq
 from tunebench.methods.mfgp import costs as fidelity_costs
 from tunebench.methods.mfgp.designs import nested_random
 from tunebench.methods.mfgp.final_set import final_designs, optimistic_front
-from tunebench.methods.mfgp.models import FidelityChain, FitSettings, ICMGP, IndependentGP
+from tunebench.methods.mfgp.models import ICMGP, FidelityChain, FitSettings, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
 
 log = logging.getLogger(__name__)

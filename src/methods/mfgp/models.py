@@ -40,13 +40,16 @@ def lengthscale_prior(d: int) -> LogNormalPrior:
     return LogNormalPrior(math.sqrt(2) + math.log(max(d, 1)) / 2, math.sqrt(3))
 
 
-def matern_ard(dims: list[int], batch_shape=torch.Size()) -> MaternKernel:
+NO_BATCH = torch.Size()  # a single (unbatched) model
+
+
+def matern_ard(dims: list[int], batch_shape=NO_BATCH) -> MaternKernel:
     """ARD Matérn-5/2 kernel ([Sun-PhD] Eq. 3.16) on the input columns ``dims``."""
     return MaternKernel(nu=2.5, ard_num_dims=len(dims), active_dims=tuple(dims), batch_shape=batch_shape,
                         lengthscale_prior=lengthscale_prior(len(dims)))
 
 
-def data_kernel(d_x: int, d_f: int, batch_shape=torch.Size()):
+def data_kernel(d_x: int, d_f: int, batch_shape=NO_BATCH):
     """Input kernel over [x (d_x columns), f (d_f lower-fidelity columns)].
 
     d_f == 0: ARD Matérn-5/2 on x. d_f > 0 ([NARGP], [Sun-PhD] Eq. 3.9): k_x(x,x') k_f(f,f') + s k_e(x,x'), the

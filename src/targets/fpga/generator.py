@@ -31,7 +31,6 @@ from amaranth.lib.memory import Memory
 
 from tunebench.targets.fpga.kernels import Kernel, Schedule
 
-
 RAM_STYLE = {"auto": None, "bram": "block", "lutram": "distributed", "reg": "logic"}  # Yosys ram_style
 
 
@@ -43,7 +42,7 @@ def _bits(n: int) -> int:
 class Design:
     """A generated design and the numbers the estimate fidelity and the flow need."""
 
-    top: "Accelerator"
+    top: Accelerator
     schedule: Schedule
     cycles: int
     lanes: int

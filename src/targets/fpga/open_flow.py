@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 
-from tunebench.targets.fpga import flow
-from tunebench.targets.fpga.generator import simulate
 from tunebench.errors import UserError
+from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.common import ToolFlowTarget, stage_chain, table_stage_means
+from tunebench.targets.fpga.generator import simulate
 
 
 def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:

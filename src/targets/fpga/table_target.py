@@ -8,8 +8,8 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 
 from __future__ import annotations
 
-from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
 from tunebench.targets.fpga.common import FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
+from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
 from tunebench.task import Measurement, Task
 
 

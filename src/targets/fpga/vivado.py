@@ -14,8 +14,8 @@ import time
 
 from tunebench.errors import UserError
 from tunebench.targets.fpga import vivado_flow as vf
-from tunebench.targets.fpga.flow import StageResult, _last_error
 from tunebench.targets.fpga.common import ToolFlowTarget
+from tunebench.targets.fpga.flow import StageResult, _last_error
 
 STAGE_CHAIN = {"estimate": ["hls"], "synth": ["hls", "synth"], "impl": ["hls", "impl"]}
 

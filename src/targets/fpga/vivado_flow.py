@@ -19,7 +19,6 @@ period = target period - WNS) and power (Total On-Chip Power, mW).
 from __future__ import annotations
 
 import glob
-import math
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -155,7 +154,3 @@ def stage_metrics(workdir: str, stage: str, clock_ns: float, cycles: int) -> dic
     power = parse_power(read("power"))
     period = max(clock_ns - wns, 1e-3)
     return {"cycles": cycles, "fmax_mhz": 1e3 / period, **util, "power_mw": power}
-
-
-def nan_to_none(x):
-    return None if isinstance(x, float) and math.isnan(x) else x

@@ -136,7 +136,7 @@ class SessionHold:
         self._depth = 0
         self._mutex = threading.RLock()
 
-    def __enter__(self) -> "SessionHold":
+    def __enter__(self) -> SessionHold:
         self._mutex.acquire()
         try:
             if self._depth == 0:

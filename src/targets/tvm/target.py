@@ -25,7 +25,6 @@ import shutil
 import tempfile
 import time
 
-
 from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy

@@ -15,7 +15,6 @@ Everything here runs on the target's runner worker while the device lock is held
 from __future__ import annotations
 
 import logging
-import math
 import time
 
 from tunebench.protocol.noise import Verdict, judge, loadavg
@@ -148,8 +147,3 @@ class TimingProtocol:
             return {**res, "noisy": True}
         self.machine.store_peak(res)
         return self.machine.peak() or res
-
-
-def pct(value: float | None, peak: float | None) -> float | None:
-    """``100 * value / peak`` where both are known."""
-    return 100.0 * value / peak if value and peak and math.isfinite(value) else None

@@ -21,13 +21,13 @@ The analysis of a fused function (main block, pad and epilogue blocks, extents) 
 
 from __future__ import annotations
 
+from ..variants import VARIANTS
 from .cpu import CpuConv2d, CpuDense, CpuDepthwiseConv2d
 from .cpu_packed import CpuConv2dPacked, CpuDensePacked
 from .cuda import CudaConv2dDirect, CudaDense, CudaDepthwiseConv2d
 from .flex import FlexCpu
 from .flex_cuda import FlexCuda
 from .fused import FusedInfo, Template, analyze
-from ..variants import VARIANTS
 
 TASK_KINDS = ("conv2d", "depthwise_conv2d", "dense")
 TARGET_KINDS = ("llvm", "cuda")
