@@ -5,8 +5,11 @@ and MetaSchedule.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+from collections.abc import Mapping
 
+from tunebench.config.load import typed
 from tunebench.errors import UserError
 from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.base import Budget, Method, TargetNeeds
@@ -35,17 +38,33 @@ METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, 
                                     "flextensor": FlexTensor}
 
 
-def make_method(cfg: dict) -> Method:
-    """A fresh method instance from a method config dict: ``name`` plus its hyperparameters.
-
-    Raises:
-        UserError: for an unknown method name or hyperparameter (one line naming what is valid).
-    """
-    cfg = dict(cfg)
-    name = cfg.pop("name", None)
+def method_class(name) -> type[Method]:
+    """The registered method called ``name``; an unknown name raises :class:`UserError`."""
     if name not in METHODS:
         raise UserError(f"method={name!r} is unknown; valid: {', '.join(sorted(METHODS))}")
-    cls = METHODS[name]
+    return METHODS[name]
+
+
+def make_method(settings, **overrides) -> Method:
+    """A fresh method instance from its settings (a :class:`MethodSettings`), from a method name, or
+    from a mapping with ``name`` and hyperparameters (typed and checked like a composed config).
+
+    Raises:
+        UserError: for an unknown method name or hyperparameter, or a bad value (one line).
+    """
+    if isinstance(settings, str):
+        settings = {"name": settings}
+    name = settings["name"] if isinstance(settings, Mapping) else settings.name
+    cls = method_class(name)
+    if "Settings" not in vars(cls):  # not yet typed: hyperparameters as keyword arguments
+        return _legacy(cls, name, {**(dict(settings) if isinstance(settings, Mapping) else {}), **overrides})
+    if isinstance(settings, Mapping):
+        settings = typed(cls.Settings, settings, "method")
+    return cls(settings, **overrides)
+
+
+def _legacy(cls, name, cfg: dict) -> Method:
+    cfg.pop("name", None)
     valid = hyperparameters(cls)
     for key in cfg:
         if key not in valid:
@@ -59,6 +78,8 @@ def hyperparameters(cls: type[Method]) -> list[str]:
     to the base class (``chameleon`` extends ``autotvm``), the base classes' too."""
     names: list[str] = []
     for klass in cls.__mro__:
+        if "Settings" in vars(klass):  # typed: its settings class declares them
+            return names + [f.name for f in dataclasses.fields(klass.Settings) if f.name not in names + ["name"]]
         params = inspect.signature(klass.__init__).parameters
         names += [p for p, v in params.items() if p != "self" and v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)
                   and p not in names]

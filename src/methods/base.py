@@ -17,28 +17,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
+from tunebench.config.experiment import Budget, MethodSettings
+from tunebench.config.load import with_overrides
 from tunebench.methods.seeding import library_seed, seed_libraries
 from tunebench.space import Config
 from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Per-task budget.
-
-    Attributes:
-        trials_per_task: measurements per task (invalid configs count, as in AutoTVM).
-        seconds_per_task: optional wall-clock limit per task (search clock), None for none.
-        early_stopping: stop a task after this many trials without a better latency; None for never.
-    """
-
-    trials_per_task: int
-    seconds_per_task: float | None = None
-    early_stopping: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,12 +62,20 @@ class TargetNeeds:
 class Method(ABC):
     """A tuning method: proposes configs (``ask``) and learns from measurements (``tell``).
 
-    ``needs`` declares what the method needs of a target (:class:`TargetNeeds`); ``nullable`` names the
-    hyperparameters whose YAML default is a value but that also take null (the config check accepts it)."""
+    ``Settings`` is the method's settings class (a :class:`~tunebench.config.experiment.MethodSettings`
+    dataclass declaring every hyperparameter once: type, default, check and its source); ``needs``
+    declares what the method needs of a target (:class:`TargetNeeds`).
+
+    A method is built from its settings, with keyword overrides for scripts and tests:
+    ``AutoTVM(settings)``, ``AutoTVM(plan_size=8)``; ``self.settings`` holds the validated result (a
+    bad value raises :class:`~tunebench.errors.UserError` naming ``method.<key>``)."""
 
     name: str = "method"
+    Settings: ClassVar[type[MethodSettings]] = MethodSettings
     needs: TargetNeeds = TargetNeeds()
-    nullable: frozenset[str] = frozenset()
+
+    def __init__(self, settings: MethodSettings | None = None, **overrides) -> None:
+        self.settings = with_overrides(self.Settings, settings, overrides, "method")
 
     def setup(self, task: Task, target_info: TargetInfo, history, budget: Budget, rng: np.random.Generator) -> None:
         """Prepare for a new task. ``target_info``: what the target offers (objectives, fidelities,

@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
 
 import numpy as np
 
 from tunebench.errors import UserError
 from tunebench.methods.annealing import SimulatedAnnealing
+from tunebench.methods.autotvm.settings import AutoTVMSettings
 from tunebench.methods.autotvm.xgb_model import XGBCostModel
 from tunebench.methods.base import Method
 from tunebench.space import Config
@@ -48,13 +48,8 @@ def throughput(m: Measurement, flops: int) -> float:
 class AutoTVM(Method):
     """AutoTVM's XGBTuner: XGBoost cost model + simulated annealing planning + ε-greedy.
 
-    Args (all from ``conf/method/autotvm.yaml``; sources are named there):
-        plan_size: configs planned per model (re)training; the model is retrained every plan_size measurements.
-        eps_greedy: fraction of each plan replaced by random configs.
-        loss_type, feature: of the XGBoost model (``"rank"``/``"reg"``; ``"knob"``).
-        sa_n_iter, sa_parallel_size, sa_temp, sa_persistent, sa_early_stop: simulated annealing settings.
-        xgb_params: XGBoost parameters (max_depth, gamma, ..., nthread).
-        num_boost_round, early_stopping_rounds: XGBoost training length and early stopping.
+    Settings: :class:`~tunebench.methods.autotvm.settings.AutoTVMSettings` (every hyperparameter with
+    its source).
 
     Attributes after tuning: ``train_log`` (one dict per (re)training: measurements, model fit and SA
     statistics, seconds) and ``source`` (config index -> ``"random"``, ``"model"`` or ``"eps"``: why it
@@ -62,30 +57,17 @@ class AutoTVM(Method):
     """
 
     name = "autotvm"
+    Settings = AutoTVMSettings
 
-    def __init__(self, plan_size: int = 64, eps_greedy: float = 0.05, loss_type: str = "rank", feature: str = "knob",
-                 sa_n_iter: int = 500, sa_parallel_size: int = 128, sa_temp=(1.0, 0.0), sa_persistent: bool = True,
-                 sa_early_stop: int = 50, xgb_params: dict | None = None, num_boost_round: int = 8000,
-                 early_stopping_rounds: int = 20):
-        if not isinstance(plan_size, int) or plan_size < 1:
-            raise UserError(f"method.plan_size={plan_size!r}: must be a positive integer")
-        if not 0.0 <= float(eps_greedy) <= 1.0:
-            raise UserError(f"method.eps_greedy={eps_greedy!r}: must be in [0, 1]")
-        if loss_type not in ("rank", "reg"):
-            raise UserError(f"method.loss_type={loss_type!r}: valid: rank, reg")
-        if feature != "knob":
-            raise UserError(f"method.feature={feature!r}: valid: knob (AutoTVM's itervar/curve need its TE extractor)")
-        for key, v in (("num_boost_round", num_boost_round), ("early_stopping_rounds", early_stopping_rounds)):
-            if not isinstance(v, int) or v < 1:
-                raise UserError(f"method.{key}={v!r}: must be a positive integer")
-        if xgb_params is not None and not isinstance(xgb_params, Mapping):
-            raise UserError(f"method.xgb_params={xgb_params!r}: must be a mapping of XGBoost parameters")
-        self.plan_size, self.eps_greedy = int(plan_size), float(eps_greedy)
-        self.model_kw = dict(loss_type=loss_type, feature=feature, num_boost_round=num_boost_round,
-                             early_stopping_rounds=early_stopping_rounds, recall_n=self.plan_size,
-                             params=dict(xgb_params or {}))
-        self.sa_kw = dict(n_iter=sa_n_iter, parallel_size=sa_parallel_size, temp=sa_temp, persistent=sa_persistent,
-                          early_stop=sa_early_stop)
+    def __init__(self, settings: AutoTVMSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.plan_size, self.eps_greedy = int(s.plan_size), float(s.eps_greedy)
+        self.model_kw = dict(loss_type=s.loss_type, feature=s.feature, num_boost_round=s.num_boost_round,
+                             early_stopping_rounds=s.early_stopping_rounds, recall_n=self.plan_size,
+                             params=dict(s.xgb_params or {}))
+        self.sa_kw = dict(n_iter=s.sa_n_iter, parallel_size=s.sa_parallel_size, temp=tuple(s.sa_temp),
+                          persistent=s.sa_persistent, early_stop=s.sa_early_stop)
         try:  # fail at construction (the harness validates the config before a run), not mid-run
             SimulatedAnnealing(**self.sa_kw)
         except (TypeError, ValueError) as exc:
