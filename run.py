@@ -1,7 +1,9 @@
 """tunebench entry point: ``python run.py [-m] method=... model=... target=... budget.trials_per_task=...``.
 
-Thin on purpose: Hydra composes the config, :func:`tunebench.harness.experiment.run_experiment`
-does the work. Bad input ends with one line ``error: ...`` and exit code 2.
+Thin on purpose: Hydra composes the config (the settings classes registered with its ConfigStore),
+:func:`tunebench.harness.setup.load.load_experiment` types and checks it,
+:func:`tunebench.harness.experiment.run_experiment` does the work. Bad input ends with one line
+``error: ...`` and exit code 2.
 """
 
 import os
@@ -11,26 +13,29 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from tunebench.errors import DeviceUnavailable, TrackingOutage, UserError
-from tunebench.harness.cli import fail, setup_logging
+from tunebench.harness.commands.cli import fail, setup_logging
+from tunebench.harness.setup.store import register_configs
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
+register_configs(CONF_DIR)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
     from tunebench.harness.e2e import E2EError
     from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.launch.job_state import write_run_file
+    from tunebench.harness.setup.load import load_experiment
 
     setup_logging()
     try:
-        from hydra.core.hydra_config import HydraConfig
-
-        from tunebench.harness.job_state import write_run_file
-
         hydra_cfg = HydraConfig.get()
         overrides = list(hydra_cfg.overrides.task)  # resume= refuses those that conflict
         job_dir = hydra_cfg.runtime.output_dir  # run.json: which run to resume if this job is lost
-        run_id = run_experiment(OmegaConf.to_container(cfg, resolve=True), overrides,
+        typed = load_experiment(OmegaConf.to_container(cfg, resolve=True))
+        run_id = run_experiment(typed, overrides,
                                 on_start=[lambda rid, records: write_run_file(job_dir, rid, records)])
     except UserError as exc:
         fail(str(exc))
@@ -43,7 +48,7 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     try:
-        from tunebench.harness.preflight import preflight
+        from tunebench.harness.setup.preflight import preflight
 
         preflight(sys.argv[1:], CONF_DIR)  # every job of the sweep composed and validated first
     except UserError as exc:

@@ -18,7 +18,7 @@ def label(layer: dict) -> str:
 
 def compose(method: str, work: str, trials: int, seed: int, layers: list[dict], extra: list[str] = ()) -> dict:
     """The config of one tuning run of ``layers`` (e2e step off) with ``extra`` overrides."""
-    from tunebench.harness.cli import compose_config, layers_override
+    from tunebench.harness.commands.cli import compose_config, layers_override
 
     return compose_config([f"workdir={work}", "experiment=bench", "progress=false", "e2e.enabled=false",
                            f"seed={seed}", f"method={method}", f"budget.trials_per_task={trials}",
@@ -62,8 +62,8 @@ def best_config(entry: dict, task):
 
 def model_timing(target, task, tasks, imported, config, settings, name: str) -> dict:
     """The single-layer model with ``config`` vs PyTorch (``model_latencies``); JSON-ready."""
-    from tunebench.harness.e2e import E2EError
-    from tunebench.harness.e2e_timing import model_latencies, summary_line
+    from tunebench.harness.e2e.build import E2EError
+    from tunebench.harness.e2e.timing import model_latencies, summary_line
     from tunebench.protocol.stats import verdict
     from tunebench.targets.tvm.scheduling import schedule
 

@@ -251,8 +251,8 @@ def main() -> int:
 
     make_method(compose("metaschedule", ".", args.trials, args.seed, layers)["method"])  # MetaSchedule's imports before MLflow's
 
-    from tunebench.harness.cli import setup_logging
-    from tunebench.harness.e2e_timing import E2ESettings
+    from tunebench.harness.commands.cli import setup_logging
+    from tunebench.harness.e2e.timing import E2ESettings
     from tunebench.harness.measurement import ProtocolSettings
     from tunebench.targets import make_target
 

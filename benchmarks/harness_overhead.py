@@ -52,7 +52,7 @@ def tune(trials: int, seed: int) -> tuple[dict, dict, float]:
     """One `method=random` run on LAYER in a temporary work folder: ``(config, run metrics, command s)``."""
     from mlflow.tracking import MlflowClient
 
-    from tunebench.harness.cli import compose_config, layers_override
+    from tunebench.harness.commands.cli import compose_config, layers_override
     from tunebench.harness.experiment import run_experiment
 
     with tempfile.TemporaryDirectory() as work:
@@ -143,7 +143,7 @@ def main() -> int:
 
     import json
 
-    from tunebench.harness.cli import setup_logging
+    from tunebench.harness.commands.cli import setup_logging
     from tunebench.protocol.noise import NoisePolicy
 
     setup_logging()

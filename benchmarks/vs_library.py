@@ -165,8 +165,8 @@ def _tune(args, layers: list[dict], work: str) -> tuple[dict, dict, float | None
 
 def main() -> int:
     args = parse_args()
-    from tunebench.harness.cli import setup_logging
-    from tunebench.harness.e2e_timing import E2ESettings
+    from tunebench.harness.commands.cli import setup_logging
+    from tunebench.harness.e2e.timing import E2ESettings
     from tunebench.protocol.stats import geomean
     from tunebench.targets import make_target
 

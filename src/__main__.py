@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from tunebench.errors import UserError
-from tunebench.harness.cli import fail
+from tunebench.harness.commands.cli import fail
 
 
 def _leaderboard_options(parser: argparse.ArgumentParser) -> None:
@@ -26,49 +26,49 @@ def _leaderboard(args: argparse.Namespace) -> None:
 
 
 def _dataset_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.gat_commands import add_build_options
+    from tunebench.harness.commands.gat import add_build_options
 
     add_build_options(parser)
 
 
 def _dataset(args: argparse.Namespace) -> None:
-    from tunebench.harness.gat_commands import cmd_build
+    from tunebench.harness.commands.gat import cmd_build
 
     cmd_build(args)
 
 
 def _gat_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.gat_commands import add_train_options
+    from tunebench.harness.commands.gat import add_train_options
 
     add_train_options(parser)
 
 
 def _gat(args: argparse.Namespace) -> None:
-    from tunebench.harness.gat_commands import cmd_train
+    from tunebench.harness.commands.gat import cmd_train
 
     cmd_train(args)
 
 
 def _server_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.tracking_server import add_server_options
+    from tunebench.harness.tracking.server import add_server_options
 
     add_server_options(parser)
 
 
 def _server(args: argparse.Namespace) -> None:
-    from tunebench.harness.tracking_server import cmd_server
+    from tunebench.harness.tracking.server import cmd_server
 
     cmd_server(args)
 
 
 def _rpc_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.rpc_fleet import add_fleet_options
+    from tunebench.harness.commands.rpc_fleet import add_fleet_options
 
     add_fleet_options(parser)
 
 
 def _rpc(args: argparse.Namespace) -> None:
-    from tunebench.harness.rpc_fleet import cmd_fleet
+    from tunebench.harness.commands.rpc_fleet import cmd_fleet
 
     cmd_fleet(args)
 

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from tunebench.harness.cli import layers_override
+from tunebench.harness.commands.cli import layers_override
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -27,7 +27,7 @@ def pytest_configure(config):
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on (now)."""
-    from tunebench.harness.rpc_fleet import free_port as _free
+    from tunebench.harness.commands.rpc_fleet import free_port as _free
 
     return _free("127.0.0.1")
 
@@ -41,7 +41,7 @@ def load_conf(path):
 @pytest.fixture
 def tiny_cfg(tmp_path):
     """A complete experiment config: random search on one tiny layer on llvm, in a temp workdir."""
-    from tunebench.harness.cli import compose_config
+    from tunebench.harness.commands.cli import compose_config
 
     return compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG,
                            "target.batch_size=3", "target.runner.repeat=3", "target.runner.min_repeat_ms=5",

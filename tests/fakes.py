@@ -68,7 +68,7 @@ class FakeTarget(Target):
         self.n_closed += 1
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
-        fid = fidelity or self.top_fidelity
+        fid = fidelity or self.fidelities[-1]
         if fid not in self.fidelities:
             raise ValueError(f"fidelity={fid!r} is unknown for {self.name}; valid: {', '.join(self.fidelities)}")
         time.sleep(self.sleep_s * len(configs))

@@ -17,7 +17,7 @@ import traceback
 import pytest
 
 from conftest import ROOT, TINY_LAYER, cuda_available
-from tunebench.harness.cli import layers_override
+from tunebench.harness.commands.cli import layers_override
 
 RUN_PY = os.path.join(ROOT, "run.py")
 FAST = [layers_override([TINY_LAYER]), "progress=false"]
@@ -170,7 +170,7 @@ def _preimport():
     import mlflow.tracking  # noqa: F401
 
     import tunebench.harness.experiment
-    import tunebench.harness.preflight
+    import tunebench.harness.setup.preflight
     import tunebench.targets.tvm.target  # noqa: F401
 
 

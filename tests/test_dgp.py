@@ -17,7 +17,7 @@ PAPER_GROUPS = {"vgg16": 1, "resnet18": 4, "alexnet": 3, "mobilenet_v1": 4}
 @pytest.mark.parametrize("model", sorted(PAPER_GROUPS))
 def test_group_counts_match_the_paper(model):
     from tunebench.datasets import model_tasks
-    from tunebench.harness.cli import compose_config
+    from tunebench.harness.commands.cli import compose_config
 
     cfg = compose_config([f"model={model}", "workdir=."])
     tasks, _ = model_tasks(cfg["model"], "llvm")
@@ -96,7 +96,7 @@ def test_deep_gp_learns_and_map_moves_only_as_far_as_lambda_allows():
 
 def test_history_loads_record_files_run_folders_and_run_ids(tiny_cfg, tmp_path):
     from tunebench.harness.experiment import run_experiment
-    from tunebench.harness.tracking import Tracker
+    from tunebench.harness.tracking.tracker import Tracker
 
     tiny_cfg["e2e"]["enabled"] = False
     run_id = run_experiment(tiny_cfg)
@@ -118,7 +118,7 @@ def test_history_loads_record_files_run_folders_and_run_ids(tiny_cfg, tmp_path):
 
 
 def test_bad_dgp_settings_are_one_line_errors(tiny_cfg):
-    from tunebench.harness.cli import compose_config
+    from tunebench.harness.commands.cli import compose_config
     from tunebench.methods import make_method
 
     cfg = compose_config(["method=dgp", "workdir=."])["method"]
@@ -136,7 +136,7 @@ L2 = {"in_channels": 16, "height": 14, "width": 14, "out_channels": 16, "kernel"
 
 
 def _dgp_cfg(workdir, *extra):
-    from tunebench.harness.cli import compose_config, layers_override
+    from tunebench.harness.commands.cli import compose_config, layers_override
 
     return compose_config([f"workdir={workdir}", "experiment=test", "progress=false", layers_override([L1, L2]),
                            "method=dgp", "budget.trials_per_task=10", "method.tuning_set_size=4", "method.top_k=2",
@@ -150,7 +150,7 @@ def test_dgp_tunes_source_then_transfers_and_reuses_a_history(tmp_path):
     from mlflow.tracking import MlflowClient
 
     from tunebench.harness.experiment import run_experiment
-    from tunebench.harness.tracking import resolve_uri
+    from tunebench.harness.tracking.tracker import resolve_uri
 
     run_id = run_experiment(_dgp_cfg(tmp_path))
     run_dir = tmp_path / "records" / run_id

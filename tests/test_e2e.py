@@ -20,7 +20,7 @@ import tvm_ffi
 from conftest import TINY_LAYER, gpu, load_conf
 from tunebench.datasets import extract_tasks, import_model, model_tasks
 from tunebench.datasets.tasks import task_id
-from tunebench.harness.e2e import (
+from tunebench.harness.e2e.build import (
     SCHEDULED_ATTR,
     E2EMismatch,
     check_output,
@@ -29,7 +29,7 @@ from tunebench.harness.e2e import (
     flat_numpy,
     tuned_module,
 )
-from tunebench.harness.e2e_timing import E2ESettings, e2e_metrics, model_latencies
+from tunebench.harness.e2e.timing import E2ESettings, e2e_metrics, model_latencies
 from tunebench.protocol.model_worker import vm_args
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.templates import get_template
@@ -234,7 +234,7 @@ def test_torch_compile_row_untuned_tasks_and_no_default_build(cnn, tmp_path):
 def test_rows_run_with_the_targets_thread_count(tmp_path):
     """Every row's worker gets TVM_NUM_THREADS / OMP_NUM_THREADS = the target's threads (TVM's own default
     on x86 is half the logical CPUs, PyTorch's the physical cores: the comparison would not be fair)."""
-    from tunebench.harness.e2e_timing import _torch_row, _tvm_row
+    from tunebench.harness.e2e.timing import _torch_row, _tvm_row
 
     cfg = load_conf("target/llvm.yaml")
     cfg.update(lock_dir=str(tmp_path), num_cores=1)
@@ -340,7 +340,7 @@ def test_cuda_tuned_module_compiles_without_a_gpu():
         if isinstance(func, tvm.tirx.PrimFunc) and SCHEDULED_ATTR in func.attrs:
             assert tvm_ffi.structural_equal(lowered[gv.name_hint].without_attr("op_pattern"), func)
     tvm.compile(tuned, target=target)
-    tvm.compile(default_build_module(imported, "cuda", target), target=target)
+    tvm.compile(default_build_module(imported, target), target=target)
 
 
 @pytest.mark.gpu

@@ -5,8 +5,8 @@ import pytest
 
 from tunebench.errors import UserError
 from tunebench.harness.experiment import make_budget
-from tunebench.harness.preflight import check_overrides
-from tunebench.harness.tracking import check_reachable, flatten
+from tunebench.harness.setup.preflight import check_overrides
+from tunebench.harness.tracking.tracker import check_reachable, flatten
 from tunebench.records import RecordFile, read_records
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task

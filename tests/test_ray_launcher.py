@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 from conftest import ROOT, TINY_LAYER_ARG, free_port  # noqa: E402
 from test_sweeps import _intervals  # noqa: E402
 from tunebench.errors import UserError  # noqa: E402
-from tunebench.harness.ray_launch import RaySettings  # noqa: E402
+from tunebench.harness.launch.ray import RaySettings  # noqa: E402
 from tunebench.records import read_records  # noqa: E402
 
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")

@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG, free_port, gpu
-from tunebench.harness.rpc_fleet import LocalFleet
+from tunebench.harness.commands.rpc_fleet import LocalFleet
 from tunebench.protocol import remote
 
 pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (a dependency: make install)")

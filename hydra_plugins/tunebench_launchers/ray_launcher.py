@@ -1,6 +1,6 @@
 """``hydra/launcher=tunebench_ray``: every job of a ``run.py -m`` sweep as one Ray task.
 
-The work is done in :mod:`tunebench.harness.ray_launch`; this class only adapts it to Hydra's
+The work is done in :mod:`tunebench.harness.launch.ray`; this class only adapts it to Hydra's
 ``Launcher`` interface (Hydra instantiates launchers from the ``hydra_plugins`` namespace only).
 """
 
@@ -26,7 +26,7 @@ class RayLauncher(Launcher):
         self.config, self.task_function, self.hydra_context = config, task_function, hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from tunebench.harness.ray_launch import launch
+        from tunebench.harness.launch.ray import launch
 
         return launch(self.settings, self.hydra_context, self.task_function, self.config,
                       job_overrides, initial_job_idx)

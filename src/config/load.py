@@ -116,3 +116,32 @@ def with_overrides(cls, base, overrides: dict, prefix: str):
     obj = dataclasses.replace(obj, **overrides) if overrides else obj
     validate(obj, prefix)
     return obj
+
+
+_NOTHING = object()
+
+
+def dotted_get(obj, dotted: str, default=_NOTHING):
+    """``obj.a.b`` for ``"a.b"`` (attributes of settings objects, keys of mappings); ``default`` when a
+    part is missing (``KeyError`` without one)."""
+    for part in dotted.split("."):
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif dataclasses.is_dataclass(obj) and part in {f.name for f in dataclasses.fields(obj)}:
+            obj = getattr(obj, part)
+        elif default is _NOTHING:
+            raise KeyError(dotted)
+        else:
+            return default
+    return obj
+
+
+def dotted_set(obj, dotted: str, value) -> None:
+    """Set ``obj.a.b = value`` for ``"a.b"`` (settings objects are mutable dataclasses)."""
+    *parents, last = dotted.split(".")
+    for part in parents:
+        obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+    if isinstance(obj, dict):
+        obj[last] = value
+    else:
+        setattr(obj, last, value)

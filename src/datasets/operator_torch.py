@@ -5,7 +5,7 @@ baseline a tuned kernel is timed against.
 - :func:`operator_model`: an operator as a one-operator model (:class:`~.relax_import.ImportedModel`): a
   Relax ``main`` calling its PrimFunc on its first input with the other inputs as weights, beside an
   :class:`OperatorModule` computing the same in PyTorch, so that the end-to-end protocol
-  (:mod:`tunebench.harness.e2e_timing`) compares the tuned kernel with PyTorch, TVM's default build and
+  (:mod:`tunebench.harness.e2e.timing`) compares the tuned kernel with PyTorch, TVM's default build and
   ``torch.compile``, interleaved, at the same threads.
 """
 

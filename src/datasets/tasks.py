@@ -23,7 +23,6 @@ import copy
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import tvm
@@ -32,8 +31,8 @@ from tvm import relax, s_tir
 from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract_tasks
 
 from tunebench.datasets.layer_spec import check_layer_list
-from tunebench.datasets.operators import OPS_MODEL, kind_of, prim_func, select_cases
 from tunebench.datasets.operators import flops as op_flops
+from tunebench.datasets.operators import kind_of, prim_func, select_cases
 from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
 from tunebench.datasets.zoo import MODELS, build_model, layers_model
 from tunebench.task import Task
@@ -42,7 +41,6 @@ log = logging.getLogger(__name__)
 
 CONV_BLOCKS = ("conv2d_nchw", "group_conv2d_nchw", "depthwise_conv2d_nchw")
 DENSE_BLOCKS = ("matmul", "T_matmul_NT", "T_dense", "dense")
-LAYERS_MODEL = "layers"
 
 
 # ---- small IR helpers ---------------------------------------------------------------------
@@ -274,7 +272,7 @@ def extract_tasks(imported: ImportedModel, target_kind: str | None = None) -> li
 
 # ---- model configs --------------------------------------------------------------------------------
 
-def operator_tasks(model_cfg: Mapping, target_kind: str = "llvm") -> list[Task]:
+def operator_tasks(model, target_kind: str = "llvm") -> list[Task]:
     """The tasks of ``model=ops``: one per chosen operator case (:mod:`tunebench.datasets.operators`).
 
     A task's ``shape`` is the case's shape dict with ``op`` (the operator's abbreviation) and ``case``
@@ -285,7 +283,7 @@ def operator_tasks(model_cfg: Mapping, target_kind: str = "llvm") -> list[Task]:
     """
     make_target(target_kind)
     tasks = []
-    for abbr, number, shape in select_cases(model_cfg.get("operators"), model_cfg.get("cases")):
+    for abbr, number, shape in select_cases(model.operators, model.cases):
         func = prim_func(abbr, shape)
         tasks.append(Task(id=task_id(func, target_kind), name=f"{abbr}_{number}", kind=kind_of(abbr, shape),
                           mod=tvm.IRModule({"main": func}), shape={"op": abbr, "case": number, **shape},
@@ -302,39 +300,34 @@ def _cache_key(name: str, layers: list[dict] | None, seed: int, target_kind: str
     return name, shapes, seed, target_kind
 
 
-def model_tasks(model_cfg: Mapping, target_kind: str = "llvm") -> tuple[list[Task], ImportedModel]:
-    """Build, import and extract the tasks of a model given by its config.
+def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedModel]:
+    """Build, import and extract the tasks of a model given by its settings.
 
     Args:
-        model_cfg: ``{"name": "resnet18"}`` (any of ``MODELS``) or
-            ``{"name": "layers", "layers": [shape dict, ...]}`` (see
-            :func:`~tunebench.datasets.zoo.layers_model`), with an optional ``seed`` (default 0); or
-            ``{"name": "ops", "operators": [...], "cases": [...]}`` (:func:`operator_tasks`).
-            Other keys are ignored; an OmegaConf ``DictConfig`` works too.
+        model: a :mod:`tunebench.datasets.models` settings object: a zoo model (``ZooModel``), layers
+            given as specs (``LayersModel``, see :func:`~tunebench.datasets.zoo.layers_model`) or single
+            operators (``OpsModel``, :func:`operator_tasks`).
         target_kind: ``"llvm"`` or ``"cuda"``.
 
     Returns:
-        ``(tasks, imported)``; ``imported`` is None for ``model=ops`` (single operators, no model).
+        ``(tasks, imported)``; ``imported`` is None for single operators (no model).
         Results are cached in-process by (name, layer shapes, seed, target kind); a repeated call returns
         fresh copies of the cached tasks at once.
 
     Raises:
-        ValueError: unknown model name, missing/invalid ``layers``, or unknown target kind.
+        ValueError: an unknown model, or unknown target kind.
     """
-    name = str(model_cfg.get("name", ""))
-    if name == OPS_MODEL:
-        return operator_tasks(model_cfg, target_kind), None
-    seed = int(model_cfg.get("seed", 0) or 0)
-    layers = None
-    if name == LAYERS_MODEL:
-        layers = check_layer_list(model_cfg.get("layers"))
-    elif name not in MODELS:
-        valid = ", ".join(sorted(MODELS) + [LAYERS_MODEL, OPS_MODEL])
-        raise ValueError(f"unknown model {name!r}; valid models: {valid}")
+    from tunebench.datasets.models import LayersModel, OpsModel
+
+    if isinstance(model, OpsModel):
+        return operator_tasks(model, target_kind), None
+    layers = check_layer_list(model.layers) if isinstance(model, LayersModel) else None
+    if layers is None and model.name not in MODELS:
+        raise ValueError(f"unknown model {model.name!r}; valid models: {', '.join(sorted(MODELS))}")
     make_target(target_kind)  # validate before the (slow) import
-    key = _cache_key(name, layers, seed, target_kind)
+    key = _cache_key(model.name, layers, model.seed, target_kind)
     if key not in _CACHE:
-        module, example = layers_model(layers, seed) if layers is not None else build_model(name, seed)
+        module, example = layers_model(layers, model.seed) if layers is not None else build_model(model.name, model.seed)
         imported = import_model(module, example, target_kind)
         _CACHE[key] = (extract_tasks(imported, target_kind), imported)
     tasks, imported = _CACHE[key]

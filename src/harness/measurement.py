@@ -1,7 +1,7 @@
 """What the harness does around each task so that its numbers carry evidence of their quality.
 
 For a target that times kernels (``target.times_kernels``: llvm, cuda), with the ``measure``
-config (:class:`ProtocolSettings`):
+settings (:class:`~tunebench.config.experiment.MeasureSettings`):
 
 - once per run: the machine's peak (FMA GFLOP/s and memory GB/s; measured once per machine and
   cached), so "% of peak" is measured, not assumed;
@@ -25,9 +25,8 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass
 
-from tunebench.errors import UserError
+from tunebench.config.experiment import MeasureSettings
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, wait_for_quiet
 from tunebench.task import Measurement
 
@@ -35,59 +34,6 @@ log = logging.getLogger(__name__)
 
 CHECK_OK, CHECK_WRONG, CHECK_UNCHECKED = "ok", "wrong", "unchecked"  # the ``status`` of a check entry
 UNCHECKED_TAG = "tunebench.unchecked_tasks"  # run tag: the tasks whose reported best could not be checked
-
-
-def _positive_int(section: dict, name: str, default: int, where: str) -> int:
-    value = section.get(name, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UserError(f"{where}.{name}={value!r}: must be a positive integer")
-    return value
-
-
-def _known(section: dict, valid: tuple, where: str) -> dict:
-    section = dict(section or {})
-    unknown = sorted(set(section) - set(valid))
-    if unknown:
-        raise UserError(f"{where}.{unknown[0]} is unknown; valid: {', '.join(valid)}")
-    return section
-
-
-@dataclass(frozen=True)
-class ProtocolSettings:
-    """The ``measure`` config (documented in ``conf/config.yaml``)."""
-
-    policy: NoisePolicy = NoisePolicy()
-    calibrate: bool = True
-    peak: bool = True
-    top_k: int = 3
-    rounds: int = 5
-    repeat: int = 3
-    wait_for_quiet: bool = False
-    max_wait_s: float = 600.0
-
-    @classmethod
-    def from_cfg(cls, cfg: dict | None) -> ProtocolSettings:
-        """From ``cfg["measure"]``; a bad or unknown value raises UserError."""
-        m = _known(cfg, ("noise", "calibrate", "peak", "retime", "wait_for_quiet", "cache_dir", "lock_notice_s"),
-                   "measure")
-        retime = _known(m.get("retime"), ("top_k", "rounds", "repeat"), "measure.retime")
-        quiet = _known(m.get("wait_for_quiet"), ("enabled", "max_wait_s"), "measure.wait_for_quiet")
-        for key in ("calibrate", "peak"):
-            if not isinstance(m.get(key, True), bool):
-                raise UserError(f"measure.{key}={m[key]!r}: must be true or false")
-        if not isinstance(quiet.get("enabled", False), bool):
-            raise UserError(f"measure.wait_for_quiet.enabled={quiet['enabled']!r}: must be true or false")
-        max_wait = quiet.get("max_wait_s", 600.0)
-        if not isinstance(max_wait, (int, float)) or isinstance(max_wait, bool) or max_wait < 0:
-            raise UserError(f"measure.wait_for_quiet.max_wait_s={max_wait!r}: must be a non-negative number")
-        notice = m.get("lock_notice_s", 3.0)
-        if not isinstance(notice, (int, float)) or isinstance(notice, bool) or notice < 0:
-            raise UserError(f"measure.lock_notice_s={notice!r}: must be a non-negative number of seconds")
-        return cls(policy=NoisePolicy.from_cfg(m.get("noise")), calibrate=m.get("calibrate", True),
-                   peak=m.get("peak", True), top_k=_positive_int(retime, "top_k", 3, "measure.retime"),
-                   rounds=_positive_int(retime, "rounds", 5, "measure.retime"),
-                   repeat=_positive_int(retime, "repeat", 3, "measure.retime"),
-                   wait_for_quiet=bool(quiet.get("enabled", False)), max_wait_s=float(max_wait))
 
 
 def best_of_fidelity(result, target, check: bool, max_tries: int = 3) -> tuple[Measurement | None, list]:
@@ -153,9 +99,10 @@ class MeasurementProtocol:
             (``retimed.jsonl`` goes there).
     """
 
-    def __init__(self, target, settings: ProtocolSettings, run_dir: str):
+    def __init__(self, target, settings: MeasureSettings, run_dir: str):
         self.target = target
         self.s = settings
+        self.policy = NoisePolicy.from_settings(settings.noise)
         self.timed = bool(target.times_kernels)
         self.retime_path = os.path.join(run_dir, "retimed.jsonl")
         self.peak: dict | None = None
@@ -177,9 +124,9 @@ class MeasurementProtocol:
     def wait_if_busy(self, what: str) -> None:
         """With ``measure.wait_for_quiet.enabled``: wait until other processes leave the CPU (this
         machine's: a remote device's machine cannot be seen from here, so ``target.rpc`` never waits)."""
-        if self.timed and self.s.wait_for_quiet and not getattr(self.target, "rpc", None):
+        if self.timed and self.s.wait_for_quiet.enabled and not getattr(self.target, "rpc", None):
             monitor = CpuMonitor(self.target.worker_pids)
-            wait_for_quiet(monitor, self.s.policy.foreign_cpu_max, self.s.max_wait_s, what)
+            wait_for_quiet(monitor, self.policy.foreign_cpu_max, self.s.wait_for_quiet.max_wait_s, what)
 
     def before_task(self, what: str) -> dict | None:
         """Wait for a quiet machine (when configured) and time the calibration kernel."""
@@ -195,7 +142,7 @@ class MeasurementProtocol:
         post = self.target.calibrate()
         slowdowns = [c["slowdown"] for c in (pre, post) if c["slowdown"] is not None]
         drift = post["median_s"] / pre["median_s"] - 1.0
-        verdict = judge(self.s.policy, slowdown=max(slowdowns) if slowdowns else None, drift=drift)
+        verdict = judge(self.policy, slowdown=max(slowdowns) if slowdowns else None, drift=drift)
         self.max_slowdown = max([self.max_slowdown, *slowdowns])
         return {"post": post, "drift": drift, "verdict": verdict}
 
@@ -206,8 +153,9 @@ class MeasurementProtocol:
         if not self.timed:
             best, checks = best_of_fidelity(result, self.target, check)
             return best, checks, []
-        cands = _distinct(result.ranked(), self.s.top_k)
-        retimed = self.target.retime(result.task, [m.config for m in cands], self.s.rounds, self.s.repeat)
+        cands = _distinct(result.ranked(), self.s.retime.top_k)
+        retimed = self.target.retime(result.task, [m.config for m in cands], self.s.retime.rounds,
+                                      self.s.retime.repeat)
         pairs = [(m, r) for m, r in zip(cands, retimed) if r is not None]
         if cands and not pairs:  # no candidate built again: the search timings are all there is
             log.warning("task %s: re-timing failed for all %d candidates; reporting the search timing",

@@ -88,26 +88,17 @@ def hyperparameters(cls: type[Method]) -> list[str]:
     return names
 
 
-def check_compatible(method_cfg: dict, target_info: TargetInfo) -> None:
-    """Raise :class:`UserError` when the method cannot run on the target (``Method.needs``)."""
-    name = method_cfg.get("name")
-    problems = METHODS[name].needs.problems(target_info)
+def check_compatible(method: type[Method], target_info: TargetInfo) -> None:
+    """Raise :class:`UserError` when ``method`` cannot run on the target ``target_info`` describes
+    (``Method.needs``); the message lists the registered targets it runs on."""
+    problems = method.needs.problems(target_info)
     if problems:
-        fits = [t for t, info in KNOWN_TARGETS.items() if not METHODS[name].needs.problems(info)]
+        from tunebench.targets import TARGETS
+
+        name = {cls: key for key, cls in METHODS.items()}.get(method, method.name)
+        fits = [cls.Settings().name for cls in TARGETS.values() if not method.needs.problems(cls.nominal_info())]
         raise UserError(f"method={name} cannot run on target={target_info.name}: "
                         f"it needs {'; '.join(problems)}; targets it runs on: {', '.join(fits)}")
 
 
-def _known_target(kind: str, objectives: tuple, fidelities: tuple, compiles: bool) -> TargetInfo:
-    return TargetInfo(kind=kind, name=kind, device_name=kind, objectives=objectives, fidelities=fidelities,
-                      tvm_target={"kind": kind} if compiles else None)
-
-
-# what the shipped targets offer (for the message of check_compatible; the check uses the real target)
-KNOWN_TARGETS: dict[str, TargetInfo] = {
-    **{k: _known_target(k, ("latency_s",), ("hw",), True) for k in ("llvm", "cuda")},
-    **{k: _known_target(k, ("delay_s", "luts", "ffs"), ("estimate", "synth", "impl"), False)
-       for k in ("fpga_open", "table", "vivado")},
-}
-
-__all__ = ["Budget", "Method", "METHODS", "TargetNeeds", "check_compatible", "make_method"]
+__all__ = ["Budget", "Method", "METHODS", "TargetNeeds", "check_compatible", "make_method", "method_class"]

@@ -1,7 +1,7 @@
 """``method=exhaustive``: every config of the (pruned) space at every fidelity of the target, in index
 order; when all are measured, writes the design-space table (tunebench.targets.fpga.table) to ``out``.
 Used to make the ground-truth tables for ``target=table`` and ADRS; table assembly
-(``tunebench.harness.assemble_table``) runs it on the part of a space still missing."""
+(``tunebench.harness.commands.assemble_table``) runs it on the part of a space still missing."""
 
 from __future__ import annotations
 

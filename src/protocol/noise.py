@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from tunebench.errors import UserError
+from tunebench.config.experiment import NoiseSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,23 +48,11 @@ class NoisePolicy:
     remeasure: int = 1
 
     @classmethod
-    def from_cfg(cls, cfg: dict | None) -> NoisePolicy:
-        """From ``measure.noise`` (missing keys keep their defaults); a bad value raises UserError."""
-        cfg = dict(cfg or {})
-        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise UserError(f"measure.noise.{unknown[0]} is unknown; valid: {', '.join(cls.__dataclass_fields__)}")
-        out = {}
-        for name, default in ((f, getattr(cls, f)) for f in cls.__dataclass_fields__):
-            value = cfg.get(name, default)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-            if name == "remeasure":
-                ok = ok and float(value).is_integer()
-            if not ok:
-                kind = "a non-negative integer" if name == "remeasure" else "a non-negative number"
-                raise UserError(f"measure.noise.{name}={value!r}: must be {kind}")
-            out[name] = int(value) if name == "remeasure" else float(value)
-        return cls(**out)
+    def from_settings(cls, settings: NoiseSettings | None = None) -> NoisePolicy:
+        """From ``measure.noise`` (typed and checked where it is declared)."""
+        s = settings if settings is not None else NoiseSettings()
+        return cls(cv_max=float(s.cv_max), foreign_cpu_max=float(s.foreign_cpu_max), slowdown_max=float(s.slowdown_max),
+                   drift_max=float(s.drift_max), remeasure=int(s.remeasure))
 
 
 @dataclass

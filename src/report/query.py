@@ -21,7 +21,7 @@ import pandas as pd
 
 from tunebench.errors import UserError
 from tunebench.harness.measurement import UNCHECKED_TAG
-from tunebench.harness.tracking import check_reachable, resolve_uri
+from tunebench.harness.tracking.tracker import check_reachable, resolve_uri
 from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG, RECORDS, run_file
 

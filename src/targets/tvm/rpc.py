@@ -30,32 +30,16 @@ import logging
 import threading
 import time
 
+from tunebench.config.load import plain
 from tunebench.errors import DeviceUnavailable, UserError
+from tunebench.targets.tvm.settings import RpcSettings
 
 log = logging.getLogger(__name__)
 
-DEFAULTS = {"tracker": None, "key": None, "priority": 1, "wait_s": 300.0}
-
-
-def rpc_settings(cfg: dict) -> dict | None:
-    """``target.rpc`` with its defaults, or None when the target measures on this machine."""
-    rpc = {**DEFAULTS, **dict(cfg.get("rpc") or {})}
-    if rpc["tracker"] is None and rpc["key"] is None:
-        return None
-    from tunebench.protocol.remote import parse_address
-
-    unknown = sorted(set(rpc) - set(DEFAULTS))
-    if unknown:
-        raise UserError(f"target.rpc.{unknown[0]} is unknown; valid: {', '.join(DEFAULTS)}")
-    try:
-        parse_address(rpc["tracker"])
-    except ValueError:
-        raise UserError(f"target.rpc.tracker={rpc['tracker']!r}: must be host:port of a TVM RPC tracker "
-                        "(python -m tvm.exec.rpc_tracker)") from None
-    if not isinstance(rpc["key"], str) or not rpc["key"].strip():
-        raise UserError(f"target.rpc.key={rpc['key']!r}: must name the device key the RPC servers registered "
-                        "with (rpc_server --key)")
-    return rpc
+def rpc_settings(rpc: RpcSettings) -> dict | None:
+    """``target.rpc`` as the mapping the worker processes are given, or None when the target measures
+    on this machine (tracker and key null; :class:`~.settings.RpcSettings` checks the rest)."""
+    return plain(rpc) if rpc.enabled else None
 
 
 def probe_remote(rpc: dict, kind: str, device_id: int) -> dict:
@@ -95,29 +79,6 @@ def _same_isa(info: dict, rpc: dict) -> None:
         raise UserError(f"target.rpc.key={rpc['key']!r}: the device's CPU is {there}, this machine's {here}; "
                         "libraries are compiled and linked here, so the remote CPU must share this one's "
                         "instruction set")
-
-
-def remote_cpu(cfg: dict, info: dict, rpc: dict) -> tuple[str, int]:
-    """``(LLVM CPU name, threads)`` of a remote CPU: ``target.mcpu`` (``native``: the remote's own)
-    and ``target.num_cores`` (null: the remote's CPU count)."""
-    from tunebench.targets.tvm.target import llvm_cpu
-
-    mcpu = cfg.get("mcpu") or "native"
-    if mcpu == "native":
-        if not info.get("cpu"):
-            raise UserError(f"target.mcpu=native: the RPC device ({rpc['key']}) cannot report its CPU (its TVM has "
-                            "no LLVM); set target.mcpu to its LLVM CPU name")
-        mcpu = str(info["cpu"])
-    threads = cfg.get("num_cores") or info.get("cpu_count")
-    if not threads:
-        raise UserError(f"target.num_cores=null: the RPC device ({rpc['key']}) cannot report its CPU count; "
-                        "set target.num_cores")
-    if info["max_threads"] < int(threads):
-        from tunebench.protocol.remote import threads_hint
-
-        raise UserError(f"target.num_cores={cfg.get('num_cores')}: "
-                        + threads_hint(info["server"], rpc["key"], info["max_threads"], int(threads)))
-    return llvm_cpu(mcpu), int(threads)
 
 
 class SessionHold:

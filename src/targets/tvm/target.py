@@ -25,6 +25,8 @@ import shutil
 import tempfile
 import time
 
+from tunebench.config.experiment import MeasureSettings
+from tunebench.config.load import plain
 from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
@@ -33,6 +35,7 @@ from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target
 from tunebench.targets.devicelock import DeviceLock
 from tunebench.targets.tvm.rpc import SessionHold, rpc_settings
+from tunebench.targets.tvm.settings import TVMTargetSettings
 from tunebench.targets.tvm.timing import TimingProtocol
 from tunebench.targets.workers import WorkerPool
 from tunebench.task import Measurement, Task
@@ -50,34 +53,6 @@ def tvm_version() -> str:
     return str(tvm.__version__)
 
 
-def llvm_cpu(mcpu: str) -> str:
-    """The LLVM CPU name for ``target.mcpu`` (``native``: this machine's); an unknown name is a
-    :class:`UserError` listing the valid ones (LLVM would print an error per function and fall back
-    to a generic CPU)."""
-    from tvm.target import codegen
-
-    if mcpu == "native":
-        return codegen.llvm_get_system_cpu()
-    triple = codegen.llvm_get_system_triple()
-    if not codegen.llvm_is_valid_cpu(str(mcpu), triple):
-        import tvm
-
-        valid = sorted(set(codegen.llvm_get_cpu_archlist(tvm.target.Target("llvm"))))
-        raise UserError(f"target.mcpu={mcpu!r} is not an LLVM CPU for {triple}; valid: native, {', '.join(valid)}")
-    return str(mcpu)
-
-
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def reference_cache_dir(setting) -> str | None:
     """The folder of cached reference outputs for ``target.check.reference_cache``: ``default`` =
     this user's ``user_dir("references")``, a path (must be private to this user), null = none."""
@@ -87,43 +62,51 @@ def reference_cache_dir(setting) -> str | None:
 
 
 class TVMTarget(TimingProtocol, Target):
-    """Real compile-and-time measurement through TVM on a local device.
+    """Real compile-and-time measurement through TVM on a device: the part :class:`LLVMTarget` and
+    :class:`CUDATarget` share. A subclass probes its device (:meth:`_probe_local`,
+    :meth:`_remote_device`) and states its facts.
 
     Args:
-        cfg: the target config (``conf/target/llvm.yaml`` or ``cuda.yaml``) as a dict.
-        measure: the experiment's ``measure`` config (noise thresholds, machine cache folder).
+        settings: the target's settings (:class:`~tunebench.targets.tvm.settings.LLVMSettings`, ...).
+        measure: the experiment's measurement settings (noise thresholds, machine cache folder).
     """
 
+    Settings = TVMTargetSettings
+    workloads = ("tensor_program",)
+    compiles = True  # methods that make their own schedules (metaschedule, gat) can run here
+    end_to_end = True  # the run ends with the whole model against TVM's default build and PyTorch
+    templates: tuple[str, ...] = ()  # the schedule template variants (targets/tvm/variants.py), default first
+    torch_device = "cpu"  # where the PyTorch baselines of the end-to-end step run
+    tf32_baseline = False  # the end-to-end step also times PyTorch with TF32 (its default on a GPU)
     objectives = ("latency_s",)  # minimized
     fidelities = ("hw",)
     times_kernels = True  # the harness calibrates, re-times and reports the peak for this target
     precision = "float32"
 
-    def __init__(self, cfg: dict, measure: dict | None = None):
+    def __init__(self, settings: TVMTargetSettings, measure: MeasureSettings | None = None):
         super().__init__()
-        self.cfg = cfg
-        self.kind = cfg["kind"]
-        self.name = cfg.get("name", self.kind)
-        self.device_id = int(cfg.get("device_id", 0))
-        self.batch_size = int(cfg.get("batch_size", 8))
-        self.builder_cfg = dict(cfg.get("builder", {}))
-        self.runner_cfg = dict(cfg.get("runner", {}))
-        self.check_cfg = dict(cfg.get("check", {}))
-        self.lock_dir = cfg.get("lock_dir")
-        measure = dict(measure or {})
-        self.policy = NoisePolicy.from_cfg(measure.get("noise"))
-        self.threads = int(cfg.get("num_cores") or os.cpu_count() or 1)
-        self.ref_cache_dir = reference_cache_dir(self.check_cfg.get("reference_cache", "default"))
+        measure = measure if measure is not None else MeasureSettings()
+        self.settings = settings
+        self.name = settings.name
+        self.device_id = settings.device_id
+        self.batch_size = settings.batch_size
+        self.builder_cfg = plain(settings.builder)
+        self.runner_cfg = plain(settings.runner)
+        self.check_cfg = plain(settings.check)
+        self.lock_dir = settings.lock_dir
+        self.policy = NoisePolicy.from_settings(measure.noise)
+        self.threads = self._threads()
+        self.ref_cache_dir = reference_cache_dir(settings.check.reference_cache)
         self.limits: dict = {}
-        self.rpc = rpc_settings(cfg)
-        self._probe_device()
-        self.template = self._template(cfg.get("template"))
-        notice_s = float(measure.get("lock_notice_s", 3.0))
+        self.rpc = rpc_settings(settings.rpc)
+        self._probe_remote() if self.rpc else self._probe_local()
+        self.template = str(settings.template or self.templates[0])
+        notice_s = float(measure.lock_notice_s)
         self.lock = SessionHold(self, notice_s) if self.rpc else DeviceLock(self.device_key, self.lock_dir, notice_s)
         self.monitor = CpuMonitor(self.worker_pids, min_window_s=0.1)
         host = f"rpc:{self.rpc['tracker']}/{self.rpc['key']}" if self.rpc else platform.node()
         self.machine = MachineCache({"host": host, "device": self.device["name"], "kind": self.kind,
-                                     "threads": self.threads, "tvm": tvm_version()}, measure.get("cache_dir"))
+                                     "threads": self.threads, "tvm": tvm_version()}, measure.cache_dir)
         self._builders: WorkerPool | None = None
         self._runner: WorkerPool | None = None
         self._tmpdir: str | None = None
@@ -137,76 +120,71 @@ class TVMTarget(TimingProtocol, Target):
     def worker_pids(self) -> list[int]:
         return [pid for pool in (self._builders, self._runner) if pool is not None for pid in pool.pids()]
 
+    # ---- facts -------------------------------------------------------------------------
+    def _threads(self) -> int:
+        """Threads of the timed kernels (and of the PyTorch baselines): this machine's CPU count."""
+        return int(os.cpu_count() or 1)
+
+    @classmethod
+    def check_model(cls, settings, model, own_schedules: bool) -> None:
+        """``model=ops`` with a method that searches a template's space: every chosen operator has a
+        template in ``target.template`` (metaschedule and gat make their own schedules: no check)."""
+        from tunebench.datasets.models import OpsModel
+
+        if not isinstance(model, OpsModel) or own_schedules:
+            return
+        from tunebench.datasets.operators import kind_of, select_cases
+        from tunebench.targets.tvm.templates import missing_template
+
+        template = settings.template or cls.templates[0]
+        for abbr, number, shape in select_cases(model.operators, model.cases):
+            if problem := missing_template(kind_of(abbr, shape), cls.kind, template):
+                raise UserError(f"task {abbr}_{number}: {problem}")
+
+    def load_tasks(self, model, own_schedules: bool = False):
+        """The model's conv2d / depthwise / dense tasks (or its single operators), each with the space
+        of its kind's template in ``target.template``. A task kind without a template is an error,
+        unless the method makes its own schedules (``own_schedules``): then its task gets the
+        template-free ``flex`` space, whose checks (GPU limits) its candidates go through."""
+        from tunebench.datasets.tasks import model_tasks
+        from tunebench.targets.tvm.templates import get_template, missing_template
+
+        tasks, imported = model_tasks(model, self.kind)
+        if not tasks:
+            raise UserError(f"model={model.name}: no conv2d/depthwise/dense tasks found")
+        for t in tasks:
+            problem = missing_template(t.kind, self.kind, self.template)
+            if problem and not own_schedules:
+                raise UserError(f"task {t.name}: {problem}")
+            t.template = "flex" if problem else self.template
+            t.space = get_template(t.kind, self.kind, t.template).make_space(t.mod)
+        return tasks, imported
+
+    def run_tags(self) -> dict[str, str]:
+        return {"precision": self.precision, "threads": str(self.threads)}
+
+    def threads_label(self) -> str:
+        """How the timed kernels run, for log lines: ``<n> threads`` (a GPU says ``GPU``)."""
+        return f"{self.threads} threads"
+
     # ---- device ---------------------------------------------------------------------
-    def _probe_device(self) -> None:
-        import tvm
+    def _probe_local(self) -> None:
+        """TVM target, device spec, description and lock key of this machine's device."""
+        raise NotImplementedError
 
-        if self.kind not in ("llvm", "cuda"):
-            raise UserError(f"target kind={self.kind!r} is not a TVM target; valid: llvm, cuda")
-        if self.rpc:
-            return self._probe_remote()
-        n_cores = self.threads
-        if self.kind == "llvm":
-            mcpu = llvm_cpu(self.cfg.get("mcpu") or "native")
-            self.tvm_target = {"kind": "llvm", "num-cores": int(n_cores), "mcpu": mcpu}
-            self.device_spec = ["cpu", 0]
-            self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu,
-                           "num_cores": int(n_cores), "host": platform.node()}
-            self.device_key = f"cpu-{platform.node()}"
-        elif self.kind == "cuda":
-            dev = tvm.cuda(self.device_id)
-            if not dev.exist:
-                raise UserError(f"target=cuda: no CUDA GPU found (tvm.cuda({self.device_id}).exist is False); "
-                                "use target=llvm on this machine")
-            self._set_gpu({"name": dev.device_name, "compute_version": dev.compute_version,
-                           "max_threads_per_block": dev.max_threads_per_block,
-                           "max_shared_memory_per_block": dev.max_shared_memory_per_block,
-                           "warp_size": dev.warp_size, "max_thread_dimensions": list(dev.max_thread_dimensions)},
-                          platform.node())
-            self.device_spec = ["cuda", self.device_id]
-            self.device_key = f"cuda{self.device_id}-{platform.node()}"
-
-    def _set_gpu(self, gpu: dict, host: str) -> None:
-        """TVM target, schedule limits and description of a CUDA GPU (``gpu``: its properties)."""
-        major, minor = str(gpu["compute_version"]).split(".")
-        self.tvm_target = {"kind": "cuda", "arch": f"sm_{major}{minor}",
-                           "max_threads_per_block": gpu["max_threads_per_block"],
-                           "max_shared_memory_per_block": gpu["max_shared_memory_per_block"],
-                           "thread_warp_size": gpu["warp_size"]}
-        dims = gpu["max_thread_dimensions"]
-        self.limits = {"max_threads_per_block": gpu["max_threads_per_block"],
-                       "max_shared_memory_per_block": gpu["max_shared_memory_per_block"],
-                       "max_thread_x": dims[0], "max_thread_y": dims[1], "max_thread_z": dims[2],
-                       "max_vthread": int(self.cfg.get("max_vthread", 8))}
-        self.device = {"kind": "cuda", "name": gpu["name"], "compute_version": gpu["compute_version"],
-                       "host": host, **self.limits}
+    def _remote_device(self, info: dict, where: dict) -> None:
+        """TVM target and description of the device behind ``target.rpc`` (``info``: what it reported)."""
+        raise NotImplementedError
 
     def _probe_remote(self) -> None:
         """Target, device and spec of the device behind ``target.rpc`` (asked of one short session)."""
         from tunebench.protocol.remote import remote_spec
-        from tunebench.targets.tvm.rpc import probe_remote, remote_cpu
+        from tunebench.targets.tvm.rpc import probe_remote
 
         info = probe_remote(self.rpc, self.kind, self.device_id)
-        where = {"rpc_tracker": self.rpc["tracker"], "rpc_key": self.rpc["key"]}
-        if self.kind == "llvm":
-            mcpu, self.threads = remote_cpu(self.cfg, info, self.rpc)
-            self.tvm_target = {"kind": "llvm", "num-cores": self.threads, "mcpu": mcpu}
-            self.device = {"kind": "llvm", "name": f"{mcpu} via RPC ({self.rpc['key']})", "mcpu": mcpu,
-                           "num_cores": self.threads, "host": info["server"], **where}
-        else:
-            self._set_gpu(info, info["server"])
-            self.device.update(where)
+        self._remote_device(info, {"rpc_tracker": self.rpc["tracker"], "rpc_key": self.rpc["key"]})
         self.device_key = f"rpc-{self.rpc['key']}"
         self.device_spec = remote_spec(self.rpc, self.kind, self.device_id, self.threads)
-
-    def _template(self, name) -> str:
-        """``target.template``: a template variant of this kind (null: the kind's default)."""
-        from tunebench.targets.tvm.variants import VARIANTS, template_problem
-
-        problem = template_problem(self.kind, name)
-        if problem:
-            raise UserError(f"target.template={name!r} {problem}")
-        return str(name or VARIANTS[self.kind][0])
 
     def info_fields(self) -> dict:
         """The device (its name and description), the TVM target for methods that compile, the
@@ -223,7 +201,7 @@ class TVMTarget(TimingProtocol, Target):
         """Start the worker processes (before any task clock starts)."""
         if self._builders is None:
             n = self.builder_cfg.get("n_parallel") or os.cpu_count() or 1
-            handler = self.cfg.get("handler") or HANDLER
+            handler = self.settings.handler or HANDLER
             env = {"TVM_NUM_THREADS": self.threads}
             self._builders = WorkerPool(handler, int(n), env=env, prepare=PREPARE)
             self._runner = WorkerPool(handler, 1, env=env, prepare=PREPARE)
@@ -256,8 +234,8 @@ class TVMTarget(TimingProtocol, Target):
     @property
     def sees_device_load(self) -> bool:
         """Whether the CPU other processes use on the device can be seen (a local CPU; not a GPU's
-        load, nor a remote machine's)."""
-        return self.kind == "llvm" and not self.rpc
+        load, nor a remote machine's). None here; :class:`LLVMTarget` sees its own CPU."""
+        return False
 
     def device_worker(self):
         """The worker that runs the whole-model rows of the end-to-end step on a remote device (the
@@ -400,3 +378,4 @@ def _op_reference(task: Task) -> dict | None:
 
     op = task_operator(task.shape)
     return {"op": op[0], "shape": op[1]} if op else None
+

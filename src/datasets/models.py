@@ -1,0 +1,88 @@
+"""The ``model`` group: every model a run can tune, as typed settings (``model=<name>``).
+
+- zoo models (``alexnet``, ``vgg16``, ``resnet18``, ``mobilenet_v1``, ``yolo_v1``, ``overfeat``:
+  :mod:`tunebench.datasets.zoo`): batch 1, 3x224x224 float32 (YOLO-v1: 448x448), written in PyTorch;
+  BatchNorm is folded into the convolutions, the model imported into Relax and fused; the tasks are
+  the unique conv2d / depthwise conv2d / dense fused functions, each with its weight (occurrences);
+- ``layers``: conv2d / dense layers given as specs (:mod:`tunebench.datasets.layer_spec`);
+- ``ops``: single operators of FlexTensor's suite (:mod:`tunebench.datasets.operators`);
+- ``hls_<kernel>``: an FPGA kernel's directive space (``datasets/hls/<kernel>.yaml``), measured by
+  the FPGA targets.
+
+A model's ``workload`` says which targets can measure its tasks (``Target.workloads``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tunebench.config.experiment import ModelSettings
+from tunebench.config.knobs import NAME, NONNEG_INT, choice, knob
+
+HLS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hls")
+HLS_KERNELS = tuple(sorted(f[:-5] for f in os.listdir(HLS_DIR) if f.endswith(".yaml")))
+ZOO = ("alexnet", "vgg16", "resnet18", "mobilenet_v1", "yolo_v1", "overfeat")  # datasets.zoo.MODELS
+SEED_DOC = "weight initialization seed (weights do not change tuning; they make outputs checkable)"
+
+
+@dataclass
+class ZooModel(ModelSettings):
+    """A network of the zoo (:data:`tunebench.datasets.zoo.MODELS`), random weights from ``seed``."""
+
+    name: str = knob("resnet18", choice(*ZOO), "the network")
+    seed: int = knob(0, NONNEG_INT, SEED_DOC)
+
+
+@dataclass
+class LayersModel(ModelSettings):
+    """Layers given as specs (``model.layers=[{in_channels: 32, height: 28, ...}, ...]``)."""
+
+    name: str = knob("layers", NAME, "the model")
+    seed: int = knob(0, NONNEG_INT, SEED_DOC)
+    layers: list[Any] = knob(
+        [{"in_channels": 32, "height": 28, "width": 28, "out_channels": 32, "kernel": 3, "stride": 1, "padding": 1},
+         {"in_channels": 32, "height": 28, "width": 28, "out_channels": 64, "kernel": 1, "stride": 2, "padding": 0}],
+        None, "conv2d or dense layer specs (datasets/layer_spec.py); default: two small ResNet-18-style layers "
+              "(28x28 stage, scaled down)")
+
+    def check(self, prefix: str) -> None:
+        from tunebench.datasets.layer_spec import check_layer_list
+
+        check_layer_list(self.layers)
+
+
+@dataclass
+class OpsModel(ModelSettings):
+    """Single operators of FlexTensor's suite ([Zheng-ASPLOS20] §6; datasets/operators.py), each case a
+    task, each checked against PyTorch."""
+
+    name: str = knob("ops", NAME, "the model")
+    operators: list[str] = knob(["c2d"], None, "which operators (abbreviations: datasets/operators.py); c2d: the "
+                                                "15 YOLO-v1 layers of [Zheng-ASPLOS20] Table 4")
+    cases: list[int] = knob([], None, "1-based case numbers taken from every listed operator; [] = all of them")
+
+    def check(self, prefix: str) -> None:
+        from tunebench.datasets.operators import select_cases
+
+        select_cases(self.operators, self.cases)
+
+
+@dataclass
+class KernelModel(ModelSettings):
+    """An FPGA kernel: its directive space (datasets/hls/<kernel>.yaml), one task, measured by an FPGA
+    target."""
+
+    workload: ClassVar[str] = "hls_kernel"
+    name: str = knob("hls_gemm", NAME, "the model")
+    kernel: str = knob("gemm", choice(*HLS_KERNELS), "the kernel (datasets/hls/<kernel>.yaml)")
+
+
+#: option name -> its settings (the ``model`` group's options)
+MODEL_OPTIONS: dict[str, ModelSettings] = {
+    **{name: ZooModel(name=name) for name in ZOO},
+    "layers": LayersModel(),
+    "ops": OpsModel(),
+    **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
+}

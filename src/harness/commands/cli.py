@@ -1,0 +1,19 @@
+"""Command-line glue: one-line errors and logging set-up."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+
+def fail(msg: str, code: int = 2) -> None:
+    """Print a one-line error and exit."""
+    print(f"error: {msg}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s %(levelname)s %(name)s] %(message)s",
+                        datefmt="%H:%M:%S", force=True)
+    for noisy in ("mlflow", "alembic", "urllib3", "git"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

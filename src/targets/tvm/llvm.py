@@ -1,0 +1,89 @@
+"""``target=llvm``: this machine's CPU (or a CPU behind ``target.rpc``) through TVM's LLVM backend."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from tunebench.errors import UserError
+from tunebench.targets.tvm.settings import LLVMSettings
+from tunebench.targets.tvm.target import TVMTarget
+from tunebench.targets.tvm.variants import VARIANTS
+
+
+def llvm_cpu(mcpu: str) -> str:
+    """The LLVM CPU name for ``target.mcpu`` (``native``: this machine's); an unknown name is a
+    :class:`UserError` listing the valid ones (LLVM would print an error per function and fall back
+    to a generic CPU)."""
+    from tvm.target import codegen
+
+    if mcpu == "native":
+        return codegen.llvm_get_system_cpu()
+    triple = codegen.llvm_get_system_triple()
+    if not codegen.llvm_is_valid_cpu(str(mcpu), triple):
+        import tvm
+
+        valid = sorted(set(codegen.llvm_get_cpu_archlist(tvm.target.Target("llvm"))))
+        raise UserError(f"target.mcpu={mcpu!r} is not an LLVM CPU for {triple}; valid: native, {', '.join(valid)}")
+    return str(mcpu)
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def remote_cpu(settings: LLVMSettings, info: dict, rpc: dict) -> tuple[str, int]:
+    """``(LLVM CPU name, threads)`` of a remote CPU: ``target.mcpu`` (``native``: the remote's own)
+    and ``target.num_cores`` (null: the remote's CPU count)."""
+    mcpu = settings.mcpu or "native"
+    if mcpu == "native":
+        if not info.get("cpu"):
+            raise UserError(f"target.mcpu=native: the RPC device ({rpc['key']}) cannot report its CPU (its TVM has "
+                            "no LLVM); set target.mcpu to its LLVM CPU name")
+        mcpu = str(info["cpu"])
+    threads = settings.num_cores or info.get("cpu_count")
+    if not threads:
+        raise UserError(f"target.num_cores=null: the RPC device ({rpc['key']}) cannot report its CPU count; "
+                        "set target.num_cores")
+    if info["max_threads"] < int(threads):
+        from tunebench.protocol.remote import threads_hint
+
+        raise UserError(f"target.num_cores={settings.num_cores}: "
+                        + threads_hint(info["server"], rpc["key"], info["max_threads"], int(threads)))
+    return llvm_cpu(mcpu), int(threads)
+
+
+class LLVMTarget(TVMTarget):
+    """``target=llvm``: this machine's CPU (or a CPU behind ``target.rpc``) through TVM's LLVM backend."""
+
+    kind = "llvm"
+    Settings = LLVMSettings
+    templates = VARIANTS["llvm"]
+
+    def _threads(self) -> int:
+        return int(self.settings.num_cores or os.cpu_count() or 1)
+
+    @property
+    def sees_device_load(self) -> bool:
+        return not self.rpc
+
+    def _probe_local(self) -> None:
+        mcpu = llvm_cpu(self.settings.mcpu or "native")
+        self.tvm_target = {"kind": "llvm", "num-cores": int(self.threads), "mcpu": mcpu}
+        self.device_spec = ["cpu", 0]
+        self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu, "num_cores": int(self.threads),
+                       "host": platform.node()}
+        self.device_key = f"cpu-{platform.node()}"
+
+    def _remote_device(self, info: dict, where: dict) -> None:
+        mcpu, self.threads = remote_cpu(self.settings, info, self.rpc)
+        self.tvm_target = {"kind": "llvm", "num-cores": self.threads, "mcpu": mcpu}
+        self.device = {"kind": "llvm", "name": f"{mcpu} via RPC ({self.rpc['key']})", "mcpu": mcpu,
+                       "num_cores": self.threads, "host": info["server"], **where}
