@@ -54,7 +54,7 @@ def test_mfbo_methods_on_tiny_table(name):
 
 @pytest.mark.parametrize("name", ["cgp", "fpl18"])
 def test_mfbo_beats_random_designs_of_the_same_count(name):
-    """With the YAML's settings the impl designs found beat random valid designs of the same count (ADRS)."""
+    """With the default settings (CGPSettings, FPL18Settings) the impl designs found beat random valid designs of the same count (ADRS)."""
     target, task = TinyTableTarget(), tiny_task()
     ms = run_method(make_method({"name": name}), target, task, trials=300, seed=2)
     Y, true, pool = _impl_front(ms), _true_front(target), target.true_front()
@@ -168,3 +168,37 @@ def test_mfbo_rejects_single_objective_targets_and_bad_values():
     with pytest.raises(UserError, match="n_init"):
         make_method({"name": "cgp", "n_init": [8, 8]}).setup(tiny_task(), TinyTableTarget().info, None,
                                                               Budget(4), np.random.default_rng(0))
+
+
+def test_mfbo_settings_declare_each_default_once():
+    """The four methods share MFBOSettings; each class changes only what its method does differently."""
+    from tunebench.methods.mfgp.settings import CGPSettings, DCGPSettings, FPL18Settings, MESSettings
+
+    cgp, dcgp, fpl18, mes = CGPSettings(), DCGPSettings(), FPL18Settings(), MESSettings()
+    assert (cgp.model, cgp.chaining, cgp.acquisition, cgp.deep_kernel, cgp.optimizer) == ("icm", "nargp", "eipv", None,
+                                                                                           "lbfgs")
+    assert (dcgp.deep_kernel, dcgp.optimizer, dcgp.fit_steps) == ([1000, 500, 50, 6], "adam", 50)
+    assert (fpl18.model, fpl18.chaining) == ("independent", "ar1") and (mes.model, mes.acquisition) == ("independent",
+                                                                                                         "mes")
+    differ = {n: {k for k, v in vars(s).items() if v != getattr(cgp, k)} for n, s in
+              (("dcgp", dcgp), ("fpl18", fpl18), ("mes", mes))}
+    assert differ == {"dcgp": {"name", "deep_kernel", "optimizer", "fit_steps"},
+                      "fpl18": {"name", "model", "chaining"}, "mes": {"name", "model", "acquisition"}}
+    assert (cgp.max_init_fraction, cgp.free_fidelity_ratio, cgp.ref_point, cgp.n_init) == (0.25, 0.01, 1.0, 8)
+    m = make_method({"name": "cgp", "n_init": [8, 6, 4], "ref_point": [1.0, 1.5, 2.0], "stage_seconds": [1, 2, 3]})
+    assert m.n_init == [8, 6, 4] and m.ref_point == [1.0, 1.5, 2.0] and m.stage_seconds == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    ({"name": "cgp", "free_fidelity_ratio": 2}, "method.free_fidelity_ratio=2"),
+    ({"name": "cgp", "free_fidelity_ratio": "abc"}, "method.free_fidelity_ratio='abc'"),
+    ({"name": "dcgp", "final_beta": -1}, "method.final_beta=-1"),
+    ({"name": "mes", "model": "icm"}, "method.acquisition='mes': needs method.model=independent"),
+    ({"name": "dcgp", "model": "independent"}, "method.deep_kernel=[1000, 500, 50, 6]: needs method.model=icm"),
+    ({"name": "cgp", "n_init": [8, 0]}, "method.n_init=[8, 0]"),
+    ({"name": "cgp", "ref_point": "x"}, "method.ref_point='x'"),
+    ({"name": "cgp", "max_iterations": 0}, "method.max_iterations=0")])
+def test_mfbo_bad_settings_are_one_line(cfg, needle):
+    with pytest.raises(UserError) as exc:
+        make_method(cfg)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)

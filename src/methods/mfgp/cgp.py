@@ -3,10 +3,16 @@
 
 Per fidelity an ICM GP over the objectives with an ARD Matérn-5/2 kernel; fidelities chained NARGP-style;
 acquisition PEIPV = rho_i * EIPV_i; argmax over the pruned discrete space. The driver and the models are
-in ``tunebench.methods.mfgp``; this module fixes the defaults (conf/method/cgp.yaml lists them all).
+in ``tunebench.methods.mfgp``; the hyperparameters (all of them, with their sources) are CGPSettings in
+src/methods/mfgp/settings.py.
 """
 
-from tunebench.methods.mfgp.mfbo import MultiFidelityBO, with_defaults
+from tunebench.methods.mfgp.mfbo import MultiFidelityBO
+from tunebench.methods.mfgp.settings import CGPSettings
 
-CGP = with_defaults(MultiFidelityBO, "CGP", __doc__, model="icm", chaining="nargp", deep_kernel=None,
-                    acquisition="eipv", optimizer="lbfgs")
+
+class CGP(MultiFidelityBO):
+    """cgp: the driver (``mfbo``) with :class:`CGPSettings` (see the module docstring)."""
+
+    name = "cgp"
+    Settings = CGPSettings

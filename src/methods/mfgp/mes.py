@@ -3,9 +3,15 @@ the ablation of Table 3.5; [MESMO]; docs/METHODS.md §mes).
 
 Independent ARD Matérn-5/2 GPs per objective, chained NARGP-style across fidelities; per fidelity the
 MESMO acquisition over sampled objective minima, weighted by rho_i = T_top / T_i like PEIPV.
+Hyperparameters: MESSettings in src/methods/mfgp/settings.py.
 """
 
-from tunebench.methods.mfgp.mfbo import MultiFidelityBO, with_defaults
+from tunebench.methods.mfgp.mfbo import MultiFidelityBO
+from tunebench.methods.mfgp.settings import MESSettings
 
-MES = with_defaults(MultiFidelityBO, "MES", __doc__, model="independent", chaining="nargp",
-                    deep_kernel=None, acquisition="mes", optimizer="lbfgs")
+
+class MES(MultiFidelityBO):
+    """mes: the driver (``mfbo``) with :class:`MESSettings` (independent GPs, MES acquisition)."""
+
+    name = "mes"
+    Settings = MESSettings

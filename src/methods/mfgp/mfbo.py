@@ -35,6 +35,7 @@ from tunebench.methods.mfgp.designs import nested_random
 from tunebench.methods.mfgp.final_set import final_designs, optimistic_front
 from tunebench.methods.mfgp.models import ICMGP, FidelityChain, FitSettings, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
+from tunebench.methods.mfgp.settings import MFBOSettings
 
 log = logging.getLogger(__name__)
 
@@ -42,92 +43,42 @@ log = logging.getLogger(__name__)
 class MultiFidelityBO(Method):
     """Correlated/independent multi-objective multi-fidelity BO over a pruned discrete design space.
 
-    Args (all in conf/method/<name>.yaml with their sources):
-        n_init: initial designs per fidelity, cheapest first (an int: the same at every fidelity).
-        max_init_fraction: at most this fraction of the space (at least 2 designs) per fidelity (None: no cap).
-        max_iterations: BO iterations after the initial designs.
-        patience: stop after this many consecutive iterations without top-fidelity hypervolume gain.
-        patience_scope: ``all`` (every iteration counts, Alg. 2 line 17) or ``top`` (only iterations
-            that evaluated the top fidelity count: a cheaper-fidelity iteration cannot change its HV).
-        model: ``icm`` (correlated objectives) or ``independent`` (one GP per objective).
-        chaining: ``nargp`` (non-linear, lower posterior mean concatenated to x) or ``ar1`` (linear).
-        deep_kernel: None or the MLP widths of the deep kernel (e.g. [1000, 500, 50, 6]).
-        task_rank: rank of the ICM objective covariance's W (None = number of objectives).
-        acquisition: ``eipv`` or ``mes``; eipv_samples: QMC draws for correlated EIPV;
-            mes_samples: sampled minimum vectors for MES; mes_pool: candidates used to sample them.
-        fidelity_weighting: ``cost`` (rho_i = T_top / T_i) or ``none`` (rho_i = 1).
-        stage_seconds: tool seconds per stage (cheapest first) to use for the costs T_i instead of
-            the target's declared costs or the observed stage seconds (``costs``); min_stage_s: floor on T_i.
-        rho_max: cap on rho_i (None: no cap; the costs decide).
-        free_fidelity_ratio: a fidelity costing at most this fraction of the top one is evaluated for
-            every design up front and never chosen by PEIPV (None: no fidelity is free; ``costs``).
-        final_pareto: when the loop stops, evaluate the top fidelity's predicted Pareto set (optimistic
-            bound mean - ``final_beta`` x std) within the remaining trials (``final_set``).
-        measure_lower: also evaluate the cheaper fidelities of a design chosen at fidelity h.
-        ref_point: hypervolume reference in normalized units (a number: the same for every objective).
-        delay_factor, invalid_factor, capacity_overrides: see ``objectives``.
-        optimizer, fit_steps, refit_steps, lr, weight_decay: marginal-likelihood fitting.
-        max_candidates: score at most this many random unmeasured designs per fidelity per iteration.
-        num_threads: torch threads (1: GP algebra on <= ~200 x 200 matrices does not gain from more).
+    Settings: :class:`~tunebench.methods.mfgp.settings.MFBOSettings` and each method's subclass
+    (``CGPSettings``, ``DCGPSettings``, ``FPL18Settings``, ``MESSettings`` in
+    src/methods/mfgp/settings.py: every hyperparameter with its source). The settings' values are kept
+    as attributes of the same names (``model`` as ``model_kind``, ``free_fidelity_ratio`` as
+    ``free_ratio``; the marginal-likelihood fitting knobs as ``fit``, a ``FitSettings``).
     """
 
     name = "mfbo"
+    Settings = MFBOSettings
     needs = TargetNeeds(objectives="multi", min_fidelities=2)
-    nullable = frozenset({"free_fidelity_ratio", "deep_kernel"})  # null: no free fidelity; no MLP (dcgp)
 
-    def __init__(self, n_init=8, max_init_fraction=None, max_iterations: int = 40, patience: int = 5, model: str = "icm",
-                 chaining: str = "nargp", deep_kernel=None, task_rank=None, acquisition: str = "eipv",
-                 eipv_samples: int = 128, mes_samples: int = 10, mes_pool: int = 500,
-                 fidelity_weighting: str = "cost", stage_seconds=None, min_stage_s: float = 1e-3,
-                 rho_max=None, patience_scope: str = "all", free_fidelity_ratio=0.01,
-                 final_pareto: bool = True, final_beta: float = 1.0,
-                 measure_lower: bool = True, ref_point=1.0, delay_factor: float = 2.0,
-                 invalid_factor: float = 10.0, capacity_overrides=None, optimizer: str = "lbfgs",
-                 fit_steps: int = 30, refit_steps: int = 10, lr: float = 0.01, weight_decay: float = 0.0,
-                 max_candidates: int = 2000, num_threads: int = 1):
-        checks = {"model": (model, ("icm", "independent")), "chaining": (chaining, ("nargp", "ar1")),
-                  "acquisition": (acquisition, ("eipv", "mes")), "optimizer": (optimizer, ("lbfgs", "adam")),
-                  "fidelity_weighting": (fidelity_weighting, ("cost", "none")),
-                  "patience_scope": (patience_scope, ("all", "top"))}
-        for key, (value, valid) in checks.items():
-            if value not in valid:
-                raise UserError(f"method.{key}={value!r} is not valid; valid: {', '.join(valid)}")
-        if chaining == "ar1" and model != "independent":
-            raise UserError("method.chaining=ar1 needs method.model=independent (the AR1 link is per objective)")
-        if acquisition == "mes" and model != "independent":
-            raise UserError("method.acquisition=mes needs method.model=independent (MES samples each objective)")
-        if deep_kernel is not None and model != "icm":
-            raise UserError("method.deep_kernel needs method.model=icm")
-        if free_fidelity_ratio is not None and not 0 <= float(free_fidelity_ratio) < 1:
-            raise UserError(f"method.free_fidelity_ratio={free_fidelity_ratio!r} must be in [0, 1) or null")
-        if float(final_beta) < 0:
-            raise UserError(f"method.final_beta={final_beta!r} must be >= 0")
-        for key, v in (("max_iterations", max_iterations), ("patience", patience), ("fit_steps", fit_steps),
-                       ("eipv_samples", eipv_samples), ("mes_samples", mes_samples), ("num_threads", num_threads)):
-            if int(v) < 1:
-                raise UserError(f"method.{key}={v!r} must be a positive integer")
-        self.n_init = n_init
-        self.max_init_fraction = None if max_init_fraction is None else float(max_init_fraction)
-        self.max_iterations, self.patience = int(max_iterations), int(patience)
-        self.model_kind, self.chaining = model, chaining
-        self.deep_kernel = tuple(int(w) for w in deep_kernel) if deep_kernel else None
-        self.task_rank = task_rank
-        self.acquisition = acquisition
-        self.eipv_samples, self.mes_samples, self.mes_pool = int(eipv_samples), int(mes_samples), int(mes_pool)
-        self.fidelity_weighting = fidelity_weighting
-        self.stage_seconds = list(stage_seconds) if stage_seconds is not None else None
-        self.min_stage_s = float(min_stage_s)
-        self.rho_max = float(rho_max) if rho_max is not None else None
-        self.patience_scope = patience_scope
-        self.free_ratio = None if free_fidelity_ratio is None else float(free_fidelity_ratio)
-        self.final_pareto, self.final_beta = bool(final_pareto), float(final_beta)
-        self.measure_lower = bool(measure_lower)
-        self.ref_point = ref_point
-        self.delay_factor, self.invalid_factor = float(delay_factor), float(invalid_factor)
-        self.capacity_overrides = dict(capacity_overrides or {})
-        self.fit = FitSettings(optimizer, int(fit_steps), int(refit_steps), float(lr), float(weight_decay))
-        self.max_candidates = int(max_candidates)
-        self.num_threads = int(num_threads)
+    def __init__(self, settings: MFBOSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.n_init = s.n_init
+        self.max_init_fraction = None if s.max_init_fraction is None else float(s.max_init_fraction)
+        self.max_iterations, self.patience = int(s.max_iterations), int(s.patience)
+        self.model_kind, self.chaining = s.model, s.chaining
+        self.deep_kernel = tuple(int(w) for w in s.deep_kernel) if s.deep_kernel else None
+        self.task_rank = s.task_rank
+        self.acquisition = s.acquisition
+        self.eipv_samples, self.mes_samples, self.mes_pool = int(s.eipv_samples), int(s.mes_samples), int(s.mes_pool)
+        self.fidelity_weighting = s.fidelity_weighting
+        self.stage_seconds = list(s.stage_seconds) if s.stage_seconds is not None else None
+        self.min_stage_s = float(s.min_stage_s)
+        self.rho_max = float(s.rho_max) if s.rho_max is not None else None
+        self.patience_scope = s.patience_scope
+        self.free_ratio = None if s.free_fidelity_ratio is None else float(s.free_fidelity_ratio)
+        self.final_pareto, self.final_beta = bool(s.final_pareto), float(s.final_beta)
+        self.measure_lower = bool(s.measure_lower)
+        self.ref_point = s.ref_point
+        self.delay_factor, self.invalid_factor = float(s.delay_factor), float(s.invalid_factor)
+        self.capacity_overrides = dict(s.capacity_overrides or {})
+        self.fit = FitSettings(s.optimizer, int(s.fit_steps), int(s.refit_steps), float(s.lr), float(s.weight_decay))
+        self.max_candidates = int(s.max_candidates)
+        self.num_threads = int(s.num_threads)
 
     # ---- setup ----------------------------------------------------------------------------------
     def setup(self, task, target_info, history, budget, rng):
@@ -385,25 +336,3 @@ class MultiFidelityBO(Method):
         std = cov.diagonal(dim1=-2, dim2=-1).clamp_min(0).sqrt()
         return acq.eipv_independent(mean, std, lower, upper)
 
-
-def with_defaults(base: type, name: str, doc: str, **defaults) -> type:
-    """A subclass of ``base`` named ``name`` whose ``__init__`` has the same hyperparameters with other
-    defaults (so ``make_method`` still validates hyperparameter names against the signature)."""
-    import inspect
-
-    sig = inspect.signature(base.__init__)
-    unknown = set(defaults) - set(sig.parameters)
-    if unknown:
-        raise TypeError(f"not hyperparameters of {base.__name__}: {sorted(unknown)}")
-    new_sig = sig.replace(parameters=[p.replace(default=defaults[p.name]) if p.name in defaults else p
-                                      for p in sig.parameters.values()])
-
-    def __init__(self, *args, **kwargs):
-        bound = new_sig.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        args = dict(bound.arguments)
-        args.pop("self")
-        base.__init__(self, **args)
-
-    __init__.__signature__ = new_sig
-    return type(name, (base,), {"__init__": __init__, "__doc__": doc, "name": name.lower()})
