@@ -18,7 +18,7 @@ def label(layer: dict) -> str:
 
 def compose(method: str, work: str, trials: int, seed: int, layers: list[dict], extra: list[str] = ()) -> dict:
     """The config of one tuning run of ``layers`` (e2e step off) with ``extra`` overrides."""
-    from tunebench.harness.commands.cli import compose_config, layers_override
+    from tunebench.harness.setup.compose import compose_config, layers_override
 
     return compose_config([f"workdir={work}", "experiment=bench", "progress=false", "e2e.enabled=false",
                            f"seed={seed}", f"method={method}", f"budget.trials_per_task={trials}",

@@ -52,7 +52,7 @@ def tune(trials: int, seed: int) -> tuple[dict, dict, float]:
     """One `method=random` run on LAYER in a temporary work folder: ``(config, run metrics, command s)``."""
     from mlflow.tracking import MlflowClient
 
-    from tunebench.harness.commands.cli import compose_config, layers_override
+    from tunebench.harness.setup.compose import compose_config, layers_override
     from tunebench.harness.experiment import run_experiment
 
     with tempfile.TemporaryDirectory() as work:

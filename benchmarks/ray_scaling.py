@@ -42,7 +42,7 @@ LAYER = {"in_channels": 64, "height": 56, "width": 56, "out_channels": 64, "kern
 
 
 def sweep_command(workers: int, trials: int) -> list[str]:
-    from tunebench.harness.commands.cli import layers_override
+    from tunebench.harness.setup.compose import layers_override
 
     return [sys.executable, os.path.join(ROOT, "run.py"), "-m", "hydra/launcher=tunebench_ray",
             f"hydra.launcher.num_cpus={workers}", "hydra.launcher.num_cpus_per_job=1", "method=random",

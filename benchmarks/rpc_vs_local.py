@@ -48,7 +48,7 @@ def run(work: str, trials: int, extra: list[str]) -> dict:
     """One run in ``work``; its records, re-timed bests and run metrics."""
     from mlflow.tracking import MlflowClient
 
-    from tunebench.harness.commands.cli import layers_override
+    from tunebench.harness.setup.compose import layers_override
 
     os.makedirs(work)
     cmd = [sys.executable, os.path.join(ROOT, "run.py"), f"workdir={work}", "method=random", "seed=0",

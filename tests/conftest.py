@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from tunebench.harness.commands.cli import layers_override
+from tunebench.harness.setup.compose import layers_override
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -32,16 +32,34 @@ def free_port() -> int:
     return _free("127.0.0.1")
 
 
-def load_conf(path):
-    from omegaconf import OmegaConf
+def target_settings(name: str, **overrides):
+    """The typed settings of ``target=<name>`` with ``overrides`` (nested dicts for nested settings)."""
+    from tunebench.config.load import typed
+    from tunebench.harness.setup.store import registered_options
 
-    return OmegaConf.to_container(OmegaConf.load(os.path.join(ROOT, "conf", path)))
+    return typed(registered_options()["target"][name], overrides, "target")
+
+
+def measure_settings(**overrides):
+    """The typed ``measure`` settings with ``overrides`` (nested dicts for nested settings)."""
+    from tunebench.config.experiment import MeasureSettings
+    from tunebench.config.load import typed
+
+    return typed(MeasureSettings, overrides, "measure")
+
+
+def method_settings(name: str, **overrides):
+    """The typed settings of ``method=<name>`` with ``overrides``."""
+    from tunebench.config.load import typed
+    from tunebench.methods import METHODS
+
+    return typed(METHODS[name].Settings, overrides, "method")
 
 
 @pytest.fixture
 def tiny_cfg(tmp_path):
     """A complete experiment config: random search on one tiny layer on llvm, in a temp workdir."""
-    from tunebench.harness.commands.cli import compose_config
+    from tunebench.harness.setup.compose import compose_config
 
     return compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG,
                            "target.batch_size=3", "target.runner.repeat=3", "target.runner.min_repeat_ms=5",

@@ -17,7 +17,7 @@ import traceback
 import pytest
 
 from conftest import ROOT, TINY_LAYER, cuda_available
-from tunebench.harness.commands.cli import layers_override
+from tunebench.harness.setup.compose import layers_override
 
 RUN_PY = os.path.join(ROOT, "run.py")
 FAST = [layers_override([TINY_LAYER]), "progress=false"]

@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 from conftest import load_conf
 from test_autotvm import run_fake
 from tunebench.errors import UserError
-from tunebench.harness.commands.cli import compose_config
+from tunebench.harness.setup.compose import compose_config
 from tunebench.methods import make_method
 
 SMALL = {"plan_size": 16, "iteration_opt": 5, "episode_rl": 32, "step_rl": 60}

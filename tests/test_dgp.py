@@ -17,7 +17,7 @@ PAPER_GROUPS = {"vgg16": 1, "resnet18": 4, "alexnet": 3, "mobilenet_v1": 4}
 @pytest.mark.parametrize("model", sorted(PAPER_GROUPS))
 def test_group_counts_match_the_paper(model):
     from tunebench.datasets import model_tasks
-    from tunebench.harness.commands.cli import compose_config
+    from tunebench.harness.setup.compose import compose_config
 
     cfg = compose_config([f"model={model}", "workdir=."])
     tasks, _ = model_tasks(cfg["model"], "llvm")
@@ -118,7 +118,7 @@ def test_history_loads_record_files_run_folders_and_run_ids(tiny_cfg, tmp_path):
 
 
 def test_bad_dgp_settings_are_one_line_errors(tiny_cfg):
-    from tunebench.harness.commands.cli import compose_config
+    from tunebench.harness.setup.compose import compose_config
     from tunebench.methods import make_method
 
     cfg = compose_config(["method=dgp", "workdir=."])["method"]
@@ -136,7 +136,7 @@ L2 = {"in_channels": 16, "height": 14, "width": 14, "out_channels": 16, "kernel"
 
 
 def _dgp_cfg(workdir, *extra):
-    from tunebench.harness.commands.cli import compose_config, layers_override
+    from tunebench.harness.setup.compose import compose_config, layers_override
 
     return compose_config([f"workdir={workdir}", "experiment=test", "progress=false", layers_override([L1, L2]),
                            "method=dgp", "budget.trials_per_task=10", "method.tuning_set_size=4", "method.top_k=2",

@@ -12,7 +12,7 @@ from test_autotvm import run_fake
 from tunebench.datasets.operator_torch import torch_reference
 from tunebench.datasets.operators import OPERATORS, input_shapes, output_shape, prim_func, select_cases
 from tunebench.errors import UserError
-from tunebench.harness.commands.cli import compose_config
+from tunebench.harness.setup.compose import compose_config
 from tunebench.methods import make_method
 from tunebench.methods.flextensor.moves import Moves
 from tunebench.space import ChoiceKnob, Space, SplitKnob

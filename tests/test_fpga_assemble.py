@@ -4,7 +4,7 @@ import json
 import pandas as pd
 
 from fakes import FakeTarget
-from tunebench.harness import assemble_table
+from tunebench.harness.commands import assemble_table
 from tunebench.records import read_records, record_line
 from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.task import Measurement

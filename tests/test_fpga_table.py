@@ -110,7 +110,7 @@ def test_exhaustive_writes_a_table_that_replays(tmp_path, table_path):
 
 
 def test_fpga_experiment_logs_adrs_and_hypervolume(tmp_path, table_path):
-    from tunebench.harness.commands.cli import compose_config
+    from tunebench.harness.setup.compose import compose_config
     from tunebench.harness.experiment import run_experiment
 
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", "target=table",
@@ -133,7 +133,7 @@ def test_fpga_experiment_logs_adrs_and_hypervolume(tmp_path, table_path):
 def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
     import argparse
 
-    from tunebench.harness.commands.cli import compose_config
+    from tunebench.harness.setup.compose import compose_config
     from tunebench.harness.experiment import run_experiment
     from tunebench.report.cli import run_leaderboard
 
@@ -157,7 +157,7 @@ def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
 @pytest.mark.parametrize("over", [["model=hls_gemm", "target=llvm"], ["target=table"]])
 def test_fpga_model_and_target_must_match(tmp_path, over):
     from tunebench.errors import UserError
-    from tunebench.harness.commands.cli import compose_config
+    from tunebench.harness.setup.compose import compose_config
     from tunebench.harness.experiment import run_experiment
 
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", *over])

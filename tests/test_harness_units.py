@@ -4,7 +4,8 @@ import os
 import pytest
 
 from tunebench.errors import UserError
-from tunebench.harness.experiment import make_budget
+from tunebench.config.experiment import Budget
+from tunebench.config.load import typed
 from tunebench.harness.setup.preflight import check_overrides
 from tunebench.harness.tracking.tracker import check_reachable, flatten
 from tunebench.records import RecordFile, read_records
@@ -47,17 +48,17 @@ def test_records_append_flush_and_truncated_tail(tmp_path):
 
 @pytest.mark.parametrize("budget,msg", [({"trials_per_task": 0}, "trials_per_task=0"),
                                         ({"trials_per_task": -3}, "trials_per_task=-3"),
-                                        ({"trials_per_task": "8"}, "trials_per_task='8'"),
+                                        ({"trials_per_task": "abc"}, "trials_per_task='abc'"),
                                         ({"trials_per_task": 4, "seconds_per_task": 0}, "seconds_per_task=0"),
                                         ({"trials_per_task": 4, "early_stopping": -1}, "early_stopping=-1")])
 def test_bad_budget_is_a_one_line_error(budget, msg):
     with pytest.raises(UserError, match=msg) as exc:
-        make_budget(budget)
+        typed(Budget, budget, "budget")
     assert "\n" not in str(exc.value)
 
 
 def test_good_budget():
-    b = make_budget({"trials_per_task": 8, "seconds_per_task": 30, "early_stopping": None})
+    b = typed(Budget, {"trials_per_task": 8, "seconds_per_task": 30, "early_stopping": None}, "budget")
     assert b.trials_per_task == 8 and b.seconds_per_task == 30.0 and b.early_stopping is None
 
 

@@ -9,17 +9,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import TINY_LAYER, load_conf
+from conftest import TINY_LAYER, measure_settings, target_settings
 from fakes import FakeTarget
 from test_loop import _task as make_task
 from test_protocol import hold_lock
 from tunebench.datasets import model_tasks
 from tunebench.harness.loop import tune_task
-from tunebench.harness.measurement import MeasurementProtocol, ProtocolSettings
+from tunebench.harness.measurement import MeasurementProtocol
 from tunebench.methods import Budget, make_method
 from tunebench.protocol.noise import Verdict
 from tunebench.protocol.stats import summarize
-from tunebench.targets.tvm.target import TVMTarget
+from tunebench.targets.tvm.llvm import LLVMTarget
 from tunebench.targets.tvm.templates import get_template
 from tunebench.task import Measurement
 
@@ -32,11 +32,9 @@ def tiny_task():
     return task
 
 
-def llvm(tmp_path, **noise) -> TVMTarget:
-    cfg = load_conf("target/llvm.yaml")
-    cfg.update(lock_dir=str(tmp_path))
-    cfg["runner"].update(repeat=3, min_repeat_ms=5)
-    return TVMTarget(cfg, {"cache_dir": str(tmp_path / "cache"), "noise": noise})
+def llvm(tmp_path, **noise) -> LLVMTarget:
+    cfg = target_settings("llvm", lock_dir=str(tmp_path), runner={"repeat": 3, "min_repeat_ms": 5})
+    return LLVMTarget(cfg, measure_settings(cache_dir=str(tmp_path / "cache"), noise=noise))
 
 
 def test_calibration_sets_and_uses_the_machine_reference(tmp_path):
@@ -111,7 +109,7 @@ def test_reported_best_is_the_fastest_retimed_config_that_passes_its_check(tmp_p
     result = SimpleNamespace(task=task, ranked=lambda: [
         Measurement(task.id, task.space.get(i), valid=True, latency_s=ms / 1e3, trial=i) for i, ms in search.items()])
     target = RetimeTarget({0: 3.5, 1: 1.5, 2: 2.5}, wrong={1})
-    proto = MeasurementProtocol(target, ProtocolSettings(top_k=3), str(tmp_path))
+    proto = MeasurementProtocol(target, measure_settings(retime={"top_k": 3}), str(tmp_path))
     best, checks, rows = proto.final_best(result, check=True)
     assert target.asked == [[0, 1, 2]]  # the search's top 3
     assert [c["index"] for c in checks] == [1, 2] and [c["ok"] for c in checks] == [False, True]
@@ -125,17 +123,17 @@ def test_reported_best_is_the_fastest_retimed_config_that_passes_its_check(tmp_p
 
 
 def test_protocol_settings_validate_every_key():
-    s = ProtocolSettings.from_cfg({"retime": {"top_k": 5}, "noise": {"cv_max": 0.1}, "wait_for_quiet": {"enabled": True}})
-    assert (s.top_k, s.rounds, s.policy.cv_max, s.wait_for_quiet) == (5, 5, 0.1, True)
+    s = measure_settings(retime={"top_k": 5}, noise={"cv_max": 0.1}, wait_for_quiet={"enabled": True})
+    assert (s.retime.top_k, s.retime.rounds, s.noise.cv_max, s.wait_for_quiet.enabled) == (5, 5, 0.1, True)
     from tunebench.errors import UserError
 
     for bad, match in (({"retime": {"top_k": 0}}, r"measure\.retime\.top_k=0"),
                        ({"retime": {"topk": 1}}, r"measure\.retime\.topk is unknown"),
-                       ({"calibrate": "yes"}, r"measure\.calibrate='yes'"),
+                       ({"calibrate": "maybe"}, r"measure\.calibrate='maybe'"),
                        ({"wait_for_quiet": {"max_wait_s": -1}}, r"max_wait_s=-1"),
                        ({"colour": 1}, r"measure\.colour is unknown")):
         with pytest.raises(UserError, match=match):
-            ProtocolSettings.from_cfg(bad)
+            measure_settings(**bad)
 
 
 # ---- clocks --------------------------------------------------------------------------------------
@@ -154,13 +152,14 @@ def test_a_run_blocked_by_a_held_lock_says_so_and_does_not_charge_the_wait(tiny_
     from mlflow.tracking import MlflowClient
 
     import tunebench.harness.experiment as experiment
-    from tunebench.targets.tvm.target import TVMTarget as Real
+    import tunebench.harness.tuning as tuning
+    from tunebench.targets.tvm.llvm import LLVMTarget as Real
 
-    lock_dir = tiny_cfg["workdir"] + "/locks"
-    tiny_cfg["target"]["lock_dir"] = lock_dir
-    tiny_cfg["e2e"]["enabled"] = False
+    lock_dir = tiny_cfg.workdir + "/locks"
+    tiny_cfg.target.lock_dir = lock_dir
+    tiny_cfg.e2e.enabled = False
     holder: list[subprocess.Popen] = []
-    real_make = experiment.make_method
+    real_make = tuning.make_method
 
     def make_method(cfg):
         method = real_make(cfg)
@@ -174,17 +173,17 @@ def test_a_run_blocked_by_a_held_lock_says_so_and_does_not_charge_the_wait(tiny_
         method.ask = ask_then_block
         return method
 
-    monkeypatch.setattr(experiment, "make_method", make_method)
+    monkeypatch.setattr(tuning, "make_method", make_method)
     with caplog.at_level("WARNING"):
         run_id = experiment.run_experiment(tiny_cfg)
     holder[0].wait()
-    m = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db").get_run(run_id).data.metrics
+    m = MlflowClient(f"sqlite:///{tiny_cfg.workdir}/mlflow.db").get_run(run_id).data.metrics
     tid = next(k.split(".")[0] for k in m if k.endswith(".trials"))
     assert m["lock_wait_s"] > 4.0 and m[f"{tid}.lock_wait_s"] == pytest.approx(m["lock_wait_s"], abs=0.5)
     assert m["search_time_s"] < 4.5  # six tiny trials; the 6 s the lock was held are not in it
     waits = [r.getMessage() for r in caplog.records if "waiting for the" in r.getMessage()]
     assert len(waits) == 1 and f"held by pid {holder[0].pid} (" in waits[0]
-    assert Real is TVMTarget
+    assert Real is LLVMTarget
 
 
 def test_a_short_build_timeout_does_not_count_the_workers_tvm_import(tmp_path, tiny_task):

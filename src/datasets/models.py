@@ -86,3 +86,17 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     "ops": OpsModel(),
     **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
 }
+
+
+def model_settings(model, default: str | None = None) -> ModelSettings:
+    """``model`` as typed settings: settings as they are; a mapping (a script's dict, a saved run's
+    ``model`` config) typed and checked like a composed config, its option found by ``name``
+    (``default`` when it names none)."""
+    if isinstance(model, ModelSettings):
+        return model
+    from tunebench.config.load import typed
+
+    name = model.get("name", default)
+    if name not in MODEL_OPTIONS:
+        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(MODEL_OPTIONS)}")
+    return typed(type(MODEL_OPTIONS[name]), {"name": name, **model}, "model")

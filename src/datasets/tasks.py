@@ -281,6 +281,9 @@ def operator_tasks(model, target_kind: str = "llvm") -> list[Task]:
     Raises:
         UserError: an unknown operator or case number (:func:`~tunebench.datasets.operators.select_cases`).
     """
+    from tunebench.datasets.models import model_settings
+
+    model = model_settings(model, default="ops")
     make_target(target_kind)
     tasks = []
     for abbr, number, shape in select_cases(model.operators, model.cases):
@@ -306,7 +309,7 @@ def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedM
     Args:
         model: a :mod:`tunebench.datasets.models` settings object: a zoo model (``ZooModel``), layers
             given as specs (``LayersModel``, see :func:`~tunebench.datasets.zoo.layers_model`) or single
-            operators (``OpsModel``, :func:`operator_tasks`).
+            operators (``OpsModel``, :func:`operator_tasks`); or a mapping with ``name`` and its knobs.
         target_kind: ``"llvm"`` or ``"cuda"``.
 
     Returns:
@@ -317,8 +320,9 @@ def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedM
     Raises:
         ValueError: an unknown model, or unknown target kind.
     """
-    from tunebench.datasets.models import LayersModel, OpsModel
+    from tunebench.datasets.models import LayersModel, OpsModel, model_settings
 
+    model = model_settings(model)
     if isinstance(model, OpsModel):
         return operator_tasks(model, target_kind), None
     layers = check_layer_list(model.layers) if isinstance(model, LayersModel) else None
