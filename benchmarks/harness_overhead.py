@@ -52,8 +52,8 @@ def tune(trials: int, seed: int) -> tuple[dict, dict, float]:
     """One `method=random` run on LAYER in a temporary work folder: ``(config, run metrics, command s)``."""
     from mlflow.tracking import MlflowClient
 
-    from tunebench.harness.setup.compose import compose_config, layers_override
     from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config, layers_override
 
     with tempfile.TemporaryDirectory() as work:
         cfg = compose_config([f"workdir={work}", "experiment=bench", "progress=false", f"seed={seed}",

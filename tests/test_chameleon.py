@@ -6,24 +6,23 @@ import os
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import load_conf
 from test_autotvm import run_fake
+from tunebench.config.load import plain
 from tunebench.errors import UserError
-from tunebench.harness.setup.compose import compose_config
 from tunebench.methods import make_method
+from tunebench.methods.autotvm.settings import AutoTVMSettings
+from tunebench.methods.chameleon.settings import ChameleonSettings, PPOSettings
 
 SMALL = {"plan_size": 16, "iteration_opt": 5, "episode_rl": 32, "step_rl": 60}
 
 
 def chameleon_cfg(**over):
-    cfg = compose_config(["method=chameleon", "workdir=/tmp"])["method"]
-    cfg.update(over)
-    return cfg
+    return plain(ChameleonSettings()) | over
 
 
-def test_the_config_composes_autotvm_and_the_thesis_settings():
+def test_the_settings_extend_autotvm_with_the_thesis_settings():
     cfg = chameleon_cfg()
-    autotvm = load_conf("method/autotvm.yaml")
+    autotvm = plain(AutoTVMSettings())
     assert {k: cfg[k] for k in autotvm if k not in ("name", "loss_type")} == \
         {k: v for k, v in autotvm.items() if k not in ("name", "loss_type")}
     assert (cfg["loss_type"], cfg["iteration_opt"], cfg["episode_rl"], cfg["step_rl"], cfg["threshold_meta"]) == \
@@ -31,9 +30,18 @@ def test_the_config_composes_autotvm_and_the_thesis_settings():
     assert make_method(cfg).plan_size == 64
 
 
+def test_keyword_overrides_type_a_ppo_mapping_onto_the_ppo_settings():
+    from tunebench.methods.chameleon.tuner import Chameleon
+
+    method = Chameleon(ChameleonSettings(ppo=PPOSettings(hidden=32)), ppo={"lr": 0.01})
+    assert (method.ppo.lr, method.ppo.hidden, method.ppo.gamma) == (0.01, 32, 0.9)
+    with pytest.raises(UserError, match="method.ppo.width is unknown"):
+        Chameleon(ppo={"width": 3})
+
+
 def test_sa_with_greedy_sampling_is_autotvm():
     trials = 80
-    autotvm = load_conf("method/autotvm.yaml") | {"loss_type": "reg", "plan_size": 16}
+    autotvm = plain(AutoTVMSettings()) | {"loss_type": "reg", "plan_size": 16}
     a = run_fake(autotvm, 2, trials)[2].measured
     c = run_fake(chameleon_cfg(explorer="sa", sampling="greedy", plan_size=16, iteration_opt=10), 2, trials)[2].measured
     assert a == c
@@ -74,7 +82,7 @@ def test_same_seed_same_configs():
                                        ({"threshold_meta": 0.5}, "method.threshold_meta=0.5"),
                                        ({"ppo": {"lr": 1e-3, "width": 3}}, "method.ppo"),
                                        ({"plan_size": 0}, "method.plan_size=0"),
-                                       ({"episodes": 3}, "method.episodes: not a hyperparameter")])
+                                       ({"episodes": 3}, "method.episodes is unknown")])
 def test_bad_hyperparameters_are_user_errors(bad, says):
     with pytest.raises(UserError, match=says.replace("[", r"\[")):
         make_method(chameleon_cfg(**bad))

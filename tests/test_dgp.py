@@ -117,11 +117,12 @@ def test_history_loads_record_files_run_folders_and_run_ids(tiny_cfg, tmp_path):
         History.load(str(empty))
 
 
-def test_bad_dgp_settings_are_one_line_errors(tiny_cfg):
-    from tunebench.harness.setup.compose import compose_config
+def test_bad_dgp_settings_are_one_line_errors():
+    from tunebench.config.load import plain
     from tunebench.methods import make_method
+    from tunebench.methods.dgp.settings import DGPSettings
 
-    cfg = compose_config(["method=dgp", "workdir=."])["method"]
+    cfg = plain(DGPSettings())
     make_method(cfg)
     for key, value, match in (("tuning_set", "best", "tuning_set='best'"), ("top_k", 0, "top_k=0"),
                               ("map_l2", -1.0, "map_l2=-1.0")):

@@ -8,8 +8,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import load_conf
+from tunebench.config.load import plain
 from tunebench.harness.loop import tune_task
-from tunebench.methods import Budget, make_method
+from tunebench.methods import METHODS, Budget, make_method
 from tunebench.targets import make_target
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.kernels import KERNELS
@@ -88,7 +89,8 @@ def test_search_clock_includes_replayed_tool_time_without_sleeping(table_path):
 def test_fpga_baselines_on_the_table(table_path, method):
     t = _table_target(table_path)
     task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
-    cfg = load_conf(f"method/{method}.yaml")
+    cls = METHODS[method]  # a typed method's defaults are its settings class's; the others' still a YAML file
+    cfg = plain(cls.Settings()) if "Settings" in vars(cls) else load_conf(f"method/{method}.yaml")
     res = tune_task(task, make_method(cfg), t, Budget(20), np.random.default_rng(0))
     idx = [m.config.index for m in res.measurements]
     assert len(idx) == len(set(idx)) and 0 < len(idx) <= 20  # never a design twice
@@ -110,8 +112,8 @@ def test_exhaustive_writes_a_table_that_replays(tmp_path, table_path):
 
 
 def test_fpga_experiment_logs_adrs_and_hypervolume(tmp_path, table_path):
-    from tunebench.harness.setup.compose import compose_config
     from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config
 
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", "target=table",
                           f"target.table={table_path}", "model=hls_gemm", "method=bt", "method.n_init=8",
@@ -133,8 +135,8 @@ def test_fpga_experiment_logs_adrs_and_hypervolume(tmp_path, table_path):
 def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
     import argparse
 
-    from tunebench.harness.setup.compose import compose_config
     from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config
     from tunebench.report.cli import run_leaderboard
 
     vals = []
@@ -157,8 +159,8 @@ def test_leaderboard_shows_adrs_and_hypervolume_mean_std(tmp_path, table_path):
 @pytest.mark.parametrize("over", [["model=hls_gemm", "target=llvm"], ["target=table"]])
 def test_fpga_model_and_target_must_match(tmp_path, over):
     from tunebench.errors import UserError
-    from tunebench.harness.setup.compose import compose_config
     from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config
 
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", *over])
     with pytest.raises(UserError, match="do not go together"):

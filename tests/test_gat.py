@@ -158,8 +158,8 @@ def test_training_loss_decreases_and_checkpoint_roundtrip(candidates, tmp_path):
 def test_method_on_tiny_task(tiny_cfg, tmp_path):
     """method=gat end to end on one tiny layer: two rounds of 8, so the model trains online after round 1."""
     from conftest import TINY_LAYER_ARG
-    from tunebench.harness.setup.compose import compose_config
     from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config
     from tunebench.records import read_records
 
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG, "method=gat",

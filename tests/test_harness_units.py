@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from tunebench.errors import UserError
 from tunebench.config.experiment import Budget
 from tunebench.config.load import typed
+from tunebench.errors import UserError
 from tunebench.harness.setup.preflight import check_overrides
 from tunebench.harness.tracking.tracker import check_reachable, flatten
 from tunebench.records import RecordFile, read_records

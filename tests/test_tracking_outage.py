@@ -13,8 +13,8 @@ import pytest
 from conftest import ROOT, TINY_LAYER_ARG, free_port
 from tunebench.errors import TrackingOutage
 from tunebench.harness import tracking
-from tunebench.harness.tracking.tracker import Tracker
 from tunebench.harness.tracking.spool import HTTP_BOUNDS, SPOOL_NAME, bounded_http, unreachable
+from tunebench.harness.tracking.tracker import Tracker
 
 URI = "http://127.0.0.1:1"
 

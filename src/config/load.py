@@ -10,6 +10,7 @@ adds ``+key=value`` overrides to structured nodes without complaint).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from tunebench.config.knobs import join, short, validate
@@ -24,8 +25,9 @@ def _expected(exc) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     for marker, what in (("Dict[", "must be a mapping"), ("List[", "must be a list"),
                          ("to Integer", "must be an integer"), ("to Float", "must be a number"),
-                         ("valid bool", "must be true or false"), ("ListConfig", "must be a list"),
-                         ("DictConfig", "must be a mapping"), ("to String", "must be a string")):
+                         ("valid bool", "must be true or false"), ("to String", "must be a string"),
+                         ("to string", "must be a string"), ("ListConfig", "must be a list"),
+                         ("DictConfig", "must be a mapping")):
         if marker in text:
             return what
     return text or type(exc).__name__
@@ -105,7 +107,9 @@ def plain(obj) -> Any:
 
 def with_overrides(cls, base, overrides: dict, prefix: str):
     """``base`` (an instance of the settings class ``cls``, or None: its defaults) with ``overrides``
-    (field name -> value) applied, validated. An unknown name or a bad value raises :class:`UserError`."""
+    (field name -> value) applied, validated. A mapping given for a nested settings field (chameleon's
+    ``ppo=dict(lr=...)``) is typed onto that field's current value, its keys replacing those values. An
+    unknown name or a bad value raises :class:`UserError`."""
     obj = base if base is not None else cls()
     if not isinstance(obj, cls):
         raise UserError(f"{prefix}: settings of type {type(obj).__name__}, expected {cls.__name__}")
@@ -113,6 +117,7 @@ def with_overrides(cls, base, overrides: dict, prefix: str):
     for key in overrides:
         if key not in names:
             raise UserError(f"{join(prefix, key)} is unknown; valid: {', '.join(names)}")
+    overrides = {key: _nested(getattr(obj, key), value, join(prefix, key)) for key, value in overrides.items()}
     obj = dataclasses.replace(obj, **overrides) if overrides else obj
     validate(obj, prefix)
     return obj
@@ -145,3 +150,10 @@ def dotted_set(obj, dotted: str, value) -> None:
         obj[last] = value
     else:
         setattr(obj, last, value)
+
+
+def _nested(current, value, prefix: str):
+    """``value`` for a field holding ``current``: a mapping for a nested settings object becomes one."""
+    if dataclasses.is_dataclass(current) and not isinstance(current, type) and isinstance(value, Mapping):
+        return typed(type(current), {**plain(current), **value}, prefix)
+    return value

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 
+from tunebench.config.experiment import MethodSettings
+from tunebench.config.knobs import NAME, knob, opt
 from tunebench.methods.base import Method
 
 log = logging.getLogger(__name__)
@@ -29,18 +32,32 @@ def exhaustive_queue(space, fidelities, reverse: bool = False, shard: tuple[int,
     return out
 
 
+@dataclass
+class ExhaustiveSettings(MethodSettings):
+    """Every config of the pruned space at every fidelity of the target; writes the design-space table (FPGA
+    targets). Needs ``budget.trials_per_task`` >= space size x fidelities (e.g. 1000 for hls_gemm)."""
+
+    name: str = knob("exhaustive", NAME, "the method")
+    out: str | None = knob(None, opt(NAME), "CSV path; null = fpga_tables/<kernel>.csv in the working directory "
+                                            "(our choice)")
+
+
 class Exhaustive(Method):
-    """Args:
-        out: CSV path for the table; null = ``fpga_tables/<task name>.csv`` under the working directory.
+    """Settings: :class:`ExhaustiveSettings` (``out``). The keyword arguments after it are not user settings:
+    table assembly (``tunebench.harness.assemble_table``) passes them.
+
+    Args:
         reverse, shard, only, skip: a part of the space (:func:`exhaustive_queue`); the table is written
             only when the whole space was asked for.
     """
 
     name = "exhaustive"
+    Settings = ExhaustiveSettings
 
-    def __init__(self, out: str | None = None, *, reverse: bool = False, shard: tuple[int, int] = (0, 1),
-                 only: dict | None = None, skip=frozenset()):
-        self.out = out
+    def __init__(self, settings: ExhaustiveSettings | None = None, *, reverse: bool = False,
+                 shard: tuple[int, int] = (0, 1), only: dict | None = None, skip=frozenset(), **overrides):
+        super().__init__(settings, **overrides)
+        self.out = self.settings.out
         self.part = {"reverse": reverse, "shard": tuple(shard), "only": dict(only or {}), "skip": frozenset(skip)}
         self.whole = shard[1] == 1 and not only and not skip
 

@@ -1,4 +1,4 @@
-"""``method=random``: uniform sampling without replacement (docs/METHODS.md §random)."""
+"""``method=random``: uniform sampling without replacement (docs/METHODS.md §random). No hyperparameters."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tunebench.space import Config
 
 @dataclass
 class RandomSettings(MethodSettings):
-    """Uniform random sampling without replacement. No hyperparameters."""
+    """Uniform random sampling without replacement: no hyperparameters."""
 
     name: str = knob("random", NAME, "the method")
 

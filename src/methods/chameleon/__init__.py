@@ -1,3 +1,3 @@
-"""Pieces of CHAMELEON ([Ahn-PhD] Ch. 2; Ahn et al., ICLR 2020; docs/REFERENCES.md): adaptive sampling and
-sample synthesis (``sampling``) and the PPO explorer (``agent``). The method's loop is not built yet, so it
-has no ``conf/method`` entry."""
+"""CHAMELEON ([Ahn-PhD] Ch. 2; Ahn et al., ICLR 2020; docs/REFERENCES.md): the loop (``tuner``), its settings
+(``settings``: ChameleonSettings, AutoTVM's plus its own), adaptive sampling and sample synthesis (``sampling``)
+and the PPO explorer (``agent``)."""

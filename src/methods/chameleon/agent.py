@@ -17,13 +17,13 @@ moves every knob of a config by -1, 0 or +1 per step, rewarded by the cost model
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
 from tunebench.methods.annealing import index_digits, place_values
+from tunebench.methods.chameleon.settings import PPOSettings
 from tunebench.space import ExplicitSpace
 
 MOVES = np.array([-1, 0, 1])
@@ -45,20 +45,6 @@ def apply_moves_batch(space, indices: np.ndarray, moves: np.ndarray) -> np.ndarr
         return np.array([apply_moves(space, i, m) for i, m in zip(indices, moves)], dtype=np.int64)
     digits = np.clip(index_digits(space, indices) + moves, 0, space.dims - 1)
     return digits @ place_values(space)
-
-
-@dataclass(frozen=True)
-class PPOSettings:
-    """[Ahn-PhD] Table 2.4 (``hidden`` is ours)."""
-
-    lr: float = 1e-3
-    gamma: float = 0.9
-    gae_lambda: float = 0.99
-    epochs: int = 3
-    clip: float = 0.3
-    value_coef: float = 1.0
-    entropy_coef: float = 0.1
-    hidden: int = 64
 
 
 class ActorCritic(nn.Module):
@@ -92,11 +78,11 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, last_value: torch.Tensor, g
 class PPOExplorer:
     """The agent and its episodes over ``space`` (module docstring)."""
 
-    def __init__(self, space, settings: PPOSettings = PPOSettings(), seed: int = 0):
-        self.space, self.s = space, settings
+    def __init__(self, space, settings: PPOSettings | None = None, seed: int = 0):
+        self.space, self.s = space, settings if settings is not None else PPOSettings()
         torch.manual_seed(seed)
-        self.net = ActorCritic(space.n_features, len(space.knobs), settings.hidden)
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=settings.lr)
+        self.net = ActorCritic(space.n_features, len(space.knobs), self.s.hidden)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=self.s.lr)
 
     def _features(self, indices) -> torch.Tensor:
         return torch.as_tensor(self.space.features(indices), dtype=torch.float32)

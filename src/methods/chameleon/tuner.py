@@ -26,60 +26,36 @@ from __future__ import annotations
 
 import logging
 
-from tunebench.errors import UserError
 from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.base import TargetNeeds
-from tunebench.methods.chameleon.agent import PPOExplorer, PPOSettings
+from tunebench.methods.chameleon.agent import PPOExplorer
 from tunebench.methods.chameleon.sampling import adaptive_sample
+from tunebench.methods.chameleon.settings import ChameleonSettings
 from tunebench.space import Config
 
 log = logging.getLogger(__name__)
 
 
-def _positive_int(key: str, value) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UserError(f"method.{key}={value!r}: must be a positive integer")
-    return value
-
-
 class Chameleon(AutoTVM):
     """CHAMELEON: adaptive exploration (PPO) and adaptive sampling on AutoTVM's cost model.
 
-    Args (``conf/method/chameleon.yaml`` names the source of each):
-        explorer: ``rl`` (the PPO agent) or ``sa`` (AutoTVM's simulated annealing).
-        sampling: ``adaptive`` (Algorithm 1 with sample synthesis) or ``greedy`` (AutoTVM's top plan).
-        iteration_opt: iterations per task, the first one random.
-        episode_rl, step_rl: parallel episodes and steps per episode of the agent, per iteration.
-        threshold_meta, k_range: the meta-search's knee threshold and the k it tries (``[lo, hi)``).
-        ppo: PPO settings (:class:`~.agent.PPOSettings` fields).
-        everything else: AutoTVM's (cost model, SA, ``plan_size``, ``eps_greedy``).
+    Settings: :class:`~tunebench.methods.chameleon.settings.ChameleonSettings` (AutoTVM's settings plus
+    ``explorer``, ``sampling``, ``iteration_opt``, ``episode_rl``, ``step_rl``, ``threshold_meta``, ``k_range``
+    and ``ppo``, each with its source).
     """
 
     name = "chameleon"
+    Settings = ChameleonSettings
     needs = TargetNeeds(objectives="single")  # a latency (GFLOPS) tuner, as AutoTVM
 
-    def __init__(self, explorer: str = "rl", sampling: str = "adaptive", iteration_opt: int = 16,
-                 episode_rl: int = 128, step_rl: int = 500, threshold_meta: float = 2.5, k_range=(8, 64),
-                 ppo: dict | None = None, loss_type: str = "reg", **autotvm):
-        super().__init__(loss_type=loss_type, **autotvm)
-        if explorer not in ("rl", "sa"):
-            raise UserError(f"method.explorer={explorer!r}: valid: rl, sa")
-        if sampling not in ("adaptive", "greedy"):
-            raise UserError(f"method.sampling={sampling!r}: valid: adaptive, greedy")
-        self.explorer, self.sampling = explorer, sampling
-        self.iteration_opt = _positive_int("iteration_opt", iteration_opt)
-        self.episode_rl, self.step_rl = _positive_int("episode_rl", episode_rl), _positive_int("step_rl", step_rl)
-        if not isinstance(threshold_meta, (int, float)) or isinstance(threshold_meta, bool) or threshold_meta < 1:
-            raise UserError(f"method.threshold_meta={threshold_meta!r}: must be a number >= 1")
-        self.threshold_meta = float(threshold_meta)
-        k = list(k_range) if isinstance(k_range, (list, tuple)) else None
-        if not k or len(k) != 2 or not all(isinstance(v, int) for v in k) or not 1 <= k[0] < k[1]:
-            raise UserError(f"method.k_range={k_range!r}: must be [lo, hi] with 1 <= lo < hi (integers)")
-        self.k_range = (k[0], k[1])
-        try:
-            self.ppo = PPOSettings(**dict(ppo or {}))
-        except TypeError as exc:
-            raise UserError(f"method.ppo: {exc}; valid keys: {', '.join(PPOSettings.__dataclass_fields__)}") from None
+    def __init__(self, settings: ChameleonSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.explorer, self.sampling = s.explorer, s.sampling
+        self.iteration_opt, self.episode_rl, self.step_rl = s.iteration_opt, s.episode_rl, s.step_rl
+        self.threshold_meta = float(s.threshold_meta)
+        self.k_range = (s.k_range[0], s.k_range[1])
+        self.ppo = s.ppo
 
     def setup(self, task, target_info, history, budget, rng) -> None:
         super().setup(task, target_info, history, budget, rng)

@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -48,6 +47,7 @@ from tunebench.methods.autotvm.tuner import throughput
 from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel
 from tunebench.methods.base import Method
 from tunebench.methods.dgp.layer_groups import group_key, group_name, task_group
+from tunebench.methods.dgp.settings import DGPSettings
 from tunebench.space import Config, Space, SplitKnob
 from tunebench.task import Measurement
 
@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 #: split factors are encoded as log2(factor) / LOG2_SCALE: absolute tile sizes (threads, vector
 #: widths, cache tiles) mean the same on every layer, so the encoding must not depend on the axis length
 LOG2_SCALE = 10.0
-TUNING_SETS = ("dgp", "random")
 
 
 def _knob_rows(knob) -> np.ndarray:
@@ -117,68 +116,32 @@ def _rmse(pred: np.ndarray, y: np.ndarray) -> float:
 
 
 class DGP(Method):
-    """Deep GP transfer learning; see the module docstring. Hyperparameters and their sources are in
-    ``conf/method/dgp.yaml``.
+    """Deep GP transfer learning; see the module docstring.
 
-    Args:
-        history: records to transfer from (a record file, run folder or MLflow run id, or a list);
-            read by the harness, which passes the loaded History to ``setup``. None: tune each group's
-            first layer with ``source_tuner``.
-        source_tuner: the config of the method that tunes source layers (``name: autotvm`` + its
-            hyperparameters).
-        hidden_dims, num_inducing: DGP hidden-layer width and inducing points per GP.
-        pretrain_epochs, pretrain_lr, batch_size, train_samples: doubly-stochastic VI on the history.
-        max_history: at most this many history records (a random subset) for pre-training.
-        pool_size, tuning_set_size, tuning_set: the tuning set (``"dgp"``: top by DGP mean; ``"random"``).
-        map_l2, map_epochs, map_lr: MAP transfer (λ of Eq. 6, Adam epochs and step size).
-        predict_samples: Monte-Carlo draws averaged for the DGP mean (fixed seed: deterministic scores).
-        top_k: configs found by the DGP-driven SA that are measured.
-        sa_*: simulated annealing (AutoTVM's settings; :class:`~tunebench.methods.annealing.SimulatedAnnealing`).
+    Settings: :class:`~tunebench.methods.dgp.settings.DGPSettings` (every hyperparameter with its source;
+    ``source_tuner``: the AutoTVM settings of the method that tunes source layers; ``history``: read by the
+    harness, which passes the loaded History to ``setup``).
     """
 
     name = "dgp"
+    Settings = DGPSettings
 
-    def __init__(self, history=None, source_tuner: Mapping | None = None, hidden_dims: int = 4,
-                 num_inducing: int = 128, pretrain_epochs: int = 100, pretrain_lr: float = 0.01,
-                 batch_size: int = 256, train_samples: int = 8, max_history: int = 5000, pool_size: int = 10000,
-                 tuning_set_size: int = 300, tuning_set: str = "dgp", map_l2: float = 0.01, map_epochs: int = 50,
-                 map_lr: float = 0.01, predict_samples: int = 16, top_k: int = 64, sa_n_iter: int = 500,
-                 sa_parallel_size: int = 128, sa_temp=(1.0, 0.0), sa_early_stop: int = 50):
-        from tunebench.methods import make_method
-
-        ints = dict(hidden_dims=hidden_dims, num_inducing=num_inducing, pretrain_epochs=pretrain_epochs,
-                    batch_size=batch_size, train_samples=train_samples, max_history=max_history,
-                    pool_size=pool_size, tuning_set_size=tuning_set_size, map_epochs=map_epochs,
-                    predict_samples=predict_samples, top_k=top_k)
-        for key, v in ints.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise UserError(f"method.{key}={v!r}: must be a positive integer")
-        for key, v in (("pretrain_lr", pretrain_lr), ("map_lr", map_lr)):
-            if not isinstance(v, (int, float)) or v <= 0:
-                raise UserError(f"method.{key}={v!r}: must be a positive number")
-        if not isinstance(map_l2, (int, float)) or map_l2 < 0:
-            raise UserError(f"method.map_l2={map_l2!r}: must be a number >= 0")
-        if tuning_set not in TUNING_SETS:
-            raise UserError(f"method.tuning_set={tuning_set!r}: valid: {', '.join(TUNING_SETS)}")
-        if history is not None and not isinstance(history, (str, list, tuple)):
-            raise UserError(f"method.history={history!r}: a record file, run folder or MLflow run id (or a list)")
-        src = dict(source_tuner or {"name": "autotvm"})
-        if src.get("name") == "dgp":
-            raise UserError("method.source_tuner.name=dgp: the source tuner must be another method (e.g. autotvm)")
-        make_method(src)  # validates the source tuner's config now
-        self.history_source = history
-        self.source_cfg = src
-        self.model_kw = dict(hidden_dims=hidden_dims, num_inducing=num_inducing)
-        self.fit_kw = dict(epochs=pretrain_epochs, lr=float(pretrain_lr), batch_size=batch_size,
-                           train_samples=train_samples)
-        self.map_kw = dict(l2=float(map_l2), epochs=map_epochs, lr=float(map_lr), batch_size=batch_size,
-                           train_samples=train_samples)
-        self.max_history, self.pool_size = max_history, pool_size
-        self.tuning_set_size, self.tuning_set, self.top_k = tuning_set_size, tuning_set, top_k
-        self.predict_samples = predict_samples
-        self.sa_kw = dict(n_iter=sa_n_iter, parallel_size=sa_parallel_size, temp=sa_temp, persistent=False,
-                          early_stop=sa_early_stop)
-        try:
+    def __init__(self, settings: DGPSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.history_source = s.history
+        self.source_cfg = s.source_tuner
+        self.model_kw = dict(hidden_dims=s.hidden_dims, num_inducing=s.num_inducing)
+        self.fit_kw = dict(epochs=s.pretrain_epochs, lr=float(s.pretrain_lr), batch_size=s.batch_size,
+                           train_samples=s.train_samples)
+        self.map_kw = dict(l2=float(s.map_l2), epochs=s.map_epochs, lr=float(s.map_lr), batch_size=s.batch_size,
+                           train_samples=s.train_samples)
+        self.max_history, self.pool_size = s.max_history, s.pool_size
+        self.tuning_set_size, self.tuning_set, self.top_k = s.tuning_set_size, s.tuning_set, s.top_k
+        self.predict_samples = s.predict_samples
+        self.sa_kw = dict(n_iter=s.sa_n_iter, parallel_size=s.sa_parallel_size, temp=tuple(s.sa_temp),
+                          persistent=False, early_stop=s.sa_early_stop)
+        try:  # fail at construction (the harness validates the config before a run), not mid-run
             SimulatedAnnealing(**self.sa_kw)
         except (TypeError, ValueError) as exc:
             raise UserError(f"method: bad simulated annealing setting: {exc}") from None
@@ -207,7 +170,7 @@ class DGP(Method):
             self.inner = make_method(self.source_cfg)
             self.inner.setup(task, target_info, history, budget, rng)
             log.info("dgp %s: first layer of group %s: tuned with %s as the group's source", task.name,
-                     self.info["group"], self.source_cfg["name"])
+                     self.info["group"], self.source_cfg.name)
             return
         self.info.update(role="target", n_history=int(len(y_hist)),
                          source_tasks=[t.task_id for t in sources])

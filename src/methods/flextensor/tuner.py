@@ -29,40 +29,28 @@ from __future__ import annotations
 
 import math
 
-from tunebench.errors import UserError
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.flextensor.moves import Moves
 from tunebench.methods.flextensor.qnet import DirectionPolicy
+from tunebench.methods.flextensor.settings import FlexTensorSettings
 from tunebench.space import Config
-
-POLICIES = ("q", "p")
 
 
 class FlexTensor(Method):
-    """FlexTensor's exploration (module docstring); hyperparameters in ``conf/method/flextensor.yaml``."""
+    """FlexTensor's exploration (module docstring). Settings:
+    :class:`~tunebench.methods.flextensor.settings.FlexTensorSettings` (every hyperparameter with its source)."""
 
     name = "flextensor"
+    Settings = FlexTensorSettings
     needs = TargetNeeds(objectives="single")
 
-    def __init__(self, policy: str = "q", n_init: int = 20, n_starts: int = 2, gamma: float = 0.5,
-                 alpha: float = 0.9, train_every: int = 5, eps_start: float = 0.8, eps_decay: float = 0.01,
-                 eps_min: float = 0.1, lr: float = 0.02, epochs: int = 20, batch_size: int = 32,
-                 memory: int = 1000, hidden: int = 64):
-        if policy not in POLICIES:
-            raise UserError(f"method.policy={policy!r}: valid: {', '.join(POLICIES)}")
-        for key, value in {"n_init": n_init, "n_starts": n_starts, "train_every": train_every, "epochs": epochs,
-                           "batch_size": batch_size, "memory": memory, "hidden": hidden}.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"method.{key}={value!r}: must be a positive integer")
-        for key, value in {"gamma": gamma, "alpha": alpha, "lr": lr, "eps_decay": eps_decay}.items():
-            if not isinstance(value, (int, float)) or value < 0:
-                raise UserError(f"method.{key}={value!r}: must be a number >= 0")
-        if not 0 <= eps_min <= eps_start <= 1:
-            raise UserError(f"method.eps_min={eps_min!r}, method.eps_start={eps_start!r}: need 0 <= eps_min <= eps_start <= 1")
-        self.policy_name, self.n_init, self.n_starts, self.gamma = policy, n_init, n_starts, float(gamma)
-        self.train_every, self.eps = train_every, (float(eps_start), float(eps_decay), float(eps_min))
-        self.q_args = {"hidden": hidden, "alpha": float(alpha), "lr": float(lr), "epochs": epochs,
-                       "batch_size": batch_size, "memory": memory}
+    def __init__(self, settings: FlexTensorSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.policy_name, self.n_init, self.n_starts, self.gamma = s.policy, s.n_init, s.n_starts, float(s.gamma)
+        self.train_every, self.eps = s.train_every, (float(s.eps_start), float(s.eps_decay), float(s.eps_min))
+        self.q_args = {"hidden": s.hidden, "alpha": float(s.alpha), "lr": float(s.lr), "epochs": s.epochs,
+                       "batch_size": s.batch_size, "memory": s.memory}
 
     def setup(self, task, target_info, history, budget, rng) -> None:
         super().setup(task, target_info, history, budget, rng)
