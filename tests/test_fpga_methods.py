@@ -202,3 +202,33 @@ def test_mfbo_bad_settings_are_one_line(cfg, needle):
     with pytest.raises(UserError) as exc:
         make_method(cfg)
     assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_dse_settings_defaults_and_checks(tmp_path):
+    """ann, bt and dac19 share their initial-design knobs; every DSE baseline's bad value is a one-line error."""
+    from tunebench.methods.dse.ann import ANN, ANNSettings
+    from tunebench.methods.dse.bt import BTSettings
+    from tunebench.methods.dse.dac19 import DAC19Settings
+
+    assert {(s.n_init, s.max_init_fraction) for s in (ANNSettings(), BTSettings(), DAC19Settings())} == {(48, 0.25)}
+    ann = ANN(n_init=8, hidden=[32, 16])
+    assert (ann.n_init, ann.max_init_fraction, ann.hidden, ann.settings.name) == (8, 0.25, (32, 16), "ann")
+    m = make_method({"name": "dac19", "max_init_fraction": None, "xgb_params": {"max_depth": 4}})
+    assert m.max_init_fraction is None and m.xgb_params == {"max_depth": 4, "eta": 0.1, "nthread": 1}
+    for cfg, says in (({"name": "dac19", "n_init": 1}, "method.n_init=1: must be an integer >= 2"),
+                      ({"name": "ann", "hidden": [64, 0]}, "method.hidden=[64, 0]"),
+                      ({"name": "bt", "max_init_fraction": 2}, "method.max_init_fraction=2"),
+                      ({"name": "dac19", "rted_mu": 0}, "method.rted_mu=0"),
+                      ({"name": "nsga2", "population_size": 1}, "method.population_size=1"),
+                      ({"name": "nsga2", "mutation_prob": 1.5}, "method.mutation_prob=1.5"),
+                      ({"name": "motpe", "n_ei_candidates": 0}, "method.n_ei_candidates=0"),
+                      ({"name": "motpe", "storage": "redis://x"}, "method.storage='redis://x': is not a storage"),
+                      ({"name": "nsga2", "storage": "journal:/no/such/folder/s.log"},
+                       "folder /no/such/folder does not exist or is not writable"),
+                      ({"name": "motpe", "study": "a/b"}, "method.study='a/b'")):
+        with pytest.raises(UserError) as err:
+            make_method(cfg)
+        assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+    journal = f"journal:{tmp_path}/study.log"
+    m = make_method({"name": "nsga2", "storage": journal, "study": "s1"})
+    assert (m.storage_url, m.study_prefix) == (journal, "s1")

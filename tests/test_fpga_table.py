@@ -8,9 +8,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import load_conf
-from tunebench.config.load import plain
 from tunebench.harness.loop import tune_task
-from tunebench.methods import METHODS, Budget, make_method
+from tunebench.methods import Budget, make_method
 from tunebench.targets import make_target
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.kernels import KERNELS
@@ -89,9 +88,7 @@ def test_search_clock_includes_replayed_tool_time_without_sleeping(table_path):
 def test_fpga_baselines_on_the_table(table_path, method):
     t = _table_target(table_path)
     task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
-    cls = METHODS[method]  # a typed method's defaults are its settings class's; the others' still a YAML file
-    cfg = plain(cls.Settings()) if "Settings" in vars(cls) else load_conf(f"method/{method}.yaml")
-    res = tune_task(task, make_method(cfg), t, Budget(20), np.random.default_rng(0))
+    res = tune_task(task, make_method(method), t, Budget(20), np.random.default_rng(0))  # the method's defaults
     idx = [m.config.index for m in res.measurements]
     assert len(idx) == len(set(idx)) and 0 < len(idx) <= 20  # never a design twice
     assert all(m.fidelity == "impl" for m in res.measurements)

@@ -122,7 +122,7 @@ def test_bad_variant_is_one_line_error():
     from tunebench.errors import UserError
     from tunebench.methods import make_method
 
-    with pytest.raises(UserError, match="method.variant='bogus'; valid: gat, mhsa, gnn_mlp"):
+    with pytest.raises(UserError, match="method.variant='bogus': valid: gat, mhsa, gnn_mlp"):
         make_method({"name": "gat", "variant": "bogus"})
     with pytest.raises(UserError, match="method.graph_layer='x'"):
         make_method({"name": "gat", "graph_layer": "x"})

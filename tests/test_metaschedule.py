@@ -41,3 +41,31 @@ def test_metaschedule_run_measures_traces_checks_and_builds_the_model(tmp_path):
     m = run.data.metrics
     assert [v for k, v in m.items() if k.endswith(".check_ok")] == [1.0]
     assert m["e2e_latency_ms"] > 0 and m["e2e_rel_err"] <= 1e-4  # replayed traces in the whole model
+
+
+def test_settings_are_typed_without_tvm():
+    """metaschedule and gat share the search's knobs; typing their settings (and a bad value's one-line error)
+    never imports TVM, whose first import takes 30-40 s."""
+    code = """
+import sys
+import pytest
+from tunebench.config.load import typed
+from tunebench.errors import UserError
+from tunebench.methods import make_method
+from tunebench.methods.gat.settings import GATSettings
+from tunebench.methods.metaschedule import MetaScheduleSettings
+
+gat = typed(GATSettings, {"name": "gat", "variant": "mhsa", "population_size": 32}, "method")
+ms = typed(MetaScheduleSettings, {"name": "metaschedule", "cost_model": "random"}, "method")
+assert (gat.variant, gat.population_size, gat.epochs, ms.cost_model) == ("mhsa", 32, 300, "random")
+assert GATSettings().eps_greedy == MetaScheduleSettings().eps_greedy == 0.05
+for cfg, says in (({"name": "metaschedule", "cost_model": "x"}, "method.cost_model='x': valid: xgb, random"),
+                  ({"name": "metaschedule", "eps_greedy": 2}, "method.eps_greedy=2"),
+                  ({"name": "gat", "variant": "foo"}, "method.variant='foo': valid: gat, mhsa, gnn_mlp"),
+                  ({"name": "gat", "pretrained": "/nonexistent/gat.pt"}, "method.pretrained=/nonexistent/gat.pt: "),
+                  ({"name": "gat", "cost_model": "xgb"}, "method.cost_model is unknown")):
+    with pytest.raises(UserError, match=says):
+        make_method(cfg)
+assert "tvm" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)

@@ -123,7 +123,7 @@ def test_two_processes_share_an_optuna_study_on_postgres(tmp_path):
 
 
 @pytest.mark.parametrize("override, says", [
-    ("method.storage=redis://x", "method.storage='redis://x' is not a storage"),
+    ("method.storage=redis://x", "method.storage='redis://x': is not a storage"),
     ("method.storage=journal:/no/such/folder/s.log", "does not exist or is not writable"),
     ("method.study=a/b", "method.study='a/b'"),
     ("method.storage=postgresql://u@127.0.0.1:1/db", "cannot open the Optuna storage")])

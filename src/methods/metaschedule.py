@@ -11,19 +11,65 @@ evolutionary search draws its measured population from.
 Candidates are :class:`~tunebench.space.TraceConfig` s (schedule traces), not knob configs.
 MetaSchedule proposes ``num_trials_per_iter`` candidates per round; ``ask(n)`` hands them out ``n``
 at a time and the next round is generated once all of a round's results are in (``tell``).
+
+Settings: :class:`MetaScheduleSettings` (no TVM import: typing a config never loads TVM).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 
+from tunebench.config.experiment import MethodSettings
+from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, choice, knob, opt
 from tunebench.methods.base import Budget, Method, TargetNeeds
 from tunebench.space import TraceConfig, trace_to_json
 from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
 
 logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+
+_ES = "EvolutionarySearch default (meta_schedule/search_strategy/evolutionary_search.py)"
+
+
+@dataclass
+class SearchSettings(MethodSettings):
+    """MetaSchedule's search, shared by ``metaschedule`` and ``gat`` (whose cost model differs). Values = TVM
+    0.27 defaults unless noted (``gat``: "GA follows the default settings of TVM", [Sun-PhD] §5.4.1)."""
+
+    num_trials_per_iter: int = knob(64, POS_INT, "candidates per search round; tune_tir's default "
+                                                 "(meta_schedule/tir_integration.py). gat measures the best predicted; "
+                                                 "[Sun-PhD] §5.4.1 measures 80")
+    population_size: int = knob(512, POS_INT, _ES)
+    init_measured_ratio: float = knob(0.2, FRACTION, "EvolutionarySearch default: share of the initial population "
+                                                     "from measured records")
+    init_min_unmeasured: int = knob(50, NONNEG_INT, "EvolutionarySearch default")
+    max_fail_count: int = knob(5, NONNEG_INT, "EvolutionarySearch default: retries when sampling the initial "
+                                              "population fails")
+    genetic_num_iters: int = knob(4, NONNEG_INT, "EvolutionarySearch default: evolution iterations per round")
+    genetic_mutate_prob: float = knob(0.85, FRACTION, "EvolutionarySearch default")
+    genetic_max_fail_count: int = knob(10, NONNEG_INT, "EvolutionarySearch default")
+    eps_greedy: float = knob(0.05, FRACTION, "EvolutionarySearch default: share of random candidates per round")
+    num_threads: int | None = knob(None, opt(POS_INT), "threads for the search and the cost model's training "
+                                                       "(gat: feature extraction); null = os.cpu_count()")
+
+
+# the arguments of ms.search_strategy.EvolutionarySearch among SearchSettings' knobs
+STRATEGY_KNOBS = ("population_size", "init_measured_ratio", "init_min_unmeasured", "max_fail_count",
+                  "genetic_num_iters", "genetic_mutate_prob", "genetic_max_fail_count", "eps_greedy")
+
+
+@dataclass
+class MetaScheduleSettings(SearchSettings):
+    """TVM MetaSchedule (tvm.s_tir.meta_schedule, TVM 0.27; [MetaSchedule]; docs/METHODS.md §metaschedule):
+    post-order-apply space generator with the target's default schedule rules / postprocessors / mutators,
+    evolutionary search, XGBoost cost model on per-store features. Candidates are measured by the tunebench
+    target like every other method's."""
+
+    name: str = knob("metaschedule", NAME, "the method")
+    cost_model: str = knob("xgb", choice("xgb", "random"), "xgb (default, XGBModel with per-store-feature "
+                                                           "extractor) | random (ablation)")
 
 
 def _import_metaschedule() -> None:
@@ -38,26 +84,20 @@ def _import_metaschedule() -> None:
 class MetaSchedule(Method):
     """TVM MetaSchedule evolutionary search with its XGBoost cost model (see module docstring).
 
-    Args mirror ``tvm.s_tir.meta_schedule`` (defaults = TVM 0.27's; sources in
-    ``conf/method/metaschedule.yaml``).
+    Settings: :class:`MetaScheduleSettings` (TVM 0.27's defaults, each with its source); a subclass with
+    another cost model extends :class:`SearchSettings` (``gat``).
     """
 
     name = "metaschedule"
+    Settings = MetaScheduleSettings
     needs = TargetNeeds(objectives="single", compiles=True)
 
-    def __init__(self, num_trials_per_iter: int = 64, population_size: int = 512,
-                 init_measured_ratio: float = 0.2, init_min_unmeasured: int = 50, max_fail_count: int = 5,
-                 genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10,
-                 eps_greedy: float = 0.05, cost_model: str = "xgb", num_threads: int | None = None):
-        if cost_model not in ("xgb", "random"):
-            raise ValueError(f"method.cost_model={cost_model!r}; valid: xgb, random")
-        self.num_trials_per_iter = int(num_trials_per_iter)
-        self.strategy_args = dict(population_size=population_size, init_measured_ratio=init_measured_ratio,
-                                  init_min_unmeasured=init_min_unmeasured, max_fail_count=max_fail_count,
-                                  genetic_num_iters=genetic_num_iters, genetic_mutate_prob=genetic_mutate_prob,
-                                  genetic_max_fail_count=genetic_max_fail_count, eps_greedy=eps_greedy)
-        self.cost_model_name = cost_model
-        self.num_threads = num_threads or os.cpu_count() or 1
+    def __init__(self, settings: SearchSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.num_trials_per_iter = s.num_trials_per_iter
+        self.strategy_args = {key: getattr(s, key) for key in STRATEGY_KNOBS}
+        self.num_threads = s.num_threads or os.cpu_count() or 1
         _import_metaschedule()
 
     def setup(self, task: Task, target_info: TargetInfo, history, budget: Budget, rng) -> None:
@@ -88,7 +128,7 @@ class MetaSchedule(Method):
         """The cost model the evolutionary search ranks candidates with (subclasses plug in others)."""
         import tvm.s_tir.meta_schedule as ms
 
-        return ms.cost_model.CostModel.create(self.cost_model_name, num_tuning_cores=self.num_threads)
+        return ms.cost_model.CostModel.create(self.settings.cost_model, num_tuning_cores=self.num_threads)
 
     # ---- ask / tell ------------------------------------------------------------------------
     def ask(self, n: int) -> list[TraceConfig]:

@@ -1,23 +1,39 @@
 """``method=bt``: boosted trees (XGBoost) per objective predict the space; evaluate the predicted
-Pareto designs ([Sun-PhD] §3.6.3-3.6.4; flow in :mod:`tunebench.methods.dse.predict_pareto`)."""
+Pareto designs ([Sun-PhD] §3.6.3-3.6.4; docs/METHODS.md §bt; flow in
+:mod:`tunebench.methods.dse.predict_pareto`). Multi-objective targets only."""
 
 from __future__ import annotations
 
-from tunebench.methods.dse.predict_pareto import PredictParetoMethod
+from dataclasses import dataclass
+
+from tunebench.config.knobs import NAME, POS_INT, POS_NUM, knob
+from tunebench.methods.dse.predict_pareto import InitialDesignSettings, PredictParetoMethod
+
+
+@dataclass
+class BTSettings(InitialDesignSettings):
+    """Boosted-trees baseline for FPGA DSE ([Sun-PhD] §3.6.3-3.6.4); n_init, max_init_fraction: see
+    :class:`~tunebench.methods.dse.predict_pareto.InitialDesignSettings`."""
+
+    name: str = knob("bt", NAME, "the method")
+    max_depth: int = knob(3, POS_INT, "[Sun-PhD] sweeps tree depth 1..6 (§3.6.4); 3 = the middle (and XGBoost's "
+                                      "AutoTVM setting)")
+    learning_rate: float = knob(0.1, POS_NUM, "[Sun-PhD] sweeps {0.1, 0.2, 0.3, 0.4, 0.5} (§3.6.4); 0.1 = the first")
+    n_estimators: int = knob(100, POS_INT, "not given in the thesis; XGBoost's default number of rounds")
 
 
 class BoostedTrees(PredictParetoMethod):
-    """Args: n_init, max_init_fraction (see predict_pareto); max_depth (the thesis sweeps 1..6);
-    learning_rate (the thesis sweeps {0.1, ..., 0.5}); n_estimators: boosting rounds."""
+    """An ``xgboost.XGBRegressor`` per objective. Settings: :class:`BTSettings`."""
 
     name = "bt"
+    Settings = BTSettings
 
-    def __init__(self, n_init: int = 48, max_init_fraction: float = 0.25, max_depth: int = 3,
-                 learning_rate: float = 0.1, n_estimators: int = 100):
-        super().__init__(n_init, max_init_fraction)
-        self.max_depth = int(max_depth)
-        self.learning_rate = float(learning_rate)
-        self.n_estimators = int(n_estimators)
+    def __init__(self, settings: BTSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.max_depth = s.max_depth
+        self.learning_rate = s.learning_rate
+        self.n_estimators = s.n_estimators
 
     def make_model(self):
         import xgboost as xgb

@@ -14,30 +14,57 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from dataclasses import dataclass
 
 import numpy as np
 
+from tunebench.config.experiment import MethodSettings
+from tunebench.config.knobs import bad, join, knob
 from tunebench.methods.base import Method
-from tunebench.methods.dse.optuna_storage import check_storage, check_study, open_storage, shared_study
+from tunebench.methods.dse.optuna_storage import (
+    journal_problem,
+    open_storage,
+    shared_study,
+    storage_problem,
+    study_problem,
+)
 
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class OptunaSettings(MethodSettings):
+    """Where the study of ``nsga2`` and ``motpe`` lives (:mod:`tunebench.methods.dse.optuna_storage`)."""
+
+    storage: str | None = knob(None, storage_problem,
+                               "our addition: null = the study in memory; journal:<file> or an Optuna RDB URL "
+                               "(postgresql://..., sqlite:///<file>) = a study workers share (docs/USAGE.md §Shared "
+                               "Optuna studies)")
+    study: str | None = knob(None, study_problem,
+                             "our addition: with storage, the shared study's name prefix (null: tunebench-<method>); "
+                             "the study of a task is <study>-<task id>; runs with the same study share it")
+
+    def check(self, prefix: str) -> None:
+        problem = journal_problem(self.storage)
+        if problem:
+            raise bad(join(prefix, "storage"), self.storage, problem)
+
+
 class OptunaMethod(Method):
+    """Base of the Optuna methods: a subclass's settings extend :class:`OptunaSettings`; it makes the sampler."""
+
     name = "optuna"
-    nullable = frozenset({"storage", "study"})
-    storage_url: str | None = None  # set by _shared: method.storage
-    study_prefix: str | None = None  # method.study
+
+    def __init__(self, settings: OptunaSettings | None = None, **overrides):
+        """Also opens ``method.storage`` (its schema is created now, while the harness checks the config:
+        before any worker starts)."""
+        super().__init__(settings, **overrides)
+        self.storage_url, self.study_prefix = self.settings.storage, self.settings.study
+        if self.storage_url:
+            open_storage(self.storage_url)
 
     def make_sampler(self, seed: int):
         raise NotImplementedError
-
-    def _shared(self, storage, study) -> None:
-        """Check ``method.storage`` / ``method.study`` and open the storage (its schema is created now,
-        while the harness checks the config: before any worker starts)."""
-        self.storage_url, self.study_prefix = check_storage(storage), check_study(study)
-        if self.storage_url:
-            open_storage(self.storage_url)
 
     def _study(self, task, sampler):
         import optuna
@@ -62,17 +89,17 @@ class OptunaMethod(Method):
         self._digits = digits
         self._feat = self.space.features(range(self.space.size))
         self.dists = {}
-        for k, knob in enumerate(self.space.knobs):
+        for k, kn in enumerate(self.space.knobs):
             present = sorted(set(digits[:, k].tolist()))
             if len(present) > 1:
-                self.dists[knob.name] = CategoricalDistribution([knob.entities[d] for d in present])
+                self.dists[kn.name] = CategoricalDistribution([kn.entities[d] for d in present])
         self.pending: dict[int, object] = {}  # config index -> optuna trial
 
     def _repair(self, params: dict) -> int:
         row = []
-        for k, knob in enumerate(self.space.knobs):
-            v = params.get(knob.name)
-            row.append(knob.entities.index(v) if v is not None else int(self._digits[0, k]))
+        for k, kn in enumerate(self.space.knobs):
+            v = params.get(kn.name)
+            row.append(kn.entities.index(v) if v is not None else int(self._digits[0, k]))
         want = np.concatenate([np.asarray(kn.encode(d), dtype=np.float32) for kn, d in zip(self.space.knobs, row)])
         dist = np.abs(self._feat - want).sum(axis=1)
         for i in np.argsort(dist, kind="stable"):

@@ -27,23 +27,31 @@ RDB = re.compile(r"^(postgresql|mysql|sqlite)(\+[a-z0-9_]+)?://")
 VALID = "null, journal:<file>, or an Optuna RDB URL (postgresql://..., mysql://..., sqlite:///<file>)"
 
 
-def check_storage(value) -> str | None:
-    """``value`` when it names a storage tunebench can open (not yet opened); a UserError otherwise."""
-    if value is None:
+STUDY = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
+
+
+def storage_problem(value) -> str | None:
+    """What is wrong with ``value`` as ``method.storage`` (its form), or None: a storage tunebench can open."""
+    if value is None or isinstance(value, str) and (value.startswith("journal:") and len(value) > 8
+                                                    or RDB.match(value)):
         return None
-    if not isinstance(value, str) or not (value.startswith("journal:") and len(value) > 8 or RDB.match(value)):
-        raise UserError(f"method.storage={value!r} is not a storage; valid: {VALID}")
-    if value.startswith("journal:"):
-        folder = os.path.dirname(os.path.abspath(value[len("journal:"):]))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            raise UserError(f"method.storage={value!r}: folder {folder} does not exist or is not writable")
-    return value
+    return f"is not a storage; valid: {VALID}"
 
 
-def check_study(value) -> str | None:
-    if value is not None and not (isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.\-]{1,100}", value)):
-        raise UserError(f"method.study={value!r}: must be null or a name of letters, digits, '_', '.', '-'")
-    return value
+def journal_problem(value) -> str | None:
+    """A journal file whose folder does not exist or is not writable (looks at the file system), or None."""
+    if not (isinstance(value, str) and value.startswith("journal:")):
+        return None
+    folder = os.path.dirname(os.path.abspath(value[len("journal:"):]))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        return f"folder {folder} does not exist or is not writable"
+    return None
+
+
+def study_problem(value) -> str | None:
+    if value is None or isinstance(value, str) and STUDY.fullmatch(value):
+        return None
+    return "must be null or a name of letters, digits, '_', '.', '-'"
 
 
 def open_storage(url: str, attempts: int = 5):

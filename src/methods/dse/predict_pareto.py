@@ -10,25 +10,51 @@
 Invalid initial designs are left out of training. ``n_init`` is capped at ``max_init_fraction`` of
 the space (our choice: the thesis's 48 initial designs were a small share of spaces with thousands of
 configs; on a space of 16-36 designs 48 would be all of it; GEMM (216) keeps 48, conv (180) 45, SpMV (144) 36).
+
+:class:`InitialDesignSettings` declares these two knobs once for ``ann``, ``bt`` and ``dac19``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from tunebench.config.experiment import MethodSettings
+from tunebench.config.knobs import FRACTION, is_int, knob, opt, rule
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.pareto import pareto_front
+
+
+@dataclass
+class InitialDesignSettings(MethodSettings):
+    """The initial designs of ``ann``, ``bt`` and ``dac19`` ([Sun-PhD] §3.6.4)."""
+
+    n_init: int = knob(48, rule(lambda v: is_int(v) and v >= 2, "must be an integer >= 2"),
+                       "initial designs ([Sun-PhD] §3.6.4: \"the number of initialization configurations is 48\", for "
+                       "ANN, BT and DAC19): random ones evaluated at impl (ann, bt), RTED ones (dac19)")
+    max_init_fraction: float | None = knob(0.25, opt(FRACTION),
+                                           "our choice: cap n_init at 25% of the pruned space (binds only on small "
+                                           "spaces; ours hold 144-216 configs: conv 45, SpMV 36 initial designs); "
+                                           "null = no cap")
+
+
+def initial_count(n_init: int, max_init_fraction: float | None, space_size: int) -> int:
+    """How many initial designs: ``n_init``, capped at ``max_init_fraction`` of the space (at least 2)."""
+    if max_init_fraction is None:
+        return n_init
+    return min(n_init, max(2, math.floor(max_init_fraction * space_size)))
 
 
 class PredictParetoMethod(Method):
     name = "predict_pareto"
     needs = TargetNeeds(objectives="multi")
 
-    def __init__(self, n_init: int = 48, max_init_fraction: float = 0.25):
-        self.n_init = int(n_init)
-        self.max_init_fraction = float(max_init_fraction)
+    def __init__(self, settings: InitialDesignSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        self.n_init = self.settings.n_init
+        self.max_init_fraction = self.settings.max_init_fraction
 
     def make_model(self):
         """A fresh regressor with ``fit(X, y)`` / ``predict(X)``."""
@@ -39,7 +65,7 @@ class PredictParetoMethod(Method):
         self.objectives = list(target_info.objectives)
         sc = target_info.scale or {}
         self.scale = np.array([float(sc.get(o, 1.0)) for o in self.objectives])
-        self.n_init_eff = max(2, min(self.n_init, math.floor(self.max_init_fraction * self.space.size)))
+        self.n_init_eff = initial_count(self.n_init, self.max_init_fraction, self.space.size)
         self.init = self.space.sample(self.rng, self.n_init_eff)
         self.queue = list(self.init)
         self.measured: dict[int, np.ndarray | None] = {}

@@ -23,12 +23,13 @@ import logging
 import numpy as np
 
 from tunebench.errors import UserError
+from tunebench.methods.gat.settings import GATSettings
 from tunebench.methods.metaschedule import MetaSchedule
 
 log = logging.getLogger(__name__)
 
 
-def make_py_cost_model(model, min_train: int = 8, online_epochs: int = 50):
+def make_py_cost_model(model, min_train: int = GATSettings.min_train, online_epochs: int = GATSettings.online_epochs):
     """A MetaSchedule PyCostModel around ``model`` (a GATCostModel) -- see the module docstring."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.cost_model import PyCostModel
@@ -83,43 +84,19 @@ def make_py_cost_model(model, min_train: int = 8, online_epochs: int = 50):
 class GAT(MetaSchedule):
     """GTuner: MetaSchedule's evolutionary search with the GAT cost model (see module docstring).
 
-    Args (besides MetaSchedule's search arguments; sources in ``conf/method/gat.yaml``):
-        variant: ``gat`` | ``mhsa`` | ``gnn_mlp``; graph_layer: ``graphconv`` | ``gcn`` | ``gat`` | ``sage``.
-        graph_hidden: graph embedding width. lr, epochs, batch_size: training (Adam, MSE on log latency).
-        online_epochs: fine-tuning epochs after each measured round (pretrained model).
-        min_train: measurements before the first training of a model without ``pretrained``.
-        pretrained: path of a checkpoint from ``python -m tunebench gat train`` (null = start untrained).
+    Settings: :class:`~tunebench.methods.gat.settings.GATSettings` (MetaSchedule's search knobs and the
+    cost model's, each with its source).
     """
 
     name = "gat"
+    Settings = GATSettings
 
-    def __init__(self, variant: str = "gat", graph_layer: str = "graphconv", graph_hidden: int = 136,
-                 lr: float = 1e-4, epochs: int = 300, batch_size: int = 512, online_epochs: int = 50,
-                 min_train: int = 8, pretrained: str | None = None, num_trials_per_iter: int = 64,
-                 population_size: int = 512, init_measured_ratio: float = 0.2, init_min_unmeasured: int = 50,
-                 max_fail_count: int = 5, genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
-                 genetic_max_fail_count: int = 10, eps_greedy: float = 0.05, num_threads: int | None = None,
-                 seed: int = 0):
-        from tunebench.methods.gat.model import GRAPH_LAYERS, VARIANTS
-
-        if variant not in VARIANTS:
-            raise UserError(f"method.variant={variant!r}; valid: {', '.join(VARIANTS)}")
-        if graph_layer not in GRAPH_LAYERS:
-            raise UserError(f"method.graph_layer={graph_layer!r}; valid: {', '.join(GRAPH_LAYERS)}")
-        if pretrained is not None:
-            import os
-
-            if not os.path.isfile(str(pretrained)):
-                raise UserError(f"method.pretrained={pretrained}: no such file (train one with "
-                                "`python -m tunebench gat train`)")
-        super().__init__(num_trials_per_iter=num_trials_per_iter, population_size=population_size,
-                         init_measured_ratio=init_measured_ratio, init_min_unmeasured=init_min_unmeasured,
-                         max_fail_count=max_fail_count, genetic_num_iters=genetic_num_iters,
-                         genetic_mutate_prob=genetic_mutate_prob, genetic_max_fail_count=genetic_max_fail_count,
-                         eps_greedy=eps_greedy, cost_model="xgb", num_threads=num_threads)
-        self.model_args = dict(variant=variant, graph_layer=graph_layer, graph_hidden=int(graph_hidden))
-        self.train_args = dict(lr=float(lr), epochs=int(epochs), batch_size=int(batch_size), seed=int(seed))
-        self.online_epochs, self.min_train, self.pretrained = int(online_epochs), int(min_train), pretrained
+    def __init__(self, settings: GATSettings | None = None, **overrides):
+        super().__init__(settings, **overrides)
+        s = self.settings
+        self.model_args = dict(variant=s.variant, graph_layer=s.graph_layer, graph_hidden=s.graph_hidden)
+        self.train_args = dict(lr=s.lr, epochs=s.epochs, batch_size=s.batch_size, seed=s.seed)
+        self.online_epochs, self.min_train, self.pretrained = s.online_epochs, s.min_train, s.pretrained
 
     def _make_cost_model(self):
         from tunebench.methods.gat.model import GATCostModel

@@ -33,11 +33,10 @@ from torch import nn
 
 from tunebench.errors import UserError
 from tunebench.methods.gat.features import NODE_DIM, STAT_DIM
+from tunebench.methods.gat.settings import GRAPH_LAYERS, VARIANTS
 
 log = logging.getLogger(__name__)
 
-VARIANTS = ("gat", "mhsa", "gnn_mlp")
-GRAPH_LAYERS = ("graphconv", "gcn", "gat", "sage")
 CHECKPOINT_FORMAT = "tunebench-gat-model-v1"
 
 
