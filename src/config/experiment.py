@@ -157,7 +157,7 @@ class E2ESettings(Settings):
 class ExperimentConfig(Settings):
     """One experiment (one Hydra job, one MLflow run): ``conf/config.yaml`` chooses the groups."""
 
-    method: Any = knob(MISSING, None, "the tuning method (method=<name>): a MethodSettings")
+    method: MethodSettings = knob(MISSING, None, "the tuning method (method=<name>)")
     model: ModelSettings = knob(MISSING, None, "the model whose tasks are tuned (model=<name>)")
     target: TargetSettings = knob(MISSING, None, "where configs are measured (target=<name>)")
     budget: Budget = knob(factory=Budget, doc="per-task budget (budget=<preset>)")

@@ -33,7 +33,7 @@ def open_tracker(cfg) -> Tracker:
 def prepare(cfg, tracker: Tracker | None) -> Prepared:
     """Build the target, load the tasks, open the store (unless ``tracker`` is given), load the
     history (see the module docstring)."""
-    method = method_class(_get(cfg.method, "name"))
+    method = method_class(cfg.method.name)
     target = make_target(cfg.target, cfg.measure)
     created_store = None
     try:
@@ -44,7 +44,7 @@ def prepare(cfg, tracker: Tracker | None) -> Prepared:
             created_store = new_store_path(cfg.tracking.uri, cfg.workdir)
             tracker = open_tracker(cfg)
         # records of earlier runs for transfer methods (method.history=...): read before the run starts
-        history = History.load(_get(cfg.method, "history"), tracker.client, cfg.workdir)
+        history = History.load(getattr(cfg.method, "history", None), tracker.client, cfg.workdir)
     except BaseException:
         target.close()
         discard_store(created_store)
@@ -54,6 +54,3 @@ def prepare(cfg, tracker: Tracker | None) -> Prepared:
                  ", ".join(history.sources))
     return Prepared(target, tasks, imported, tracker, history)
 
-
-def _get(settings, key):  # TRANSITION: a method not typed yet has a mapping for settings
-    return settings.get(key) if isinstance(settings, dict) else getattr(settings, key, None)

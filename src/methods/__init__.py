@@ -5,8 +5,6 @@ and MetaSchedule.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 from collections.abc import Mapping
 
 from tunebench.config.load import typed
@@ -56,36 +54,9 @@ def make_method(settings, **overrides) -> Method:
         settings = {"name": settings}
     name = settings["name"] if isinstance(settings, Mapping) else settings.name
     cls = method_class(name)
-    if "Settings" not in vars(cls):  # not yet typed: hyperparameters as keyword arguments
-        return _legacy(cls, name, {**(dict(settings) if isinstance(settings, Mapping) else {}), **overrides})
     if isinstance(settings, Mapping):
         settings = typed(cls.Settings, settings, "method")
     return cls(settings, **overrides)
-
-
-def _legacy(cls, name, cfg: dict) -> Method:
-    cfg.pop("name", None)
-    valid = hyperparameters(cls)
-    for key in cfg:
-        if key not in valid:
-            raise UserError(f"method.{key}: not a hyperparameter of method={name}; "
-                            f"valid: {', '.join(valid) or '(none)'}")
-    return cls(**cfg)
-
-
-def hyperparameters(cls: type[Method]) -> list[str]:
-    """The keyword arguments ``cls`` takes: its ``__init__``'s, and, where that passes ``**kwargs`` on
-    to the base class (``chameleon`` extends ``autotvm``), the base classes' too."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if "Settings" in vars(klass):  # typed: its settings class declares them
-            return names + [f.name for f in dataclasses.fields(klass.Settings) if f.name not in names + ["name"]]
-        params = inspect.signature(klass.__init__).parameters
-        names += [p for p, v in params.items() if p != "self" and v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)
-                  and p not in names]
-        if not any(v.kind is v.VAR_KEYWORD for v in params.values()):
-            break
-    return names
 
 
 def check_compatible(method: type[Method], target_info: TargetInfo) -> None:

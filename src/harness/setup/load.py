@@ -32,8 +32,7 @@ def settings_classes(data: Mapping) -> dict:
     method, model, target = _group(data, "method"), _group(data, "model"), _group(data, "target")
     if model.get("name") not in MODEL_OPTIONS:
         raise UserError(f"model.name={short(model.get('name'))} is unknown; valid: {', '.join(MODEL_OPTIONS)}")
-    mcls = method_class(method.get("name"))
-    return {"method": mcls.Settings if "Settings" in vars(mcls) else None, "model": type(MODEL_OPTIONS[model["name"]]),
+    return {"method": method_class(method.get("name")).Settings, "model": type(MODEL_OPTIONS[model["name"]]),
             "target": target_class(target.get("kind")).Settings}
 
 
@@ -73,8 +72,7 @@ def load_experiment(data: Mapping) -> ExperimentConfig:
     try:
         node = OmegaConf.structured(ExperimentConfig)
         for group, cls in classes.items():
-            if cls is not None:  # None: a method not typed yet (its settings stay a mapping)
-                node[group] = OmegaConf.structured(cls)
+            node[group] = OmegaConf.structured(cls)
         node = OmegaConf.merge(node, data)
         unknown_keys(node)
         cfg = OmegaConf.to_object(node)

@@ -22,7 +22,7 @@ def registered_options() -> dict[str, dict[str, object]]:
     from tunebench.methods import METHODS
     from tunebench.targets import TARGETS
 
-    return {"method": {name: cls.Settings for name, cls in METHODS.items() if "Settings" in vars(cls)},
+    return {"method": {name: cls.Settings for name, cls in METHODS.items()},
             "model": dict(MODEL_OPTIONS),
             "target": {cls.Settings().name: cls.Settings for cls in TARGETS.values()}}
 

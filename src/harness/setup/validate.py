@@ -54,12 +54,9 @@ def validate_config(cfg: ExperimentConfig) -> None:
 
     check_paths(cfg)
     check_model_target(cfg)
-    method_cls = method_class(_method_name(cfg))
+    method_cls = method_class(cfg.method.name)
     target_cls = target_class(cfg.target.kind)
     check_compatible(method_cls, target_cls.nominal_info(cfg.target))
     target_cls.check_model(cfg.target, cfg.model, own_schedules=method_cls.needs.compiles)
     make_method(cfg.method)
 
-
-def _method_name(cfg: ExperimentConfig) -> str:
-    return cfg.method["name"] if isinstance(cfg.method, dict) else cfg.method.name
