@@ -3,28 +3,29 @@
 Configs whose index is divisible by 3 raise during the build (a build error); those divisible by
 7 kill the worker process (a crash). Everything else goes through the real build and run.
 """
+import dataclasses
 import os
 
 from tunebench.targets.tvm.worker import handle as real_handle
 
 
-def handle(name, payload):
+def handle(name, request):
     if name == "build":
-        if payload["index"] % 7 == 0:
+        if request.index % 7 == 0:
             os._exit(9)
-        if payload["index"] % 3 == 0:
-            raise RuntimeError(f"injected build failure for config {payload['index']}")
-    return real_handle(name, payload)
+        if request.index % 3 == 0:
+            raise RuntimeError(f"injected build failure for config {request.index}")
+    return real_handle(name, request)
 
 
 _checked = []
 
 
-def handle_wrong_first_check(name, payload):
+def handle_wrong_first_check(name, request):
     """The real handler, except that the first config checked in this worker reports a wrong output
     (as a kernel that computes something else would): the harness must not report it as a result."""
-    res = real_handle(name, payload)
+    res = real_handle(name, request)
     if name == "check" and not _checked:
-        _checked.append(payload["index"])
-        res = dict(res, max_abs_err=1.0, rel_err=0.5)
+        _checked.append(request.index)
+        res = dataclasses.replace(res, max_abs_err=1.0, rel_err=0.5)
     return res

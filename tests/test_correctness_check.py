@@ -11,6 +11,7 @@ from tunebench.datasets import model_tasks
 from tunebench.harness.experiment import run_experiment
 from tunebench.records import read_records
 from tunebench.targets.tvm import worker as tvm_worker
+from tunebench.targets.tvm.messages import CheckInput, TaskSpec
 from tunebench.targets.tvm.templates import get_template
 
 
@@ -21,10 +22,10 @@ def tasks():
     return right[0], wrong[0]
 
 
-def _payload(task, index):
-    return {"task_key": task.id, "mod_json": tvm.ir.save_json(task.mod), "task_kind": task.kind,
-            "target_kind": "llvm", "target": {"kind": "llvm", "num-cores": 2}, "index": index,
-            "device": ["cpu", 0], "ref_target": {"kind": "llvm", "num-cores": 2}}
+def _request(task, index, ref_cache_dir=None):
+    spec = TaskSpec(key=task.id, mod_json=tvm.ir.save_json(task.mod), kind=task.kind, target_kind="llvm")
+    return CheckInput(task=spec, index=index, target={"kind": "llvm", "num-cores": 2}, device=["cpu", 0],
+                      ref_target={"kind": "llvm", "num-cores": 2}, ref_cache_dir=ref_cache_dir)
 
 
 def test_check_passes_scheduled_configs_and_catches_a_wrong_kernel(tasks, monkeypatch):
@@ -32,16 +33,16 @@ def test_check_passes_scheduled_configs_and_catches_a_wrong_kernel(tasks, monkey
     tpl = get_template(right.kind, "llvm")
     space = tpl.make_space(right.mod)
     for i in np.random.default_rng(0).integers(space.size, size=4):
-        res = tvm_worker._check(_payload(right, int(i)))
-        assert res["ref_max_abs"] > 1.0 and res["rel_err"] <= 1e-4
+        res = tvm_worker._check(_request(right, int(i)))
+        assert res.ref_max_abs > 1.0 and res.rel_err <= 1e-4
 
     class ComputesSomethingElse:  # the same signature, but no ReLU: a wrong kernel
         def apply(self, mod, config):
             return tpl.apply(wrong.mod, config)
 
     monkeypatch.setitem(tvm_worker._TASKS, right.id, (right.mod, ComputesSomethingElse(), space))
-    res = tvm_worker._check(_payload(right, 5))
-    assert res["rel_err"] > 0.1
+    res = tvm_worker._check(_request(right, 5))
+    assert res.rel_err > 0.1
 
 
 def test_a_wrong_best_config_is_not_the_result(tiny_cfg):
@@ -74,23 +75,23 @@ def test_reference_outputs_are_cached_and_read_back(tasks, tmp_path):
     from tunebench.safe_files import read_hashed
 
     right, _ = tasks
-    payload = {**_payload(right, 3), "ref_cache_dir": str(tmp_path)}
-    first = tvm_worker._check(payload)
+    request = _request(right, 3, ref_cache_dir=str(tmp_path))
+    first = tvm_worker._check(request)
     files = list(tmp_path.glob("*.ref"))
-    assert len(files) == 1 and first["rel_err"] <= 1e-4 and first["reference_note"] is None
+    assert len(files) == 1 and first.rel_err <= 1e-4 and first.reference_note is None
     meta, data = read_hashed(str(files[0]))
     ref = np.frombuffer(data, dtype=meta["dtype"]).reshape(meta["shape"])
-    assert np.max(np.abs(ref)) == pytest.approx(first["ref_max_abs"])
+    assert np.max(np.abs(ref)) == pytest.approx(first.ref_max_abs)
     # the next check reads the file: its mtime stays, the result is the same
     mtime = files[0].stat().st_mtime_ns
-    assert tvm_worker._check(payload)["reference_note"] is None and files[0].stat().st_mtime_ns == mtime
+    assert tvm_worker._check(request).reference_note is None and files[0].stat().st_mtime_ns == mtime
     # a tampered reference fails its hash: discarded and computed again, never trusted
     blob = files[0].read_bytes()
     files[0].write_bytes(blob[:-len(data)] + (ref + 10.0).astype(ref.dtype).tobytes())
-    again = tvm_worker._check(payload)
-    assert again["rel_err"] <= 1e-4 and "discarded" in again["reference_note"]
+    again = tvm_worker._check(request)
+    assert again.rel_err <= 1e-4 and "discarded" in again.reference_note
     assert files[0].read_bytes() == blob  # stored again
     # another workload (other layer) gets its own file
     other, _ = model_tasks({"name": "layers", "layers": [dict(TINY_LAYER, out_channels=8)]}, "llvm")
-    tvm_worker._check({**_payload(other[0], 0), "ref_cache_dir": str(tmp_path)})
+    tvm_worker._check(_request(other[0], 0, ref_cache_dir=str(tmp_path)))
     assert len(list(tmp_path.glob("*.ref"))) == 2

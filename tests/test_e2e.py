@@ -244,7 +244,7 @@ def test_rows_run_with_the_targets_thread_count(tmp_path):
         assert row.worker.env == {"TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TUNEBENCH_KEEP_FREED_MEMORY": "1"}
     plain = dataclasses.replace(QUICK, keep_freed_memory=False)
     assert "TUNEBENCH_KEEP_FREED_MEMORY" not in _torch_row("torch", imported, target, plain).worker.env
-    assert _torch_row("torch", imported, target, QUICK).load[1]["threads"] == 1
+    assert _torch_row("torch", imported, target, QUICK).load[1].threads == 1
     assert target._runner is None  # nothing started
 
 

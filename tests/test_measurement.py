@@ -189,7 +189,7 @@ def test_a_run_blocked_by_a_held_lock_says_so_and_does_not_charge_the_wait(tiny_
 def test_a_short_build_timeout_does_not_count_the_workers_tvm_import(tmp_path, tiny_task):
     """Workers import TVM before they report ready: the first builds of a fresh target fit in 2 s."""
     target = llvm(tmp_path)
-    target.builder_cfg["timeout_s"] = 2
+    target.settings.builder.timeout_s = 2
     try:
         ms = target.measure(tiny_task, [tiny_task.space.get(i) for i in (3, 4)])
     finally:

@@ -9,7 +9,8 @@
 - :mod:`~tunebench.protocol.machine`: the per-machine cache of the peak and of the quiet
   calibration reference;
 - :mod:`~tunebench.protocol.model_worker`: worker-process handler that times whole models (TVM
-  builds and PyTorch baselines) one block at a time, so they can be interleaved.
+  builds and PyTorch baselines) one block at a time, so they can be interleaved; its requests and
+  answers are the dataclasses of :mod:`~tunebench.protocol.model_messages`.
 
 This package sits below targets and the harness: it imports neither.
 """

@@ -5,24 +5,24 @@ Each row runs in its own worker process (:class:`tunebench.targets.workers.Worke
 row runs with the same threads and nothing else of the harness shares its process. The harness
 loads every row once and then times them in interleaved blocks (A B A B ...).
 
-Requests (``name``, ``payload``):
+Requests (``name``, request; the requests and answers are in :mod:`tunebench.protocol.model_messages`):
 
-- ``"load_tvm"``: ``lib_path`` (an exported Relax executable), ``inputs`` and ``params`` (numpy),
-  ``device`` (``["cpu", 0]`` / ``["cuda", i]``): load it on a Relax VM and run it once; an
-  executable with a ``main_transform_params`` function (weights packed for the tuned kernels) gets
-  its weights through it once here, before any timing.
-- ``"load_torch"``: ``module`` (a ``torch.nn.Module``), ``inputs`` (tensors), ``device`` (``cpu`` /
-  ``cuda``), ``threads``, ``tf32`` (allow TF32 tensor cores for matmul and cuDNN; False = strict
-  FP32), ``compile`` (wrap the module in ``torch.compile``; the first call compiles): run it once
-  under ``torch.inference_mode``.
-- ``"time"``: ``n`` samples after ``warmup`` untimed ones. A sample is the mean time of ``number``
-  back-to-back inferences, ``number`` chosen so that a sample takes at least ``min_sample_ms``
-  (TVM's time evaluator does this for TVM rows; PyTorch rows count calls the same way), so
-  that a sub-millisecond model is not timed at the resolution of one call. Returns
-  ``{"samples": [seconds per inference, ...]}``.
+- ``"load_tvm"`` (:class:`LoadTvmInput`): ``lib_path`` (an exported Relax executable), ``inputs`` and
+  ``params`` (numpy), ``device`` (``["cpu", 0]`` / ``["cuda", i]``): load it on a Relax VM and run it
+  once; an executable with a ``main_transform_params`` function (weights packed for the tuned kernels)
+  gets its weights through it once here, before any timing.
+- ``"load_torch"`` (:class:`LoadTorchInput`): ``module`` (a ``torch.nn.Module``), ``inputs`` (tensors),
+  ``device`` (``cpu`` / ``cuda``), ``threads``, ``tf32`` (allow TF32 tensor cores for matmul and cuDNN;
+  False = strict FP32), ``compile`` (wrap the module in ``torch.compile``; the first call compiles):
+  run it once under ``torch.inference_mode``.
+- ``"time"`` (:class:`TimeInput`): ``n`` samples after ``warmup`` untimed ones. A sample is the mean
+  time of ``number`` back-to-back inferences, ``number`` chosen so that a sample takes at least
+  ``min_sample_ms`` (TVM's time evaluator does this for TVM rows; PyTorch rows count calls the same
+  way), so that a sub-millisecond model is not timed at the resolution of one call. Returns a
+  :class:`TimeResult` (seconds per inference, per sample).
 
-Both loads return ``{"outputs": [numpy arrays], "load_s": seconds}``. A worker usually holds one
-row; a payload's ``row`` names it where one worker holds several (the TVM rows of a model on a remote
+Both loads return a :class:`LoadResult` (the outputs, numpy, and the seconds). A worker usually holds one
+row; a request's ``row`` names it where one worker holds several (the TVM rows of a model on a remote
 device, ``target.rpc``, all run in the target's runner worker, which holds the device's session: the
 executable is uploaded there, run through the VM's stateful interface, and weights packed for the
 tuned kernels are packed once on this host, whose CPU the remote one shares).
@@ -33,6 +33,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
+from tunebench.protocol.model_messages import LoadResult, LoadTorchInput, LoadTvmInput, TimeInput, TimeResult
 
 _ROWS: dict = {}  # row name -> the loaded row: "kind", "call" (runs one inference), "sync", ...
 
@@ -104,46 +106,46 @@ def _packed_here(lib_path: str, params) -> list:
     return [w.numpy() for w in vm_args(vm, tvm.cpu(0), [], params)]
 
 
-def _load_tvm(payload: dict) -> dict:
+def _load_tvm(request: LoadTvmInput) -> LoadResult:
     from tvm import relax
 
     from tunebench.protocol.remote import device_of, is_remote, load_library
 
     t0 = time.perf_counter()
-    spec = payload["device"]
+    spec = request.device
     dev = device_of(spec)
-    vm = relax.VirtualMachine(load_library(payload["lib_path"], spec), dev)
+    vm = relax.VirtualMachine(load_library(request.lib_path, spec), dev)
     row = {"kind": "tvm", "vm": vm, "dev": dev, "sync": dev.sync}
     if is_remote(spec):  # remote tuples cannot be unpacked here: set the inputs once, call statefully
         import tvm
 
-        params = _packed_here(payload["lib_path"], payload["params"]) \
-            if vm.module.implements_function(TRANSFORM_PARAMS) else payload["params"]
-        args = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in list(payload["inputs"]) + list(params)]
+        params = _packed_here(request.lib_path, request.params) \
+            if vm.module.implements_function(TRANSFORM_PARAMS) else request.params
+        args = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in list(request.inputs) + list(params)]
         vm.set_input("main", *args)
         vm.invoke_stateful("main")
         out = _flat(vm.get_outputs("main"))
         row.update(args=args, timer_name="invoke_stateful", timer_args=("main",))
     else:
-        args = vm_args(vm, dev, payload["inputs"], payload["params"])
+        args = vm_args(vm, dev, request.inputs, request.params)
         out = _flat(vm["main"](*args))
         row.update(args=args, timer_name="main", timer_args=tuple(args))
-    _ROWS[payload.get("row", "row")] = row
-    return {"outputs": out, "load_s": time.perf_counter() - t0}
+    _ROWS[request.row] = row
+    return LoadResult(outputs=out, load_s=time.perf_counter() - t0)
 
 
-def _load_torch(payload: dict) -> dict:
+def _load_torch(request: LoadTorchInput) -> LoadResult:
     import torch
 
     t0 = time.perf_counter()
-    torch.set_num_threads(int(payload["threads"]))
-    cuda = str(payload["device"]).startswith("cuda")
+    torch.set_num_threads(int(request.threads))
+    cuda = str(request.device).startswith("cuda")
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = bool(payload["tf32"])
-        torch.backends.cudnn.allow_tf32 = bool(payload["tf32"])
-    module = payload["module"].to(payload["device"]).eval()
-    inputs = tuple(x.to(payload["device"]) for x in payload["inputs"])
-    if payload.get("compile"):
+        torch.backends.cuda.matmul.allow_tf32 = bool(request.tf32)
+        torch.backends.cudnn.allow_tf32 = bool(request.tf32)
+    module = request.module.to(request.device).eval()
+    inputs = tuple(x.to(request.device) for x in request.inputs)
+    if request.compile:
         module = torch.compile(module)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
@@ -153,8 +155,8 @@ def _load_torch(payload: dict) -> dict:
 
     out = _flat(call())
     sync()
-    _ROWS[payload.get("row", "row")] = {"kind": "torch", "call": call, "sync": sync}
-    return {"outputs": out, "load_s": time.perf_counter() - t0}
+    _ROWS[request.row] = {"kind": "torch", "call": call, "sync": sync}
+    return LoadResult(outputs=out, load_s=time.perf_counter() - t0)
 
 
 def forget_rows() -> None:
@@ -180,14 +182,14 @@ def _calls_per_sample(row: dict, min_sample_s: float) -> int:
     return row["number"]
 
 
-def _time(payload: dict) -> dict:
+def _time(request: TimeInput) -> TimeResult:
     """``warmup`` untimed samples, then ``n`` timed ones (GPU: synchronized before and after)."""
-    n, warmup, min_s = int(payload["n"]), int(payload.get("warmup", 0)), float(payload.get("min_sample_ms", 0)) / 1e3
-    row = _ROWS[payload.get("row", "row")]
+    n, warmup, min_s = int(request.n), int(request.warmup), float(request.min_sample_ms) / 1e3
+    row = _ROWS[request.row]
     if row["kind"] == "tvm":
         timer = row["vm"].time_evaluator(row["timer_name"], row["dev"], number=1, repeat=n + warmup,
-                                         min_repeat_ms=int(payload.get("min_sample_ms", 0)))
-        return {"samples": [float(s) for s in timer(*row["timer_args"]).results][warmup:]}
+                                         min_repeat_ms=int(request.min_sample_ms))
+        return TimeResult(samples=[float(s) for s in timer(*row["timer_args"]).results][warmup:])
     call, sync = row["call"], row["sync"]
     number = _calls_per_sample(row, min_s)
     samples = []
@@ -198,12 +200,13 @@ def _time(payload: dict) -> dict:
             call()
         sync()
         samples.append((time.perf_counter() - t0) / number)
-    return {"samples": samples[warmup:]}
+    return TimeResult(samples=samples[warmup:])
 
 
 _HANDLERS = {"load_tvm": _load_tvm, "load_torch": _load_torch, "time": _time}
 
 
-def handle(name: str, payload: dict) -> dict:
-    """Entry point used by :class:`tunebench.targets.workers.Worker`."""
-    return _HANDLERS[name](payload)
+def handle(name: str, request: LoadTvmInput | LoadTorchInput | TimeInput):
+    """Entry point used by :class:`tunebench.targets.workers.Worker`: ``request`` is the input of
+    request ``name`` (:mod:`tunebench.protocol.model_messages`)."""
+    return _HANDLERS[name](request)

@@ -12,7 +12,8 @@ This module is what a worker process (the target's runner, a whole-model row) us
 a device: :class:`RemoteDevice` requests a session, with a time limit on the wait (TVM's own client
 waits forever), sets the server's thread pool to the run's thread count, uploads and loads
 libraries, and turns a broken connection into :class:`DeviceLost`; :func:`summary` and
-:func:`probe` ask the tracker and a device what they have.
+:func:`probe` ask the tracker and a device what they have. :class:`DeviceResult` is the base of the
+workers' answers to requests that run on a device (which remote one, how long its session took).
 
 Nothing here runs in the harness process except :func:`probe`, :func:`summary` and
 :func:`parse_address`: sessions live in worker processes, so a device that hangs or disappears
@@ -27,6 +28,7 @@ import socket
 import struct
 import tempfile
 import time
+from dataclasses import dataclass
 
 CONNECT_TIMEOUT_S = 10.0  # connecting to the tracker or a server
 
@@ -37,6 +39,15 @@ class NoDevice(RuntimeError):
 
 class DeviceLost(RuntimeError):
     """The session's server stopped answering (it died, or the network went); the session is gone."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceResult:
+    """Base of a worker's answer to a request that ran on a device: on a remote device, the worker
+    fills in which one and how long the request waited for its session."""
+
+    server: str | None = None  # the remote device that ran the request; None on a local device
+    session_wait_s: float | None = None  # seconds the request waited for a session (not the method's); None locally
 
 
 class DeviceUnfit(RuntimeError):

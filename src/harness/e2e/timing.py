@@ -40,6 +40,7 @@ from tunebench.harness.e2e.build import (
     output_errors,
     tuned_module,
 )
+from tunebench.protocol.model_messages import LoadTorchInput, LoadTvmInput, TimeInput
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.targets.tvm.target import REMOTE_RETRIES
@@ -60,7 +61,7 @@ class Row:
     name: str
     worker: Worker
     n_runs: int  # timed inferences in all, spread over the rounds
-    load: dict  # the load request (name, payload)
+    load: tuple[str, LoadTvmInput | LoadTorchInput]  # the load request (name, input)
     timeout_s: float
     info: dict = field(default_factory=dict)  # rel_err, compile_s, load_s
     own_worker: bool = True  # False: the target's runner (a remote device's session), neither started nor closed here
@@ -77,20 +78,20 @@ def _env(target, s: E2ESettings) -> dict:
 
 
 def _tvm_row(name: str, lib_path: str, imported, target, n_runs: int, s: E2ESettings) -> Row:
-    payload = {"lib_path": lib_path, "device": target.device_spec, "params": imported.params,
-               "inputs": [flat_numpy(x)[0] for x in imported.inputs], "row": name}
+    request = LoadTvmInput(lib_path=lib_path, device=target.device_spec, params=imported.params,
+                           inputs=[flat_numpy(x)[0] for x in imported.inputs], row=name)
     shared = target.device_worker()  # a remote device: every TVM row runs in the session the runner holds
     worker = shared or Worker(WORKER, env=_env(target, s), prepare="tunebench.protocol.model_worker:prepare_tvm")
-    return Row(name, worker, n_runs, ("load_tvm", payload), s.load_timeout_s, own_worker=shared is None)
+    return Row(name, worker, n_runs, ("load_tvm", request), s.load_timeout_s, own_worker=shared is None)
 
 
 def _torch_row(name: str, imported, target, s: E2ESettings, compiled: bool = False, tf32: bool = False) -> Row:
     env = _env(target, s)
-    payload = {"module": imported.torch_module, "inputs": list(imported.inputs), "threads": target.threads,
-               "device": target.torch_device, "tf32": tf32, "compile": compiled, "row": name}
+    request = LoadTorchInput(module=imported.torch_module, inputs=list(imported.inputs), threads=target.threads,
+                             device=target.torch_device, tf32=tf32, compile=compiled, row=name)
     timeout = s.torch_compile_timeout_s if compiled else s.load_timeout_s
     return Row(name, Worker(WORKER, env=env, prepare="tunebench.protocol.model_worker:prepare_torch"), s.n_runs,
-               ("load_torch", payload), timeout)
+               ("load_torch", request), timeout)
 
 
 def _build_rows(imported, tasks, schedules, target, s: E2ESettings, workdir: str, name: str) -> list[Row]:
@@ -131,12 +132,12 @@ def _load_rows(rows: list[Row], want, tolerance: float, name: str) -> list[Row]:
             if row.own_worker:
                 row.worker.close()
             continue
-        row.info["load_s"] = res["load_s"]
+        row.info["load_s"] = res.load_s
         if row.name in ("tuned", "tvm_default"):
             row.info["max_abs_err"], row.info["rel_err"] = check_output(
-                res["outputs"], want, tolerance, f"{name} ({row.name.replace('_', ' ')})")
+                res.outputs, want, tolerance, f"{name} ({row.name.replace('_', ' ')})")
         else:
-            row.info["rel_err"] = output_errors(res["outputs"], want, f"{name} ({row.name})")[1]
+            row.info["rel_err"] = output_errors(res.outputs, want, f"{name} ({row.name})")[1]
         kept.append(row)
     return kept
 
@@ -158,11 +159,12 @@ def _time_rounds(rows: list[Row], s: E2ESettings, target, monitor: CpuMonitor) -
             if n <= 0:
                 continue
             settle(ours())
-            ok, res = row.worker.call("time", {"n": n, "warmup": s.warmup, "min_sample_ms": s.min_sample_ms,
-                                               "row": row.name, "device": row.load[1].get("device")}, row.timeout_s)
+            request = TimeInput(n=n, warmup=s.warmup, min_sample_ms=s.min_sample_ms, row=row.name,
+                                device=row.load[1].device)
+            ok, res = row.worker.call("time", request, row.timeout_s)
             if not ok:
                 raise E2EError(f"timing {row.name} failed: {res}")
-            samples[row.name].append(res["samples"])
+            samples[row.name].append(res.samples)
     foreign = monitor.foreign(mark) if target.sees_device_load else None
     settle(ours())
     post = target.calibrate()

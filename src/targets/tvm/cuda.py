@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 
 from tunebench.errors import UserError
+from tunebench.space import TraceConfig
 from tunebench.targets.tvm.settings import CUDASettings
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.variants import VARIANTS
@@ -25,6 +26,11 @@ class CUDATarget(TVMTarget):
 
     def threads_label(self) -> str:
         return "GPU"
+
+    def static_check(self, task, template, config) -> str | None:
+        """The GPU's limits (threads per block, shared memory, ...) from a template's knobs alone; a
+        MetaSchedule trace is checked when it is built."""
+        return None if isinstance(config, TraceConfig) else template.check(task.mod, config, self.limits)
 
     def _probe_local(self) -> None:
         import tvm

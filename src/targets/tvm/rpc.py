@@ -32,6 +32,7 @@ import time
 
 from tunebench.config.load import plain
 from tunebench.errors import DeviceUnavailable, UserError
+from tunebench.targets.tvm.messages import AcquireInput, ReleaseInput
 from tunebench.targets.tvm.settings import RpcSettings
 
 log = logging.getLogger(__name__)
@@ -112,12 +113,12 @@ class SessionHold:
         spec = self.target.device_spec
         self.target.start()
         t0 = time.perf_counter()
-        ok, res, _ = self.target.runner_call("acquire", {"device": spec}, float(spec[1]["wait_s"]) + 60.0)
+        ok, res, _ = self.target.runner_call("acquire", AcquireInput(device=spec), float(spec[1]["wait_s"]) + 60.0)
         if not ok:
             raise DeviceUnavailable(f"target.rpc: {res}")
-        self.wait_s += res["waited_s"]
-        self.server = res["server"]
-        if res["waited_s"] >= self.notice_s:
+        self.wait_s += res.waited_s
+        self.server = res.server
+        if res.waited_s >= self.notice_s:
             log.warning("got the %s device %s after waiting %.1f s for it (not charged to the search clock)",
                         spec[1]["key"], self.server, time.perf_counter() - t0)
 
@@ -125,6 +126,6 @@ class SessionHold:
         try:
             self._depth -= 1
             if self._depth == 0 and self.target.runner_alive():
-                self.target.runner_call("release", {}, 30.0)
+                self.target.runner_call("release", ReleaseInput(), 30.0)
         finally:
             self._mutex.release()

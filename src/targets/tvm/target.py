@@ -26,14 +26,15 @@ import tempfile
 import time
 
 from tunebench.config.experiment import MeasureSettings
-from tunebench.config.load import plain
 from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
+from tunebench.protocol.remote import DeviceResult
 from tunebench.safe_files import private_dir, user_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target
 from tunebench.targets.devicelock import DeviceLock
+from tunebench.targets.tvm.messages import BuildInput, CheckInput, RunInput, TaskSpec
 from tunebench.targets.tvm.rpc import SessionHold, rpc_settings
 from tunebench.targets.tvm.settings import TVMTargetSettings
 from tunebench.targets.tvm.timing import TimingProtocol
@@ -90,9 +91,6 @@ class TVMTarget(TimingProtocol, Target):
         self.name = settings.name
         self.device_id = settings.device_id
         self.batch_size = settings.batch_size
-        self.builder_cfg = plain(settings.builder)
-        self.runner_cfg = plain(settings.runner)
-        self.check_cfg = plain(settings.check)
         self.lock_dir = settings.lock_dir
         self.policy = NoisePolicy.from_settings(measure.noise)
         self.threads = self._threads()
@@ -163,6 +161,10 @@ class TVMTarget(TimingProtocol, Target):
     def run_tags(self) -> dict[str, str]:
         return {"precision": self.precision, "threads": str(self.threads)}
 
+    def static_check(self, task: Task, template, config) -> str | None:
+        """Why ``config`` cannot run on the device, known before it is built (None: no such check)."""
+        return None
+
     def threads_label(self) -> str:
         """How the timed kernels run, for log lines: ``<n> threads`` (a GPU says ``GPU``)."""
         return f"{self.threads} threads"
@@ -200,7 +202,7 @@ class TVMTarget(TimingProtocol, Target):
     def start(self) -> None:
         """Start the worker processes (before any task clock starts)."""
         if self._builders is None:
-            n = self.builder_cfg.get("n_parallel") or os.cpu_count() or 1
+            n = self.settings.builder.n_parallel or os.cpu_count() or 1
             handler = self.settings.handler or HANDLER
             env = {"TVM_NUM_THREADS": self.threads}
             self._builders = WorkerPool(handler, int(n), env=env, prepare=PREPARE)
@@ -209,7 +211,7 @@ class TVMTarget(TimingProtocol, Target):
             self._builders.start()
             self._runner.start()
 
-    def runner_call(self, name: str, payload: dict, timeout_s: float) -> tuple[bool, object, float]:
+    def runner_call(self, name: str, request, timeout_s: float) -> tuple[bool, object, float]:
         """One request to the runner worker: ``(ok, result or error text, wall s)``.
 
         On a remote device: the seconds the request waited for a session count as lock wait; a
@@ -218,11 +220,11 @@ class TVMTarget(TimingProtocol, Target):
         device was lost is repeated on the next device (a candidate's ``run`` is not: it becomes an
         invalid measurement naming the lost device)."""
         for _ in range(1 + (REMOTE_RETRIES if self.rpc and name != "run" else 0)):
-            ok, res, wall = self._runner.map(name, [payload], timeout_s)[0]
+            ok, res, wall = self._runner.map(name, [request], timeout_s)[0]
             if not ok and isinstance(res, str) and res.startswith("NoDevice:"):
                 raise DeviceUnavailable(f"target.rpc: {res.removeprefix('NoDevice:').strip()}")
-            if ok and isinstance(res, dict) and res.get("session_wait_s"):
-                self.lock.wait_s += res["session_wait_s"]
+            if ok and isinstance(res, DeviceResult) and res.session_wait_s:
+                self.lock.wait_s += res.session_wait_s
             if ok or not str(res).startswith("DeviceLost:"):
                 break
             log.warning("%s: %s; repeated on another %s device", name, res, self.rpc["key"])
@@ -254,13 +256,13 @@ class TVMTarget(TimingProtocol, Target):
         self._builders = self._runner = self._tmpdir = None
 
     # ---- measuring -------------------------------------------------------------------
-    def _payload(self, task: Task) -> dict:
+    def _task_spec(self, task: Task) -> TaskSpec:
         import tvm
 
         if task.id not in self._mod_json:  # serialized once per task, sent with every request
             self._mod_json[task.id] = tvm.ir.save_json(task.mod)
-        return {"task_key": f"{task.id}:{task.template}", "mod_json": self._mod_json[task.id], "task_kind": task.kind,
-                "target_kind": self.kind, "template": task.template, "target": self.tvm_target, "limits": self.limits}
+        return TaskSpec(key=f"{task.id}:{task.template}", mod_json=self._mod_json[task.id], kind=task.kind,
+                        target_kind=self.kind, template=task.template)
 
     def _arg_specs(self, task: Task) -> list:
         from tunebench.targets.tvm.worker import arg_specs
@@ -271,14 +273,14 @@ class TVMTarget(TimingProtocol, Target):
         """Build ``configs`` in parallel (without the device lock); the wall time counts in ``phase``.
         Returns the library paths (None where the build failed) and the builders' ``(ok, result or
         error, wall s)`` per config."""
-        base = self._payload(task)
-        payloads = [{**base, "index": c.index, "trace": c.trace if isinstance(c, TraceConfig) else None,
-                     "path": os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so")}
+        spec = self._task_spec(task)
+        requests = [BuildInput(task=spec, index=c.index, trace=_trace(c), target=self.tvm_target, limits=self.limits,
+                               path=os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so"))
                     for c in configs]
         t0 = time.perf_counter()
-        built = self._builders.map("build", payloads, float(self.builder_cfg.get("timeout_s", 60)))
+        built = self._builders.map("build", requests, float(self.settings.builder.timeout_s))
         self._stats[phase] += time.perf_counter() - t0
-        return [p["path"] if ok else None for p, (ok, _, _) in zip(payloads, built)], built
+        return [r.path if ok else None for r, (ok, _, _) in zip(requests, built)], built
 
     @staticmethod
     def _remove(paths) -> None:
@@ -302,10 +304,10 @@ class TVMTarget(TimingProtocol, Target):
         tpl = get_template(task.kind, self.kind, task.template)
         results: list[Measurement | None] = [None] * len(configs)
         to_build = []
-        for i, cfg in enumerate(configs):
-            err = tpl.check(task.mod, cfg, self.limits) if self.kind == "cuda" and not isinstance(cfg, TraceConfig) else None
+        for i, config in enumerate(configs):
+            err = self.static_check(task, tpl, config)
             if err:
-                results[i] = Measurement(task.id, cfg, valid=False, error=f"invalid config: {err}")
+                results[i] = Measurement(task.id, config, valid=False, error=f"invalid config: {err}")
             else:
                 to_build.append(i)
         paths, built = self._build_all(task, [configs[i] for i in to_build])
@@ -314,7 +316,7 @@ class TVMTarget(TimingProtocol, Target):
             if not ok:
                 results[i] = Measurement(task.id, configs[i], valid=False, error=f"build: {res}", build_s=wall)
             else:
-                to_run.append((i, path, res["build_s"]))
+                to_run.append((i, path, res.build_s))
         with self.lock:
             t0 = time.perf_counter()
             for i, path, build_s in to_run:
@@ -326,18 +328,17 @@ class TVMTarget(TimingProtocol, Target):
         return results  # type: ignore[return-value]
 
     def _run_one(self, task: Task, config, path: str, build_s: float) -> Measurement:
-        rc = self.runner_cfg
-        payload = {"path": path, "args": self._arg_specs(task), "device": self.device_spec,
-                   "number": int(rc.get("number", 1)), "repeat": int(rc.get("repeat", 3)),
-                   "min_repeat_ms": int(rc.get("min_repeat_ms", 0))}
-        ok, res, run_s = self.time_built(payload, float(rc.get("timeout_s", 60)))
-        if cooldown := float(rc.get("cooldown_s", 0.0)):
+        rc = self.settings.runner
+        request = RunInput(path=path, args=self._arg_specs(task), device=self.device_spec, number=int(rc.number),
+                           repeat=int(rc.repeat), min_repeat_ms=int(rc.min_repeat_ms))
+        ok, res, run_s = self.time_built(request, float(rc.timeout_s))
+        if cooldown := float(rc.cooldown_s):
             time.sleep(cooldown)
         if not ok:
             return Measurement(task.id, config, valid=False, error=f"run: {res}", build_s=build_s, run_s=run_s,
                                device=self.lock.server if self.rpc else "")
         stats, verdict, attempts, server = res
-        lat = stats.median if rc.get("statistic", "median") == "median" else stats.mean
+        lat = stats.median if rc.statistic == "median" else stats.mean
         return Measurement(task.id, config, valid=True, latency_s=lat, latency_std_s=stats.std,
                            gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
                            latency_min_s=stats.min, noisy=verdict.noisy,
@@ -354,21 +355,26 @@ class TVMTarget(TimingProtocol, Target):
         import tvm
 
         self.start()
-        tol = float(self.check_cfg.get("tolerance", 1e-4))
-        payload = {**self._payload(task), "index": config.index, "device": self.device_spec,
-                   "trace": config.trace if isinstance(config, TraceConfig) else None,
-                   "ref_cache_dir": self.ref_cache_dir, "op_reference": _op_reference(task),
-                   "ref_target": {"kind": "llvm", "num-cores": os.cpu_count() or 1,
-                                  "mcpu": tvm.target.codegen.llvm_get_system_cpu()}}
+        tol = float(self.settings.check.tolerance)
+        request = CheckInput(task=self._task_spec(task), index=config.index, trace=_trace(config),
+                             target=self.tvm_target, device=self.device_spec, ref_cache_dir=self.ref_cache_dir,
+                             op_reference=_op_reference(task),
+                             ref_target={"kind": "llvm", "num-cores": os.cpu_count() or 1,
+                                         "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
         with self.lock:
-            ok, res, wall = self.runner_call("check", payload, float(self.check_cfg.get("timeout_s", 600)))
+            ok, res, wall = self.runner_call("check", request, float(self.settings.check.timeout_s))
         self._stats["check_s"] += wall
         if not ok:
             return None, f"check not performed: {res}"
-        if res.get("reference_note"):
-            log.warning("task %s: %s", task.name, res["reference_note"])
-        detail = f"max abs err {res['max_abs_err']:.3g} (relative {res['rel_err']:.3g}, tolerance {tol:g})"
-        return res["rel_err"] <= tol, detail
+        if res.reference_note:
+            log.warning("task %s: %s", task.name, res.reference_note)
+        detail = f"max abs err {res.max_abs_err:.3g} (relative {res.rel_err:.3g}, tolerance {tol:g})"
+        return res.rel_err <= tol, detail
+
+
+def _trace(config: Config | TraceConfig) -> str | None:
+    """The schedule trace of a candidate given as one, else None (a knob config: its ``index``)."""
+    return config.trace if isinstance(config, TraceConfig) else None
 
 
 def _op_reference(task: Task) -> dict | None:

@@ -19,6 +19,7 @@ import time
 
 from tunebench.protocol.noise import Verdict, judge, loadavg
 from tunebench.protocol.stats import SampleStats, summarize
+from tunebench.targets.tvm.messages import CalibrateInput, PeakInput, RetimeInput, RunInput
 
 log = logging.getLogger(__name__)
 
@@ -33,36 +34,36 @@ class TimingProtocol:
         foreign = self.monitor.foreign(mark)
         return foreign if self.sees_device_load else None
 
-    def _timed(self, name: str, payload: dict, timeout_s: float):
+    def _timed(self, name: str, request, timeout_s: float):
         """One runner request under the lock: ``(ok, result, wall seconds, foreign CPU)``; its wall
         time, without any wait for the lock, counts as protocol time."""
         with self.lock:
             t0 = time.perf_counter()
             mark = self.monitor.start()
-            ok, res, wall = self.runner_call(name, payload, timeout_s)
+            ok, res, wall = self.runner_call(name, request, timeout_s)
             foreign = self._foreign(mark)
             self._stats["protocol_s"] += time.perf_counter() - t0
         return ok, res, wall, foreign
 
-    def time_built(self, run_payload: dict, timeout_s: float) -> tuple[bool, object, float]:
+    def time_built(self, request: RunInput, timeout_s: float) -> tuple[bool, object, float]:
         """Time one built candidate (the lock must be held). Returns ``(ok, error text or
         (stats, verdict, attempts, device), device seconds)``; ``device`` names a remote device ("" locally)."""
         attempts: list[tuple[SampleStats, Verdict]] = []
         run_s = 0.0
         for _ in range(1 + self.policy.remeasure):
             mark = self.monitor.start()
-            ok, res, wall = self.runner_call("run", run_payload, timeout_s)
+            ok, res, wall = self.runner_call("run", request, timeout_s)
             foreign = self._foreign(mark)
             if not ok:
                 return False, res, run_s + wall
-            run_s += res["run_s"]
-            stats = summarize(res["results_s"])
+            run_s += res.run_s
+            stats = summarize(res.results_s)
             attempts.append((stats, judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign, cv=stats.cv)))
             if not attempts[-1][1].noisy:
                 break
         clean = [a for a in attempts if not a[1].noisy]
         stats, verdict = clean[0] if clean else min(attempts, key=lambda a: a[0].median)
-        return True, (stats, verdict, len(attempts), res.get("server", "")), run_s
+        return True, (stats, verdict, len(attempts), res.server or ""), run_s
 
     # ---- calibration ------------------------------------------------------------------------
     def calibrate(self) -> dict:
@@ -70,12 +71,12 @@ class TimingProtocol:
         (vs the machine's quiet reference; None before one exists), ``foreign_cpu``, ``loadavg``,
         ``noisy`` and ``reasons``. A clean calibration may become the new reference."""
         self.start()
-        payload = {"target": self.tvm_target, "device": self.device_spec, "repeat": 5,
-                   "min_repeat_ms": int(self.runner_cfg.get("min_repeat_ms", 50))}
-        ok, res, _, foreign = self._timed("calibrate", payload, float(self.runner_cfg.get("timeout_s", 60)))
+        request = CalibrateInput(target=self.tvm_target, device=self.device_spec, repeat=5,
+                                 min_repeat_ms=int(self.settings.runner.min_repeat_ms))
+        ok, res, _, foreign = self._timed("calibrate", request, float(self.settings.runner.timeout_s))
         if not ok:
             raise RuntimeError(f"calibration kernel failed: {res}")
-        stats = summarize(res["samples"])
+        stats = summarize(res.samples)
         ref = self.machine.calibration_reference()
         verdict = judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign, cv=stats.cv,
                         slowdown=stats.median / ref if ref else None)
@@ -100,20 +101,20 @@ class TimingProtocol:
         self.start()
         built, _ = self._build_all(task, configs, phase="protocol_s")
         paths = [path for path in built if path]
-        rc = self.runner_cfg
-        payload = {"paths": paths, "args": self._arg_specs(task), "device": self.device_spec,
-                   "target": self.tvm_target, "rounds": int(rounds), "repeat": int(repeat),
-                   "min_repeat_ms": int(rc.get("min_repeat_ms", 0))}
-        timeout = float(rc.get("timeout_s", 60)) * (1 + rounds * (len(paths) + 1))
-        ok, res, _, foreign = self._timed("retime", payload, timeout)
+        rc = self.settings.runner
+        request = RetimeInput(paths=paths, args=self._arg_specs(task), device=self.device_spec,
+                              target=self.tvm_target, rounds=int(rounds), repeat=int(repeat),
+                              min_repeat_ms=int(rc.min_repeat_ms))
+        timeout = float(rc.timeout_s) * (1 + rounds * (len(paths) + 1))
+        ok, res, _, foreign = self._timed("retime", request, timeout)
         self._remove(paths)
         if not ok:
             raise RuntimeError(f"re-timing failed: {res}")
-        cal = res["calibration"]
+        cal = res.calibration
         ref = self.machine.calibration_reference()
         slowdown = max(cal) / ref if ref else None
         drift = max(cal) / min(cal) - 1.0 if cal and min(cal) > 0 else None
-        samples = iter(res["samples"])
+        samples = iter(res.samples)
         out = []
         for path in built:
             if not path:
@@ -136,14 +137,15 @@ class TimingProtocol:
             return cached
         self.start()
         log.info("measuring this machine's peak (FMA throughput, memory bandwidth; once per machine)")
-        payload = {"target": self.tvm_target, "device": self.device_spec, "threads": self.threads}
-        ok, res, _, foreign = self._timed("peak", payload, 600.0)
+        request = PeakInput(target=self.tvm_target, device=self.device_spec, threads=self.threads)
+        ok, res, _, foreign = self._timed("peak", request, 600.0)
         if not ok:
             raise RuntimeError(f"peak microbenchmark failed: {res}")
+        peak = res.measured()
         verdict = judge(self.policy, foreign_cpu=foreign)
         if verdict.noisy:
             log.warning("peak measured on a busy machine (%s): not cached; it will be measured again",
                         "; ".join(verdict.reasons))
-            return {**res, "noisy": True}
-        self.machine.store_peak(res)
-        return self.machine.peak() or res
+            return {**peak, "noisy": True}
+        self.machine.store_peak(peak)
+        return self.machine.peak() or peak

@@ -1,26 +1,24 @@
 """Request handler that runs inside build/run worker processes (see :mod:`tunebench.targets.workers`).
 
-Requests (``name``, ``payload`` dict):
+Requests (``name``, request; the requests and answers are in :mod:`tunebench.targets.tvm.messages`):
 
-- ``"build"``: schedule the task with config ``index`` of its template's space (or replay
-  ``trace``, a schedule trace as JSON text), compile for ``target`` and export the library to
-  ``path``. Returns ``{"build_s": float}``.
-- ``"run"``: load the library at ``path`` and time it with TVM's time evaluator on random inputs.
-  Returns ``{"results_s": [per-repeat seconds], "run_s": float}``.
-- ``"check"``: build config ``index`` (or ``trace``) for ``target``, run it once on fixed random inputs and compare
-  the output with the unscheduled PrimFunc compiled for the host CPU (the reference semantics of
-  the fused task). Returns ``{"max_abs_err", "ref_max_abs", "rel_err", "reference_note"}`` (the
-  note: why a cached reference was discarded or not stored, for the harness's log; else None).
-- ``"retime"``: load the libraries at ``paths`` and time them in ``rounds`` interleaved rounds
-  (each round times every library once with ``repeat`` repeats, in an order rotated by one per
-  round, then the calibration kernel). Returns ``{"samples": [[seconds, ...] per library],
-  "calibration": [median seconds per round]}``.
-- ``"calibrate"``: time the calibration kernel (:func:`tunebench.protocol.kernels.calibration_kernel`)
-  for ``target``. Returns ``{"samples": [seconds per repeat]}``.
-- ``"peak"``: the device's FMA throughput and memory bandwidth
-  (:func:`tunebench.protocol.kernels.measure_peak`).
-- ``"acquire"`` / ``"release"``: hold / end a session on the remote device of ``device``
-  (``target.rpc``); returns ``{"waited_s", "server"}`` / ``{}``.
+- ``"build"`` (:class:`BuildInput`): schedule the task with config ``index`` of its template's space (or
+  replay ``trace``), compile for ``target`` and export the library to ``path``; a :class:`BuildResult`.
+- ``"run"`` (:class:`RunInput`): load the library at ``path`` and time it with TVM's time evaluator on
+  random inputs; a :class:`RunResult`.
+- ``"check"`` (:class:`CheckInput`): build config ``index`` (or ``trace``) for ``target``, run it once on
+  fixed random inputs and compare the output with the unscheduled PrimFunc compiled for the host CPU
+  (the reference semantics of the fused task); a :class:`CheckResult` (its ``reference_note``: why a
+  cached reference was discarded or not stored, for the harness's log; else None).
+- ``"retime"`` (:class:`RetimeInput`): load the libraries at ``paths`` and time them in ``rounds``
+  interleaved rounds (each round times every library once with ``repeat`` repeats, in an order rotated
+  by one per round, then the calibration kernel); a :class:`RetimeResult`.
+- ``"calibrate"`` (:class:`CalibrateInput`): time the calibration kernel
+  (:func:`tunebench.protocol.kernels.calibration_kernel`) for ``target``; a :class:`CalibrateResult`.
+- ``"peak"`` (:class:`PeakInput`): the device's FMA throughput and memory bandwidth
+  (:func:`tunebench.protocol.kernels.measure_peak`); a :class:`PeakResult`.
+- ``"acquire"`` / ``"release"`` (:class:`AcquireInput` / :class:`ReleaseInput`): hold / end a session on
+  the remote device of ``device`` (``target.rpc``); an :class:`AcquireResult` / None.
 - ``"load_tvm"`` / ``"time"``: a whole-model row on the remote device, for the end-to-end step
   (:mod:`tunebench.protocol.model_worker`; locally every row has its own worker instead).
 
@@ -38,9 +36,29 @@ worker), the same number PyTorch baselines use.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
+
+from tunebench.targets.tvm.messages import (
+    AcquireInput,
+    AcquireResult,
+    BuildInput,
+    BuildResult,
+    CalibrateInput,
+    CalibrateResult,
+    CheckInput,
+    CheckResult,
+    PeakInput,
+    PeakResult,
+    ReleaseInput,
+    RetimeInput,
+    RetimeResult,
+    RunInput,
+    RunResult,
+    TaskSpec,
+)
 
 _TASKS: dict = {}  # task key -> (mod, template, space)
 _INPUTS: dict = {}  # (device, signature) -> list of tvm tensors
@@ -54,17 +72,16 @@ def prepare() -> None:
     import tunebench.targets.tvm.templates  # noqa: F401
 
 
-def _task(payload: dict):
+def _task(task: TaskSpec):
     import tvm
 
     from tunebench.targets.tvm.templates import get_template
 
-    key = payload["task_key"]
-    if key not in _TASKS:
-        mod = tvm.ir.load_json(payload["mod_json"])
-        tpl = get_template(payload["task_kind"], payload["target_kind"], payload.get("template"))
-        _TASKS[key] = (mod, tpl, tpl.make_space(mod))
-    return _TASKS[key]
+    if task.key not in _TASKS:
+        mod = tvm.ir.load_json(task.mod_json)
+        tpl = get_template(task.kind, task.target_kind, task.template)
+        _TASKS[task.key] = (mod, tpl, tpl.make_space(mod))
+    return _TASKS[task.key]
 
 
 def _device(spec: list):
@@ -96,14 +113,14 @@ def _random_args(specs, dev, seed: int) -> list:
     return [tvm.runtime.tensor(a, dev) for a in arrays]
 
 
-def _scheduled(payload: dict):
-    """The scheduled module for the payload's candidate: a trace when given, else knob config ``index``."""
+def _scheduled(request: BuildInput | CheckInput):
+    """The scheduled module for the request's candidate: a trace when given, else knob config ``index``."""
     from tunebench.targets.tvm.scheduling import apply_trace
 
-    mod, tpl, space = _task(payload)
-    if payload.get("trace") is not None:
-        return apply_trace(mod, payload["trace"]), tpl
-    return tpl.apply(mod, space.get(payload["index"])), tpl
+    mod, tpl, space = _task(request.task)
+    if request.trace is not None:
+        return apply_trace(mod, request.trace), tpl
+    return tpl.apply(mod, space.get(request.index)), tpl
 
 
 def args_file(lib_path: str) -> str:
@@ -111,7 +128,7 @@ def args_file(lib_path: str) -> str:
     return lib_path + ".args.json"
 
 
-def _build(payload: dict) -> dict:
+def _build(request: BuildInput) -> BuildResult:
     """Compile the candidate for timing: a template that packs its weights is compiled taking them
     packed (the packing runs once per model, not per call), its parameters noted in :func:`args_file`."""
     import json
@@ -121,74 +138,75 @@ def _build(payload: dict) -> dict:
     from tunebench.targets.tvm.templates.fused import prepacked
 
     t0 = time.perf_counter()
-    sched, tpl = _scheduled(payload)
-    err = tpl.verify(sched, payload.get("limits") or {})
+    sched, tpl = _scheduled(request)
+    err = tpl.verify(sched, request.limits or {})
     if err:
         raise ValueError(err)
     timed = prepacked(sched)
-    lib = tvm.compile(timed, target=tvm.target.Target(payload["target"]))
-    lib.export_library(payload["path"])
+    lib = tvm.compile(timed, target=tvm.target.Target(request.target))
+    lib.export_library(request.path)
     if arg_specs(timed) != arg_specs(sched):
-        with open(args_file(payload["path"]), "w") as fh:
+        with open(args_file(request.path), "w") as fh:
             json.dump(arg_specs(timed), fh)
-    return {"build_s": time.perf_counter() - t0}
+    return BuildResult(build_s=time.perf_counter() - t0)
 
 
-def _lib_args(path: str, payload: dict, dev) -> list:
+def _lib_args(path: str, args: list, spec: list, dev) -> list:
     """Random inputs for the library at ``path``: its noted parameters, else the task's (``args``)."""
     import json
     import os
 
     name = args_file(path)
     if not os.path.exists(name):
-        return _inputs(payload, dev)
+        return _inputs(args, spec, dev)
     with open(name) as fh:
-        return _inputs({**payload, "args": json.load(fh)}, dev)
+        return _inputs(json.load(fh), spec, dev)
 
 
-def _inputs(payload: dict, dev) -> list:
-    specs = [(tuple(s), d) for s, d in payload["args"]]
-    key = (_device_key(payload["device"]), tuple(specs))
+def _inputs(args: list, spec: list, dev) -> list:
+    """Random inputs (seed 0) for argument specs ``args`` on ``dev`` (device spec ``spec``), kept for reuse."""
+    specs = [(tuple(s), d) for s, d in args]
+    key = (_device_key(spec), tuple(specs))
     if key not in _INPUTS:
         _INPUTS.clear()  # keep one input set alive: layers can be large
         _INPUTS[key] = _random_args(specs, dev, seed=0)
     return _INPUTS[key]
 
 
-def _run(payload: dict) -> dict:
+def _run(request: RunInput) -> RunResult:
     from tunebench.protocol.remote import load_library
 
-    dev = _device(payload["device"])
-    args = _lib_args(payload["path"], payload, dev)
+    dev = _device(request.device)
+    args = _lib_args(request.path, request.args, request.device, dev)
     t0 = time.perf_counter()
-    lib = load_library(payload["path"], payload["device"])
-    timer = lib.time_evaluator("main", dev, number=payload["number"], repeat=payload["repeat"],
-                               min_repeat_ms=payload["min_repeat_ms"])
+    lib = load_library(request.path, request.device)
+    timer = lib.time_evaluator("main", dev, number=request.number, repeat=request.repeat,
+                               min_repeat_ms=request.min_repeat_ms)
     res = timer(*args)
-    return {"results_s": [float(r) for r in res.results], "run_s": time.perf_counter() - t0}
+    return RunResult(results_s=[float(r) for r in res.results], run_s=time.perf_counter() - t0)
 
 
-def _check(payload: dict) -> dict:
+def _check(request: CheckInput) -> CheckResult:
     import tvm
 
     from tunebench.protocol.remote import on_device
 
-    mod, _, _ = _task(payload)
+    mod, _, _ = _task(request.task)
     specs = arg_specs(mod)
-    dev = _device(payload["device"])
-    sched, _ = _scheduled(payload)
-    lib = on_device(tvm.compile(sched, target=tvm.target.Target(payload["target"])), payload["device"])
+    dev = _device(request.device)
+    sched, _ = _scheduled(request)
+    lib = on_device(tvm.compile(sched, target=tvm.target.Target(request.target)), request.device)
     args = _random_args(specs, dev, seed=1234)
     lib["main"](*args)
     out = args[-1].numpy()
 
-    ref, note = _reference(mod, payload, specs)
+    ref, note = _reference(mod, request, specs)
     err = float(np.max(np.abs(out - ref))) if out.size else 0.0
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-    return {"max_abs_err": err, "ref_max_abs": scale, "rel_err": err / max(scale, 1e-12), "reference_note": note}
+    return CheckResult(max_abs_err=err, ref_max_abs=scale, rel_err=err / max(scale, 1e-12), reference_note=note)
 
 
-def _reference(mod, payload: dict, specs) -> tuple[np.ndarray, str | None]:
+def _reference(mod, request: CheckInput, specs) -> tuple[np.ndarray, str | None]:
     """The unscheduled task's output on the fixed inputs (seed 1234), computed on the host CPU, and a
     note for the log when a cached copy was discarded or could not be stored (else None). A single
     operator (``op_reference``, ``model=ops``) is computed by PyTorch instead.
@@ -204,18 +222,18 @@ def _reference(mod, payload: dict, specs) -> tuple[np.ndarray, str | None]:
     import json
     import os
 
-    if op := payload.get("op_reference"):
+    if op := request.op_reference:
         return _torch_reference(op, specs), None
-    cache_dir = payload.get("ref_cache_dir")
+    cache_dir = request.ref_cache_dir
     if not cache_dir:
-        return _compute_reference(mod, payload, specs), None
-    key = hashlib.sha256((payload["mod_json"] + json.dumps(payload["ref_target"], sort_keys=True)
+        return _compute_reference(mod, request.ref_target, specs), None
+    key = hashlib.sha256((request.task.mod_json + json.dumps(request.ref_target, sort_keys=True)
                           + "|seed=1234").encode()).hexdigest()[:32]
     path = os.path.join(cache_dir, key + ".ref")
     ref, note = load_reference(path, tuple(specs[-1][0]), specs[-1][1])
     if ref is not None:
         return ref, None
-    ref = _compute_reference(mod, payload, specs)
+    ref = _compute_reference(mod, request.ref_target, specs)
     try:
         save_reference(path, ref)
     except OSError as exc:
@@ -233,10 +251,10 @@ def _torch_reference(op: dict, specs) -> np.ndarray:
     return torch_reference(op["op"], op["shape"], inputs)
 
 
-def _compute_reference(mod, payload: dict, specs) -> np.ndarray:
+def _compute_reference(mod, ref_target: dict, specs) -> np.ndarray:
     import tvm
 
-    ref_lib = tvm.compile(mod, target=tvm.target.Target(payload["ref_target"]))
+    ref_lib = tvm.compile(mod, target=tvm.target.Target(ref_target))
     ref_args = _random_args(specs, tvm.cpu(0), seed=1234)
     ref_lib["main"](*ref_args)
     return ref_args[-1].numpy()
@@ -273,7 +291,8 @@ def load_reference(path: str, shape: tuple, dtype: str) -> tuple[np.ndarray | No
     return np.frombuffer(payload, dtype=want).reshape(shape).copy(), None
 
 
-def _calibration(payload: dict, dev):
+def _calibration(target: dict, spec: list, dev):
+    """The calibration kernel for ``target`` and its arguments on ``dev`` (of device spec ``spec``), kept."""
     import json
 
     import tvm
@@ -281,10 +300,10 @@ def _calibration(payload: dict, dev):
     from tunebench.protocol.kernels import calibration_kernel
     from tunebench.protocol.remote import on_device
 
-    key = json.dumps(payload["target"], sort_keys=True) + _device_key(payload["device"])
+    key = json.dumps(target, sort_keys=True) + _device_key(spec)
     if key not in _CALIBRATION:
-        lib, args, _ = calibration_kernel(payload["target"])
-        _CALIBRATION[key] = (on_device(lib, payload["device"]), [tvm.runtime.tensor(a, dev) for a in args])
+        lib, args, _ = calibration_kernel(target)
+        _CALIBRATION[key] = (on_device(lib, spec), [tvm.runtime.tensor(a, dev) for a in args])
     return _CALIBRATION[key]
 
 
@@ -294,49 +313,50 @@ def _time(lib, args, dev, repeat: int, min_repeat_ms: int) -> list[float]:
     return [float(r) for r in timer(*args).results]
 
 
-def _calibrate(payload: dict) -> dict:
-    dev = _device(payload["device"])
-    lib, args = _calibration(payload, dev)
-    return {"samples": _time(lib, args, dev, int(payload["repeat"]), int(payload["min_repeat_ms"]))}
+def _calibrate(request: CalibrateInput) -> CalibrateResult:
+    dev = _device(request.device)
+    lib, args = _calibration(request.target, request.device, dev)
+    return CalibrateResult(samples=_time(lib, args, dev, request.repeat, request.min_repeat_ms))
 
 
-def _retime(payload: dict) -> dict:
+def _retime(request: RetimeInput) -> RetimeResult:
     import statistics
 
     from tunebench.protocol.remote import load_library
 
-    dev = _device(payload["device"])
-    libs = [load_library(p, payload["device"]) for p in payload["paths"]]
-    lib_args = [_lib_args(p, payload, dev) for p in payload["paths"]]  # packed weights differ per config
-    cal_lib, cal_args = _calibration(payload, dev)
+    spec = request.device
+    dev = _device(spec)
+    libs = [load_library(p, spec) for p in request.paths]
+    lib_args = [_lib_args(p, request.args, spec, dev) for p in request.paths]  # packed weights differ per config
+    cal_lib, cal_args = _calibration(request.target, spec, dev)
     samples: list[list[float]] = [[] for _ in libs]
     calibration = []
-    rep, min_ms = int(payload["repeat"]), int(payload["min_repeat_ms"])
-    for r in range(int(payload["rounds"])):
+    rep, min_ms = request.repeat, request.min_repeat_ms
+    for r in range(request.rounds):
         for k in range(len(libs)):
             i = (k + r) % len(libs)  # rotate the order, so no library is always first after the calibration
             samples[i] += _time(libs[i], lib_args[i], dev, rep, min_ms)
         calibration.append(statistics.median(_time(cal_lib, cal_args, dev, 3, min_ms)))
-    return {"samples": samples, "calibration": calibration}
+    return RetimeResult(samples=samples, calibration=calibration)
 
 
-def _peak(payload: dict) -> dict:
+def _peak(request: PeakInput) -> PeakResult:
     from tunebench.protocol.kernels import measure_peak
     from tunebench.protocol.remote import on_device
 
-    spec = payload["device"]
-    return measure_peak(payload["target"], _device(spec), int(payload["threads"]),
-                        load=lambda lib: on_device(lib, spec))
+    spec = request.device
+    return PeakResult(peak=measure_peak(request.target, _device(spec), request.threads,
+                                        load=lambda lib: on_device(lib, spec)))
 
 
-def _acquire(payload: dict) -> dict:
+def _acquire(request: AcquireInput) -> AcquireResult:
     from tunebench.protocol.remote import SESSION
 
-    waited = SESSION.acquire(payload["device"][1])
-    return {"waited_s": waited, "server": SESSION.server}
+    waited = SESSION.acquire(request.device[1])
+    return AcquireResult(waited_s=waited, server=SESSION.server)
 
 
-def _release(payload: dict) -> dict:
+def _release(request: ReleaseInput) -> None:
     from tunebench.protocol import model_worker
     from tunebench.protocol.remote import SESSION
 
@@ -344,14 +364,13 @@ def _release(payload: dict) -> dict:
     _CALIBRATION.clear()
     model_worker.forget_rows()
     SESSION.release()
-    return {}
 
 
 def _model_request(name: str):
-    def run(payload: dict) -> dict:
+    def run(request):
         from tunebench.protocol import model_worker
 
-        return model_worker.handle(name, payload)
+        return model_worker.handle(name, request)
     return run
 
 
@@ -359,20 +378,22 @@ _HANDLERS = {"build": _build, "run": _run, "check": _check, "retime": _retime, "
              "peak": _peak, "load_tvm": _model_request("load_tvm"), "time": _model_request("time")}
 
 
-def handle(name: str, payload: dict) -> dict:
-    """Entry point used by :class:`tunebench.targets.workers.Worker`."""
+def handle(name: str, request):
+    """Entry point used by :class:`tunebench.targets.workers.Worker`: ``request`` is the input of
+    request ``name`` (:mod:`tunebench.targets.tvm.messages`; ``"load_tvm"`` and ``"time"``:
+    :mod:`tunebench.protocol.model_messages`)."""
     from tunebench.protocol.remote import SESSION, is_remote
 
     if name == "ping":
         return {"pid": __import__("os").getpid()}
     if name in ("acquire", "release"):
-        return (_acquire if name == "acquire" else _release)(payload)
-    spec = payload.get("device")
+        return (_acquire if name == "acquire" else _release)(request)
+    spec = getattr(request, "device", None)  # a build runs on no device
     if not is_remote(spec):
-        return _HANDLERS[name](payload)
+        return _HANDLERS[name](request)
     waited = SESSION.acquire(spec[1])  # held already inside the target's lock; else this request's own
     try:
-        out = _HANDLERS[name](payload)
+        out = _HANDLERS[name](request)
     except Exception as exc:
         raise SESSION.lost(exc) from None
-    return {**out, "server": SESSION.server, "session_wait_s": waited}
+    return dataclasses.replace(out, server=SESSION.server, session_wait_s=waited)
