@@ -22,6 +22,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
+from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.generator import build
 from tunebench.targets.fpga.kernels import get_kernel
@@ -31,7 +32,7 @@ from tunebench.targets.fpga.tasks import fpga_tasks
 
 def _designs(kernel: str) -> tuple[pd.DataFrame, list[dict]]:
     """The shipped table as written (to rewrite it) and the config of each of its rows."""
-    space = fpga_tasks({"name": f"hls_{kernel}", "kernel": kernel}, "table")[0].space
+    space = fpga_tasks(MODEL_OPTIONS[f"hls_{kernel}"], "table")[0].space
     df = pd.read_csv(default_table(kernel), keep_default_na=False, na_values=[""])
     return df, [space.get(int(i)).to_dict() for i in df["index"]]
 

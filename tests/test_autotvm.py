@@ -5,15 +5,16 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import load_conf
+from conftest import method_settings
 from fakes import FakeTarget
-from tunebench.harness import experiment
+from tunebench.harness import experiment, tuning
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.methods.annealing import SimulatedAnnealing, index_digits, random_walk
 from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel, average_recall
 from tunebench.records import read_records
+from tunebench.run_store import RECORD_TAG
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task
 
@@ -33,9 +34,7 @@ def big_space():
 
 
 def autotvm_cfg(**over):
-    cfg = load_conf("method/autotvm.yaml")
-    cfg.update(over)
-    return cfg
+    return method_settings("autotvm", **over)
 
 
 # ---- simulated annealing ------------------------------------------------------------------------
@@ -128,8 +127,8 @@ def test_xgb_model_rank_correlates_with_a_smooth_function(loss_type):
     feats = KnobFeatures(sp)
     train = np.array(sp.sample(rng, 200), dtype=np.int64)
     test = np.array(sp.sample(rng, 2000, exclude=set(train.tolist())), dtype=np.int64)
-    model = XGBCostModel(sp, loss_type=loss_type, num_boost_round=cfg["num_boost_round"],
-                         early_stopping_rounds=cfg["early_stopping_rounds"], params=cfg["xgb_params"], seed=0)
+    model = XGBCostModel(sp, loss_type=loss_type, num_boost_round=cfg.num_boost_round,
+                         early_stopping_rounds=cfg.early_stopping_rounds, params=cfg.xgb_params, seed=0)
     t0 = time.perf_counter()
     model.fit(train, smooth_gflops(feats(train)))
     fit_s = time.perf_counter() - t0
@@ -269,13 +268,13 @@ def test_real_tiny_run_reaches_the_model_driven_phase(tiny_cfg, monkeypatch):
         made.append(make_method(cfg))
         return made[-1]
 
-    monkeypatch.setattr(experiment, "make_method", spy)
-    tiny_cfg["method"] = autotvm_cfg(plan_size=8)
-    tiny_cfg["budget"]["trials_per_task"] = 24
+    monkeypatch.setattr(tuning, "make_method", spy)
+    tiny_cfg.method = autotvm_cfg(plan_size=8)
+    tiny_cfg.budget.trials_per_task = 24
     run_id = experiment.run_experiment(tiny_cfg)
-    run = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db").get_run(run_id)
+    run = MlflowClient(f"sqlite:///{tiny_cfg.workdir}/mlflow.db").get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["method"] == "autotvm"
-    recs = read_records(run.data.tags[experiment.RECORD_TAG])
+    recs = read_records(run.data.tags[RECORD_TAG])
     assert len(recs) == 24 and len({r["index"] for r in recs}) == 24
     method = made[-1]  # the instance that tuned the task (the first one only validated the config)
     assert [e["n_measured"] for e in method.train_log][:2] == [9, 18]  # batches of 3: 9 >= 8, 18 >= 16

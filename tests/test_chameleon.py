@@ -91,11 +91,11 @@ def test_bad_hyperparameters_are_user_errors(bad, says):
 def test_a_short_real_run_on_llvm(tiny_cfg):
     from tunebench.harness.experiment import run_experiment
 
-    cfg = dict(tiny_cfg)
-    cfg["method"] = chameleon_cfg(plan_size=4, iteration_opt=3, episode_rl=8, step_rl=20, k_range=[2, 4])
-    cfg["budget"] = {**cfg["budget"], "trials_per_task": 30}
-    cfg["e2e"] = {**cfg["e2e"], "enabled": False}
-    run = MlflowClient(f"sqlite:///{cfg['workdir']}/mlflow.db").get_run(run_experiment(cfg))
+    cfg = tiny_cfg
+    cfg.method = ChameleonSettings(plan_size=4, iteration_opt=3, episode_rl=8, step_rl=20, k_range=[2, 4])
+    cfg.budget.trials_per_task = 30
+    cfg.e2e.enabled = False
+    run = MlflowClient(f"sqlite:///{cfg.workdir}/mlflow.db").get_run(run_experiment(cfg))
     assert run.info.status == "FINISHED"
     with open(os.path.join(os.path.dirname(run.data.tags["tunebench.record_file"]), "tasks.json")) as fh:
         (task,) = json.load(fh)

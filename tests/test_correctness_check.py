@@ -46,9 +46,9 @@ def test_check_passes_scheduled_configs_and_catches_a_wrong_kernel(tasks, monkey
 
 
 def test_a_wrong_best_config_is_not_the_result(tiny_cfg):
-    tiny_cfg["target"]["handler"] = "faulty_handlers:handle_wrong_first_check"
+    tiny_cfg.target.handler = "faulty_handlers:handle_wrong_first_check"
     run_id = run_experiment(tiny_cfg)
-    run_dir = os.path.join(tiny_cfg["workdir"], "records", run_id)
+    run_dir = os.path.join(tiny_cfg.workdir, "records", run_id)
     checks = [json.loads(line) for line in open(os.path.join(run_dir, "checks.jsonl"))]
     assert [c["ok"] for c in checks] == [False, True]
     # the top configs of the search are re-timed; the checks follow the re-timed ranking
@@ -63,7 +63,7 @@ def test_a_wrong_best_config_is_not_the_result(tiny_cfg):
     assert [r["chosen"] for r in retimed] == [False, True, False]
     from mlflow.tracking import MlflowClient
 
-    m = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db").get_run(run_id).data.metrics
+    m = MlflowClient(f"sqlite:///{tiny_cfg.workdir}/mlflow.db").get_run(run_id).data.metrics
     tid = summary["id"]
     assert m[f"{tid}.check_ok"] == 1.0
     assert m[f"{tid}.best_latency_ms"] == pytest.approx(retimed[1]["latency_s"] * 1e3)

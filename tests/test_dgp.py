@@ -20,7 +20,7 @@ def test_group_counts_match_the_paper(model):
     from tunebench.harness.setup.compose import compose_config
 
     cfg = compose_config([f"model={model}", "workdir=."])
-    tasks, _ = model_tasks(cfg["model"], "llvm")
+    tasks, _ = model_tasks(cfg.model, "llvm")
     assert count_conv_groups(tasks) == PAPER_GROUPS[model]
     groups = layer_groups(tasks)
     assert sum(len(v) for v in groups.values()) == len(tasks)
@@ -100,11 +100,11 @@ def test_history_loads_record_files_run_folders_and_run_ids(tiny_cfg, tmp_path):
 
     tiny_cfg["e2e"]["enabled"] = False
     run_id = run_experiment(tiny_cfg)
-    run_dir = os.path.join(tiny_cfg["workdir"], "records", run_id)
+    run_dir = os.path.join(tiny_cfg.workdir, "records", run_id)
     by_file = History.load(os.path.join(run_dir, "records.jsonl"))
     by_dir = History.load(run_dir)
-    tracker = Tracker(None, "test", tiny_cfg["workdir"])
-    by_id = History.load(run_id, tracker.client, tiny_cfg["workdir"])
+    tracker = Tracker(None, "test", tiny_cfg.workdir)
+    by_id = History.load(run_id, tracker.client, tiny_cfg.workdir)
     for h in (by_file, by_dir, by_id):
         assert len(h) == 6 and len(h.tasks) == 1
         t = next(iter(h.tasks.values()))

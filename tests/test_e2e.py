@@ -17,7 +17,7 @@ import torch.nn as nn
 import tvm
 import tvm_ffi
 
-from conftest import TINY_LAYER, gpu, load_conf
+from conftest import TINY_LAYER, gpu, measure_settings, target_settings
 from tunebench.datasets import extract_tasks, import_model, model_tasks
 from tunebench.datasets.tasks import task_id
 from tunebench.harness.e2e.build import (
@@ -31,7 +31,8 @@ from tunebench.harness.e2e.build import (
 )
 from tunebench.harness.e2e.timing import E2ESettings, e2e_metrics, model_latencies
 from tunebench.protocol.model_worker import vm_args
-from tunebench.targets.tvm.target import TVMTarget
+from tunebench.targets.tvm.cuda import CUDATarget
+from tunebench.targets.tvm.llvm import LLVMTarget
 from tunebench.targets.tvm.templates import get_template
 
 TOL = 1e-4
@@ -71,10 +72,9 @@ def random_schedules(tasks, target_kind: str = "llvm", seed: int = 0, variant=No
     return out
 
 
-def llvm_target(tmp_path) -> TVMTarget:
-    cfg = load_conf("target/llvm.yaml")
-    cfg["lock_dir"] = str(tmp_path)
-    return TVMTarget(cfg, {"cache_dir": str(tmp_path / "cache"), "noise": {"remeasure": 0}})
+def llvm_target(tmp_path) -> LLVMTarget:
+    return LLVMTarget(target_settings("llvm", lock_dir=str(tmp_path)),
+                      measure_settings(cache_dir=str(tmp_path / "cache"), noise={"remeasure": 0}))
 
 
 def run_compiled(imported, mod, tmp_path, name="model"):
@@ -236,9 +236,8 @@ def test_rows_run_with_the_targets_thread_count(tmp_path):
     on x86 is half the logical CPUs, PyTorch's the physical cores: the comparison would not be fair)."""
     from tunebench.harness.e2e.timing import _torch_row, _tvm_row
 
-    cfg = load_conf("target/llvm.yaml")
-    cfg.update(lock_dir=str(tmp_path), num_cores=1)
-    target = TVMTarget(cfg, {"cache_dir": str(tmp_path)})
+    target = LLVMTarget(target_settings("llvm", lock_dir=str(tmp_path), num_cores=1),
+                        measure_settings(cache_dir=str(tmp_path)))
     imported = SimpleNamespace(params=[], inputs=[torch.zeros(1)], torch_module=nn.Identity())
     for row in (_tvm_row("tuned", "x.so", imported, target, 2, QUICK), _torch_row("torch", imported, target, QUICK)):
         assert row.worker.env == {"TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TUNEBENCH_KEEP_FREED_MEMORY": "1"}
@@ -349,9 +348,7 @@ def test_cuda_model_latencies_on_gpu(tmp_path):
     torch.manual_seed(0)
     imported = import_model(SmallCNN(), torch.randn(1, 3, 32, 32), "cuda")
     tasks = extract_tasks(imported)
-    cfg = load_conf("target/cuda.yaml")
-    cfg["lock_dir"] = str(tmp_path)
-    target = TVMTarget(cfg, {"cache_dir": str(tmp_path)})
+    target = CUDATarget(target_settings("cuda", lock_dir=str(tmp_path)), measure_settings(cache_dir=str(tmp_path)))
     schedules = cuda_schedules(tasks, target.limits)
     try:
         res = model_latencies(imported, tasks, schedules, target, E2ESettings(rounds=2, n_runs=4), name="small_cnn")

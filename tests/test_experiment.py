@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
 from tunebench.harness.experiment import run_experiment
+from tunebench.methods.random_search import RandomSettings
 from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG
 
@@ -21,7 +22,7 @@ def _client(workdir):
 
 def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
     run_id = run_experiment(tiny_cfg)
-    run = _client(tiny_cfg["workdir"]).get_run(run_id)
+    run = _client(tiny_cfg.workdir).get_run(run_id)
     assert run.info.status == "FINISHED"
     tags = run.data.tags
     for key in ("method", "model", "target", "device", "seed", "git_commit"):
@@ -46,7 +47,7 @@ def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
     assert m["n_noisy_tasks"] in (0, 1) and m["lock_wait_s"] >= 0
     assert m.get("calib_max_slowdown", 1.0) > 0  # logged once the machine has a quiet calibration reference
     assert tags["precision"] == "float32" and tags["threads"] == str(os.cpu_count())
-    curve = _client(tiny_cfg["workdir"]).get_metric_history(run_id, f"{tid}.search_best_latency_ms")
+    curve = _client(tiny_cfg.workdir).get_metric_history(run_id, f"{tid}.search_best_latency_ms")
     values = [p.value for p in sorted(curve, key=lambda p: (p.step, p.timestamp))]
     assert len(values) >= 2 and all(a >= b for a, b in zip(values, values[1:]))  # best so far never rises
     recs = read_records(tags[RECORD_TAG])
@@ -60,26 +61,26 @@ def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
     chosen = min(retimed, key=lambda r: r["latency_s"])
     assert chosen["chosen"] and chosen["n"] == 15  # 5 rounds x 3 repeats
     assert m[f"{tid}.best_latency_ms"] == pytest.approx(chosen["latency_s"] * 1e3)
-    arts = {a.path for a in _client(tiny_cfg["workdir"]).list_artifacts(run_id)}
+    arts = {a.path for a in _client(tiny_cfg.workdir).list_artifacts(run_id)}
     assert {"records.jsonl", "config.yaml", "tasks.json", "retimed.jsonl"} <= arts
 
 
 def test_same_seed_same_configs(tiny_cfg, tmp_path):
-    tiny_cfg["check_correctness"] = False
+    tiny_cfg.check_correctness = False
     tiny_cfg["e2e"]["enabled"] = False
-    first = read_records(_client(tiny_cfg["workdir"]).get_run(run_experiment(tiny_cfg)).data.tags[RECORD_TAG])
-    tiny_cfg["workdir"] = str(tmp_path / "again")
-    os.makedirs(tiny_cfg["workdir"])
-    second = read_records(_client(tiny_cfg["workdir"]).get_run(run_experiment(tiny_cfg)).data.tags[RECORD_TAG])
+    first = read_records(_client(tiny_cfg.workdir).get_run(run_experiment(tiny_cfg)).data.tags[RECORD_TAG])
+    tiny_cfg.workdir = str(tmp_path / "again")
+    os.makedirs(tiny_cfg.workdir)
+    second = read_records(_client(tiny_cfg.workdir).get_run(run_experiment(tiny_cfg)).data.tags[RECORD_TAG])
     assert [r["index"] for r in first] == [r["index"] for r in second]
 
 
 def test_configs_that_cannot_build_are_invalid_and_the_run_finishes(tiny_cfg):
-    tiny_cfg["target"]["handler"] = "faulty_handlers:handle"
-    tiny_cfg["budget"]["trials_per_task"] = 12
-    tiny_cfg["method"] = {"name": "random"}
+    tiny_cfg.target.handler = "faulty_handlers:handle"
+    tiny_cfg.budget.trials_per_task = 12
+    tiny_cfg.method = RandomSettings()
     run_id = run_experiment(tiny_cfg)
-    run = _client(tiny_cfg["workdir"]).get_run(run_id)
+    run = _client(tiny_cfg.workdir).get_run(run_id)
     assert run.info.status == "FINISHED"
     recs = read_records(run.data.tags[RECORD_TAG])
     assert len(recs) == 12

@@ -4,6 +4,7 @@ import json
 import pandas as pd
 
 from fakes import FakeTarget
+from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.harness.commands import assemble_table
 from tunebench.records import read_records, record_line
 from tunebench.targets.fpga.tasks import fpga_tasks
@@ -11,7 +12,7 @@ from tunebench.task import Measurement
 
 
 def test_table_from_records_in_index_order(tmp_path):
-    task = fpga_tasks({"name": "hls_conv", "kernel": "conv"}, "fpga_open")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_conv"], "fpga_open")[0]
     paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for i in reversed(range(task.space.size)):  # written last index first, split over two files
         for f in ("estimate", "synth", "impl"):
@@ -65,7 +66,7 @@ class OpenFlowStandIn(FakeTarget):
 
 
 def _conv_task():
-    return fpga_tasks({"name": "hls_conv", "kernel": "conv"}, "fpga_open")[0]
+    return fpga_tasks(MODEL_OPTIONS["hls_conv"], "fpga_open")[0]
 
 
 def test_earlier_table_is_reused_by_knob_values(tmp_path, monkeypatch):

@@ -1,24 +1,21 @@
 """target=fpga_open: the three fidelities on the smallest design, stage reuse, and invalid designs."""
 import pytest
 
-from conftest import load_conf
+from conftest import target_settings
+from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.targets import make_target
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.tasks import fpga_tasks
 
 
 def _target(tmp_path, **over):
-    cfg = load_conf("target/fpga_open.yaml")
-    cfg["workdir"] = str(tmp_path)
-    for k, v in over.items():
-        cfg[k] = v
-    return make_target(cfg)
+    return make_target(target_settings("fpga_open", workdir=str(tmp_path), **over))
 
 
 @pytest.mark.slow  # ~10-40 s: Yosys + nextpnr on a one-lane GEMM (longer on a loaded machine)
 def test_three_fidelities_on_the_smallest_design(tmp_path):
     t = _target(tmp_path)
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "fpga_open")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "fpga_open")[0]
     c = task.space.get(0)  # one lane, DSP multiplier, no product register
     est, syn, imp, again = (t.measure(task, [c], f)[0] for f in ("estimate", "synth", "impl", "impl"))
     for m in (est, syn, imp):
@@ -37,7 +34,7 @@ def test_three_fidelities_on_the_smallest_design(tmp_path):
 
 def test_synth_invalid_when_the_design_does_not_fit(tmp_path):
     t = _target(tmp_path, capacity={"luts": 24288, "ffs": 24288, "dsps": 0, "brams": 56})
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "fpga_open")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "fpga_open")[0]
     c = task.space.get(0)  # uses one MULT18X18D
     m = t.measure(task, [c], "synth")[0]
     assert not m.valid and "does not fit" in m.error and m.objectives == {}
@@ -47,7 +44,7 @@ def test_synth_invalid_when_the_design_does_not_fit(tmp_path):
 
 def test_tool_timeout_is_an_invalid_measurement(tmp_path):
     t = _target(tmp_path, timeout_s={"synth": 0.01, "impl": 5})
-    task = fpga_tasks({"name": "hls_conv", "kernel": "conv"}, "fpga_open")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_conv"], "fpga_open")[0]
     m = t.measure(task, [task.space.get(0)], "synth")[0]
     assert not m.valid and "timeout" in m.error
 

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import load_conf
+from conftest import target_settings
+from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.targets import make_target
@@ -24,7 +25,7 @@ SYNTH_S, SIM_S, IMPL_S = 10.0, 0.5, 20.0
 def table_path(tmp_path):
     """A 3-fidelity table of hls_gemm built from the analytical estimate (objectives scaled per
     fidelity), with fixed tool seconds per stage so the clock arithmetic is known."""
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "table")[0]
     from tunebench.targets.fpga.kernels import get_kernel
 
     k = get_kernel("gemm")
@@ -47,14 +48,12 @@ def table_path(tmp_path):
 
 
 def _table_target(path):
-    cfg = load_conf("target/table.yaml")
-    cfg["table"] = path
-    return make_target(cfg)
+    return make_target(target_settings("table", table=path))
 
 
 def test_table_charges_recorded_tool_seconds(table_path):
     t = _table_target(table_path)
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "table")[0]
     c = task.space.get(3)
     syn = t.measure(task, [c], "synth")[0]
     imp = t.measure(task, [c], "impl")[0]
@@ -70,7 +69,7 @@ def test_table_charges_recorded_tool_seconds(table_path):
 
 def test_search_clock_includes_replayed_tool_time_without_sleeping(table_path):
     t = _table_target(table_path)
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "table")[0]
     t0 = time.perf_counter()
     res = tune_task(task, make_method({"name": "random"}), t, Budget(6), np.random.default_rng(0))
     wall = time.perf_counter() - t0
@@ -87,7 +86,7 @@ def test_search_clock_includes_replayed_tool_time_without_sleeping(table_path):
 @pytest.mark.parametrize("method", ["random", "ann", "bt", "nsga2", "motpe"])
 def test_fpga_baselines_on_the_table(table_path, method):
     t = _table_target(table_path)
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "table")[0]
     res = tune_task(task, make_method(method), t, Budget(20), np.random.default_rng(0))  # the method's defaults
     idx = [m.config.index for m in res.measurements]
     assert len(idx) == len(set(idx)) and 0 < len(idx) <= 20  # never a design twice
@@ -97,7 +96,7 @@ def test_fpga_baselines_on_the_table(table_path, method):
 
 
 def test_exhaustive_writes_a_table_that_replays(tmp_path, table_path):
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "table")[0]
     out = tmp_path / "copy.csv"
     res = tune_task(task, make_method({"name": "exhaustive", "out": str(out)}), _table_target(table_path),
                     Budget(1000), np.random.default_rng(0))
@@ -170,14 +169,14 @@ def test_shipped_table_matches_its_space_and_reference_point(kernel):
     regenerated table fails here), measured at all three fidelities, and the hypervolume reference point
     of both FPGA targets holds every valid impl design (otherwise designs would add no volume)."""
     for name in ("fpga_open", "table"):
-        cfg = load_conf(f"target/{name}.yaml")
-        task = fpga_tasks({"name": f"hls_{kernel}", "kernel": kernel}, "table")[0]
-        df = read_table(default_table(kernel), task.space, cfg["fidelities"], cfg["objectives"])
-        assert all((df[f"{f}.error"] != "not measured").all() for f in cfg["fidelities"])
+        cfg = target_settings(name)
+        task = fpga_tasks(MODEL_OPTIONS[f"hls_{kernel}"], "table")[0]
+        df = read_table(default_table(kernel), task.space, cfg.fidelities, cfg.objectives)
+        assert all((df[f"{f}.error"] != "not measured").all() for f in cfg.fidelities)
         ok = df["impl.valid"] == 1
-        Y = df.loc[ok, [f"impl.{o}" for o in cfg["objectives"]]].to_numpy(dtype=float)
-        scale = np.array([cfg["scale"][o] for o in cfg["objectives"]])
-        assert ok.sum() > 0 and (Y / scale < np.array(cfg["reference_point"])).all()
+        Y = df.loc[ok, [f"impl.{o}" for o in cfg.objectives]].to_numpy(dtype=float)
+        scale = np.array([cfg.scale[o] for o in cfg.objectives])
+        assert ok.sum() > 0 and (Y / scale < np.array(cfg.reference_point)).all()
 
 
 def test_paper_tables_read_both_adrs_definitions():
@@ -208,7 +207,7 @@ def test_table_declares_fidelity_costs_from_its_recorded_seconds(table_path):
     """T_f = the recorded seconds of the stages a report at f needs from scratch (means over the designs)."""
     from tunebench.targets.fpga.common import cumulative_costs, stage_chain
 
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "table")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "table")[0]
     costs = _table_target(table_path).task_info(task).fidelity_costs
     assert costs == pytest.approx({"estimate": 0.01, "synth": SIM_S + SYNTH_S, "impl": SIM_S + SYNTH_S + IMPL_S})
     assert cumulative_costs({"estimate": 1.0, "sim": 2.0}, ["estimate", "synth"], stage_chain) is None  # synth unseen

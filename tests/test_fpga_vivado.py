@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from conftest import TESTS, load_conf
+from conftest import TESTS, target_settings
+from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.errors import UserError
 from tunebench.targets import make_target
 from tunebench.targets.fpga import vivado_flow as vf
@@ -18,15 +19,13 @@ STANDIN = os.path.join(TESTS, "standin_xilinx")
 @pytest.fixture
 def vivado_target(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", STANDIN + os.pathsep + os.environ["PATH"])
-    cfg = load_conf("target/vivado.yaml")
-    cfg["workdir"] = str(tmp_path)
-    return make_target(cfg)
+    return make_target(target_settings("vivado", workdir=str(tmp_path)))
 
 
 def test_missing_tools_is_a_one_line_error(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(UserError) as exc:
-        make_target(load_conf("target/vivado.yaml"))
+        make_target(target_settings("vivado"))
     assert "vitis_hls" in str(exc.value) and "\n" not in str(exc.value)
 
 
@@ -63,7 +62,7 @@ def test_every_kernel_has_an_hls_source_with_the_directive_labels():
 
 
 def test_three_fidelities_and_report_parsing(vivado_target, tmp_path):
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, "vivado")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "vivado")[0]
     c = next(task.space.get(i) for i in range(task.space.size)
              if task.space.get(i)["unroll_k"] == 4 and task.space.get(i)["unroll_j"] == 1
              and task.space.get(i)["pipeline"] == 0 and task.space.get(i)["mul_core"] == "dsp")
@@ -84,7 +83,7 @@ def test_three_fidelities_and_report_parsing(vivado_target, tmp_path):
 
 def test_hls_failure_is_invalid(vivado_target, monkeypatch):
     monkeypatch.setenv("STANDIN_FAIL", "hls")
-    task = fpga_tasks({"name": "hls_conv", "kernel": "conv"}, "vivado")[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_conv"], "vivado")[0]
     m = vivado_target.measure(task, [task.space.get(0)], "impl")[0]
     assert not m.valid and m.error.startswith("hls: ERROR: [HLS 200-70]")
 

@@ -4,7 +4,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from fakes import FakeTarget
-from tunebench.harness import experiment
+from tunebench.harness import experiment, tuning
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.space import ChoiceKnob, Space, SplitKnob
@@ -70,10 +70,10 @@ def test_a_failure_after_the_run_began_marks_it_failed(tiny_cfg, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("injected failure in the middle of a run")
 
-    monkeypatch.setattr(experiment, "tune_task", boom)
+    monkeypatch.setattr(tuning, "tune_task", boom)
     with pytest.raises(RuntimeError, match="injected"):
         experiment.run_experiment(tiny_cfg)
-    client = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db")
+    client = MlflowClient(f"sqlite:///{tiny_cfg.workdir}/mlflow.db")
     runs = client.search_runs([client.get_experiment_by_name("test").experiment_id])
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
 

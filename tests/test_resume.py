@@ -3,6 +3,7 @@ config may not do on its own (import a handler, read records outside this work d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -11,8 +12,10 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tunebench.config.experiment import RetimeSettings
 from tunebench.errors import UserError
 from tunebench.harness.experiment import run_experiment
+from tunebench.methods.autotvm.settings import AutoTVMSettings
 from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG
 
@@ -20,15 +23,17 @@ from tunebench.run_store import RECORD_TAG
 @pytest.fixture
 def finished(tiny_cfg):
     """A FINISHED tiny run without the end-to-end step: (config, run id, record path, client)."""
-    measure = {**tiny_cfg["measure"], "calibrate": False, "retime": {"top_k": 1, "rounds": 1, "repeat": 1}}
-    cfg = {**tiny_cfg, "e2e": {**tiny_cfg["e2e"], "enabled": False}, "measure": measure}
+    cfg = tiny_cfg
+    cfg.measure.calibrate = False
+    cfg.measure.retime = RetimeSettings(top_k=1, rounds=1, repeat=1)
+    cfg.e2e.enabled = False
     run_id = run_experiment(cfg)
-    client = MlflowClient(f"sqlite:///{cfg['workdir']}/mlflow.db")
+    client = MlflowClient(f"sqlite:///{cfg.workdir}/mlflow.db")
     return cfg, run_id, client.get_run(run_id).data.tags[RECORD_TAG], client
 
 
-def _resume_cfg(cfg: dict, run_id: str) -> dict:
-    return {**cfg, "resume": run_id}
+def _resume_cfg(cfg, run_id: str, **change):
+    return dataclasses.replace(cfg, resume=run_id, **change)
 
 
 def test_garbage_lines_are_skipped_then_a_finished_run_resumes_as_a_no_op(finished, caplog):
@@ -57,12 +62,11 @@ def test_garbage_lines_are_skipped_then_a_finished_run_resumes_as_a_no_op(finish
 def test_resume_refuses_conflicts_saved_handlers_and_foreign_records(finished, tmp_path_factory):
     cfg, run_id, path, client = finished
     client.update_run(run_id, status="FAILED")
-    other = {**cfg, "method": {"name": "autotvm"}}
     with pytest.raises(UserError, match=r"method='autotvm' conflicts with the run's method='random'"):
-        run_experiment(_resume_cfg(other, run_id), [f"resume={run_id}", "method=autotvm"])
-    more = {**cfg, "budget": {**cfg["budget"], "trials_per_task": 99}}
+        run_experiment(_resume_cfg(cfg, run_id, method=AutoTVMSettings()), [f"resume={run_id}", "method=autotvm"])
+    more = dataclasses.replace(cfg.budget, trials_per_task=99)
     with pytest.raises(UserError, match="budget.trials_per_task=99 conflicts"):
-        run_experiment(_resume_cfg(more, run_id), [f"resume={run_id}", "budget.trials_per_task=99"])
+        run_experiment(_resume_cfg(cfg, run_id, budget=more), [f"resume={run_id}", "budget.trials_per_task=99"])
 
     cfg_path = os.path.join(os.path.dirname(path), "config.yaml")
     original = open(cfg_path).read()
@@ -82,8 +86,8 @@ def test_resume_refuses_conflicts_saved_handlers_and_foreign_records(finished, t
     with pytest.raises(UserError, match="is not under"):
         run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"])
     assert client.get_run(run_id).info.status == "FAILED"  # every refusal left the run untouched
-    trusted = {**cfg, "records_dir": str(elsewhere)}  # an explicitly given folder is trusted
-    assert run_experiment(_resume_cfg(trusted, run_id), [f"resume={run_id}", f"records_dir={elsewhere}"]) == run_id
+    trusted = _resume_cfg(cfg, run_id, records_dir=str(elsewhere))  # an explicitly given folder is trusted
+    assert run_experiment(trusted, [f"resume={run_id}", f"records_dir={elsewhere}"]) == run_id
     assert client.get_run(run_id).info.status == "FINISHED"
 
 

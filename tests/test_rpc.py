@@ -157,15 +157,14 @@ def test_bad_rpc_settings_are_one_line_before_any_run(shared_fleet, tmp_path, ov
     ({"tracker": "127.0.0.1:9190"}, "target.rpc.key=None: must name the device key"),
     ({"key": "cpu"}, "target.rpc.tracker=None: must be host:port"),
     ({"tracker": "localhost", "key": "cpu"}, "target.rpc.tracker='localhost': must be host:port"),
-    ({"tracker": "h:1", "key": "cpu", "wait_s": 0}, "target.rpc.wait_s=0: must be a positive number"),
+    ({"tracker": "h:1", "key": "cpu", "wait_s": 0}, "target.rpc.wait_s=0.0: must be a positive number"),
 ])
-def test_bad_rpc_settings_fail_the_static_checks(tiny_cfg, rpc, says):
+def test_bad_rpc_settings_fail_the_static_checks(rpc, says):
+    from conftest import target_settings
     from tunebench.errors import UserError
-    from tunebench.harness.config_check import check_rules
 
-    cfg = {**tiny_cfg, "target": {**tiny_cfg["target"], "rpc": {**tiny_cfg["target"]["rpc"], **rpc}}}
     with pytest.raises(UserError, match=r"^" + __import__("re").escape(says)):
-        check_rules(cfg)
+        target_settings("llvm", rpc=rpc)
 
 
 def test_a_request_waits_at_most_wait_s_and_says_who_holds_the_devices(shared_fleet):

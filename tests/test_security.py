@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, TINY_LAYER, load_conf
+from conftest import ROOT, TINY_LAYER, measure_settings, target_settings
 from fakes import FakeTarget
 from tunebench.errors import UserError
 from tunebench.safe_files import atomic_write_bytes, read_hashed, read_nofollow, shared_dir, user_dir
@@ -184,12 +184,11 @@ def tiny_task():
 def test_a_poisoned_reference_is_detected_and_recomputed(tmp_path, tiny_task, caplog):
     """Through the llvm target's real check: the cached reference is tampered with (as another user
     could do in a shared folder); the next check must not trust it."""
-    from tunebench.targets.tvm.target import TVMTarget
+    from tunebench.targets.tvm.llvm import LLVMTarget
 
-    cfg = load_conf("target/llvm.yaml")
-    cfg.update(lock_dir=str(tmp_path / "locks"), builder={"n_parallel": 1, "timeout_s": 60})
-    cfg["check"]["reference_cache"] = str(tmp_path / "refs")
-    target = TVMTarget(cfg, {"cache_dir": str(tmp_path / "cache")})
+    cfg = target_settings("llvm", lock_dir=str(tmp_path / "locks"), builder={"n_parallel": 1, "timeout_s": 60},
+                          check={"reference_cache": str(tmp_path / "refs")})
+    target = LLVMTarget(cfg, measure_settings(cache_dir=str(tmp_path / "cache")))
     config = tiny_task.space.get(3)
     try:
         assert target.check(tiny_task, config)[0] is True
@@ -381,22 +380,22 @@ def test_a_check_that_could_not_run_is_reported_unchecked(tiny_cfg, tmp_path, ca
     from tunebench.harness.experiment import run_experiment
     from tunebench.report import cli as leaderboard
 
-    tiny_cfg["target"]["handler"] = "test_security:handle_check_not_performed"
-    tiny_cfg["e2e"]["enabled"] = False
+    tiny_cfg.target.handler = "test_security:handle_check_not_performed"
+    tiny_cfg.e2e.enabled = False
     with caplog.at_level("WARNING"):
         run_id = run_experiment(tiny_cfg)
-    run_dir = os.path.join(tiny_cfg["workdir"], "records", run_id)
+    run_dir = os.path.join(tiny_cfg.workdir, "records", run_id)
     checks = [json.loads(line) for line in open(os.path.join(run_dir, "checks.jsonl"))]
     assert len(checks) == 1 and checks[0]["status"] == "unchecked" and checks[0]["ok"] is False
     assert "reference folder unreadable (injected)" in checks[0]["detail"]
     summary = json.load(open(os.path.join(run_dir, "tasks.json")))[0]
     assert summary["check"]["status"] == "unchecked" and summary["best_latency_ms"] is not None
-    run = MlflowClient(f"sqlite:///{tiny_cfg['workdir']}/mlflow.db").get_run(run_id)
+    run = MlflowClient(f"sqlite:///{tiny_cfg.workdir}/mlflow.db").get_run(run_id)
     tid = summary["id"]
     assert run.data.metrics[f"{tid}.check_ok"] == 0.0 and run.data.metrics[f"{tid}.unchecked"] == 1.0
     assert run.data.tags["tunebench.unchecked_tasks"] == summary["name"]
     assert any("could not be checked" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
-    args = build_parser().parse_args(["leaderboard", "--tracking-uri", f"sqlite:///{tiny_cfg['workdir']}/mlflow.db",
+    args = build_parser().parse_args(["leaderboard", "--tracking-uri", f"sqlite:///{tiny_cfg.workdir}/mlflow.db",
                                       "--out", str(tmp_path / "lb"), "--no-plots"])
     markdown = leaderboard.run_leaderboard(args)
     row = next(line for line in markdown.splitlines() if line.startswith("| random"))

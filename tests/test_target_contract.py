@@ -8,15 +8,14 @@ import os
 import numpy as np
 import pytest
 
-from conftest import TESTS, load_conf
+from conftest import TESTS, measure_settings, target_settings
 from fakes import FakeTarget
-from tunebench.targets import make_target
+from tunebench.datasets.models import MODEL_OPTIONS
+from tunebench.targets import TARGETS, make_target
 from tunebench.targets.base import STAT_KEYS, Target, TargetInfo
-from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 from tunebench.targets.fpga.table_target import TableTarget
 from tunebench.targets.fpga.tasks import fpga_tasks
-from tunebench.targets.fpga.vivado import VivadoTarget
-from tunebench.targets.tvm.target import TVMTarget
+from tunebench.targets.tvm.llvm import LLVMTarget
 
 STANDIN = os.path.join(TESTS, "standin_xilinx")
 FPGA_KEYS = {"kind", "name", "objectives", "fidelities", "reference_point", "scale", "capacity"}
@@ -28,9 +27,7 @@ def standin_path(monkeypatch):
 
 
 def _fpga(kind: str, tmp_path) -> Target:
-    cfg = load_conf(f"target/{kind}.yaml")
-    cfg["workdir"] = str(tmp_path)
-    return make_target(cfg)
+    return make_target(target_settings(kind, workdir=str(tmp_path)))
 
 
 def _check_contract(t: Target, kind: str) -> TargetInfo:
@@ -40,7 +37,7 @@ def _check_contract(t: Target, kind: str) -> TargetInfo:
     info = t.info
     assert isinstance(info, TargetInfo) and info.kind == kind == t.kind and info.name == t.name
     assert info.device_name and info.objectives == tuple(t.objectives) and info.fidelities == tuple(t.fidelities)
-    assert info.batch_size == t.batch_size >= 1 and info.top_fidelity == t.top_fidelity == t.fidelities[-1]
+    assert info.batch_size == t.batch_size >= 1 and info.top_fidelity == t.fidelities[-1]
     assert (info.times_kernels, info.simulated_clock) == (t.times_kernels, t.simulated_clock)
     assert set(t.stats) == set(STAT_KEYS) and all(v == 0.0 for v in t.stats.values())
     d = t.describe()
@@ -49,12 +46,13 @@ def _check_contract(t: Target, kind: str) -> TargetInfo:
 
 
 def test_every_target_class_implements_the_contract():
-    for cls in (TVMTarget, TableTarget, FPGAOpenTarget, VivadoTarget, FakeTarget):
+    for cls in (*TARGETS.values(), FakeTarget):
         assert issubclass(cls, Target) and not inspect.isabstract(cls), cls
+        assert cls is FakeTarget or cls.Settings().kind == cls.kind, cls  # its settings name its class
 
 
 def test_table_target_info():
-    t = TableTarget(load_conf("target/table.yaml"))
+    t = TableTarget(target_settings("table"))
     info = _check_contract(t, "table")
     assert info.multi_objective and info.simulated_clock and not info.times_kernels
     assert info.objectives == ("delay_s", "luts", "ffs") and info.fidelities == ("estimate", "synth", "impl")
@@ -72,9 +70,7 @@ def test_tool_flow_targets_info(tmp_path, standin_path):
 
 
 def test_llvm_target_info(tmp_path):
-    cfg = load_conf("target/llvm.yaml")
-    cfg["lock_dir"] = str(tmp_path)
-    t = TVMTarget(cfg, {"cache_dir": str(tmp_path / "cache")})  # no worker starts before start()
+    t = LLVMTarget(target_settings("llvm", lock_dir=str(tmp_path)), measure_settings(cache_dir=str(tmp_path / "cache")))  # no worker starts before start()
     info = _check_contract(t, "llvm")
     assert info.times_kernels and not info.multi_objective and info.objectives == ("latency_s",)
     assert info.tvm_target["kind"] == "llvm" and info.threads == t.threads >= 1 and info.precision == "float32"
@@ -115,7 +111,7 @@ def test_tool_flows_charge_tool_time_as_build_time(kind, tmp_path, standin_path)
     """fpga_open and vivado share one measure loop: a stage's tool seconds are the measurement's cost,
     ``tool_s`` and ``build_phase_s`` (not harness overhead); a stage run before is not charged again."""
     t = _fpga(kind, tmp_path)
-    task = fpga_tasks({"name": "hls_gemm", "kernel": "gemm"}, kind)[0]
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], kind)[0]
     try:
         first = t.measure(task, [task.space.get(0), task.space.get(1)], "estimate")
         assert all(m.valid for m in first), [m.error for m in first]
@@ -128,10 +124,13 @@ def test_tool_flows_charge_tool_time_as_build_time(kind, tmp_path, standin_path)
         t.close()
 
 
-def test_known_targets_describe_the_shipped_ones():
-    from tunebench.methods import KNOWN_TARGETS
-
-    table = TableTarget(load_conf("target/table.yaml")).info
+def test_a_targets_nominal_info_is_what_it_offers_once_built():
+    """The facts a method's compatibility is checked against before anything is built (nominal_info)
+    are those of the built target."""
+    table = TableTarget(target_settings("table")).info
     for kind in ("fpga_open", "table", "vivado"):
-        assert (KNOWN_TARGETS[kind].objectives, KNOWN_TARGETS[kind].fidelities) == (table.objectives, table.fidelities)
-    assert KNOWN_TARGETS["llvm"].tvm_target and KNOWN_TARGETS["llvm"].objectives == ("latency_s",)
+        nominal = TARGETS[kind].nominal_info()
+        assert (nominal.objectives, nominal.fidelities) == (table.objectives, table.fidelities)
+        assert nominal.tvm_target is None
+    llvm = TARGETS["llvm"].nominal_info()
+    assert llvm.tvm_target and llvm.objectives == ("latency_s",) and llvm.fidelities == ("hw",)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tunebench.report.curves import median_curve
+from tunebench.report.figure import Plot
 from tunebench.report.query import RunFiles
 
 HISTORIES = (("adrs", "ADRS so far (lower is better)"), ("hypervolume", "normalized hypervolume so far"))
@@ -122,8 +123,6 @@ def pareto_figure(model: str, target: str, task: str, docs: list[dict]):
 
 def fpga_group_plots(client, model: str, target: str, group: pd.DataFrame, files: RunFiles, methods) -> list:
     """The HTML-only figures of one FPGA group (no PNG files)."""
-    from tunebench.report.plots import Plot
-
     runs = _shown_runs(group, methods, files)
     made = []
     fig = history_figure(model, target, client, runs)

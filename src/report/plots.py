@@ -13,23 +13,14 @@ import io
 import os
 import re
 import tempfile
-from dataclasses import dataclass
 
 import pandas as pd
 
 from tunebench.report.curves import group_fractions, median_curve, model_curve, noisy_optima
+from tunebench.report.figure import Plot
 from tunebench.report.query import RunFiles
 
 DPI = 110
-
-
-@dataclass
-class Plot:
-    """A figure of a group: its caption, its PNG file name (None: drawn for the HTML page only)."""
-
-    caption: str
-    file: str | None
-    figure: object  # matplotlib.figure.Figure
 
 
 def safe_name(name: str) -> str:

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 
 import numpy as np
-import yaml
 
+from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.errors import UserError
 from tunebench.harness.observers import Observer
 from tunebench.records import RecordFile, read_records
-from tunebench.resources import conf_dir
 from tunebench.targets import make_target
+from tunebench.targets.fpga.settings import FPGAOpenSettings
 from tunebench.targets.fpga.table import table_measurements, write_table
 from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.task import Measurement
@@ -53,11 +52,8 @@ def main(argv=None) -> None:
     if not args.out and not args.new_records:
         ap.error("give --out, --new-records or both (otherwise nothing measured is kept)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    with open(os.path.join(conf_dir(), "target", "fpga_open.yaml")) as fh:
-        tcfg = yaml.safe_load(fh)
-    tcfg["workdir"] = args.workdir
-    target = make_target(tcfg)
-    task = fpga_tasks({"name": f"hls_{args.kernel}", "kernel": args.kernel}, "fpga_open")[0]
+    target = make_target(FPGAOpenSettings(workdir=args.workdir))
+    task = fpga_tasks(MODEL_OPTIONS[f"hls_{args.kernel}"], "fpga_open")[0]
     space = task.space
     for knob, value in only.items():
         valid = [str(v) for v in space.knobs[space.names.index(knob)].entities] if knob in space.names else None

@@ -43,7 +43,7 @@ import numpy as np
 from tunebench.errors import UserError
 from tunebench.history import History, HistoryTask
 from tunebench.methods.annealing import SimulatedAnnealing
-from tunebench.methods.autotvm.tuner import throughput
+from tunebench.methods.autotvm.tuner import AutoTVM, throughput
 from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel
 from tunebench.methods.base import Method
 from tunebench.methods.dgp.layer_groups import group_key, group_name, task_group
@@ -149,8 +149,6 @@ class DGP(Method):
     # ---- setup -----------------------------------------------------------------------------
     def setup(self, task, target_info, history, budget, rng) -> None:
         super().setup(task, target_info, history, budget, rng)
-        from tunebench.methods import make_method
-
         self.history = history if history is not None else History()
         self.group = task_group(task)
         self.inner: Method | None = None
@@ -167,7 +165,7 @@ class DGP(Method):
                 sources = []
         if not sources:
             self.info["role"] = "source"
-            self.inner = make_method(self.source_cfg)
+            self.inner = AutoTVM(self.source_cfg)
             self.inner.setup(task, target_info, history, budget, rng)
             log.info("dgp %s: first layer of group %s: tuned with %s as the group's source", task.name,
                      self.info["group"], self.source_cfg.name)
