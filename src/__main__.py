@@ -61,6 +61,18 @@ def _server(args: argparse.Namespace) -> None:
     cmd_server(args)
 
 
+def _knobs_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.harness.commands.knobs import add_options
+
+    add_options(parser)
+
+
+def _knobs(args: argparse.Namespace) -> None:
+    from tunebench.harness.commands.knobs import cmd_knobs
+
+    cmd_knobs(args)
+
+
 def _rpc_options(parser: argparse.ArgumentParser) -> None:
     from tunebench.harness.commands.rpc_fleet import add_fleet_options
 
@@ -84,6 +96,8 @@ COMMANDS = {
                "| server stop [--data DIR]", _server_options, _server),
     "rpc": ("a TVM RPC tracker and RPC servers on this machine, for target.rpc: rpc [--servers 2 --key cpu "
             "--host 127.0.0.1 --port 9190]; Ctrl-C stops them", _rpc_options, _rpc),
+    "knobs": ("every knob of every config group, from the settings classes (docs/KNOBS.md): knobs [--out FILE]",
+              _knobs_options, _knobs),
 }
 
 

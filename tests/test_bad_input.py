@@ -125,6 +125,18 @@ RUN_CASES = [
     (["check_correctness=maybe"], "check_correctness='maybe'"),
     (["progress=2"], "progress=2"),
     (["resume=0123456789abcdef0123456789abcdef"], "resume=0123456789abcdef0123456789abcdef: no such run"),
+    # keys added with +, numbers too long to read, a launcher that is not installed, sizes beyond bounds
+    (["+budget.trial_limit=8"], "budget.trial_limit is unknown: budget has no key 'trial_limit'"),
+    (["+sed=1"], "sed is unknown: the config has no key 'sed'"),
+    (["method=autotvm", "+method.plan=8"], "method.plan is unknown"),
+    (["+target.runner.repeats=2"], "target.runner.repeats is unknown"),
+    (["seed=" + "7" * 4400], "cannot parse the override 'seed=777"),
+    (["-m", "hydra/launcher=rayy", "seed=0,1"], "hydra/launcher='rayy' is unknown; valid: basic, joblib, tunebench_ray"),
+    (["budget.trials_per_task=5000000000"], "budget.trials_per_task=5000000000: must be an integer in [1, 1000000]"),
+    (["e2e.n_runs=123456789"], "e2e.n_runs=123456789"),
+    (["measure.retime.top_k=4096"], "measure.retime.top_k=4096"),
+    ([_layer(in_channels=4096, out_channels=65536, height=2048, width=2048)], "model.layers[0]: its input, weights"),
+    (["progress=false", "model.layers=[{in_features:300000,out_features:300000}]"], "model.layers[0]: its input"),
 ]
 
 CLI_CASES = [

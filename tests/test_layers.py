@@ -1,5 +1,6 @@
 """Imports follow the layers of docs/ARCHITECTURE.md: a module imports only from its own layer or
-the layers below it (checked on the source, so a lazy import inside a function counts too)."""
+the layers below it, and no module imports itself through others (no import cycle). Both are checked
+on the source, so a lazy import inside a function counts too."""
 
 import ast
 import os
@@ -9,7 +10,7 @@ from conftest import ROOT
 # top-level module or package of tunebench -> layer (docs/ARCHITECTURE.md, "Layers")
 LAYERS = {
     "errors": 0, "safe_files": 0, "resources": 0, "space": 0, "task": 0, "records": 0, "pareto": 0,
-    "run_store": 0, "history": 1, "protocol": 1, "datasets": 2, "targets": 3, "methods": 4,
+    "run_store": 0, "config": 0, "history": 1, "protocol": 1, "datasets": 2, "targets": 3, "methods": 4,
     "harness": 5, "report": 6, "__main__": 7,
 }
 SRC = os.path.join(ROOT, "src")
@@ -22,29 +23,96 @@ def _layer(module: str) -> int | None:
     return 0 if len(parts) == 1 else LAYERS.get(parts[1])
 
 
-def _modules():
+def _modules() -> dict[str, str]:
+    """tunebench module name -> its file (packages by their ``__init__.py``)."""
+    out = {}
     for folder, _, files in os.walk(SRC):
         for name in files:
-            if name.endswith(".py") and name != "__init__.py" or name == "__init__.py" and folder != SRC:
-                path = os.path.join(folder, name)
-                rel = os.path.relpath(path, SRC)[: -len(".py")].replace(os.sep, ".").removesuffix(".__init__")
-                yield "tunebench." + rel, path
+            if name.endswith(".py"):
+                rel = os.path.relpath(os.path.join(folder, name), SRC)[: -len(".py")].replace(os.sep, ".")
+                out[("tunebench." + rel.removesuffix("__init__")).rstrip(".")] = os.path.join(folder, name)
+    return out
+
+
+def _imports(module: str, path: str, modules: dict[str, str]) -> set[str]:
+    """The tunebench modules ``module`` imports (``from a import b``: ``a.b`` when it is a module, else
+    ``a``; relative imports resolved)."""
+    package = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+    return {m for m in out if m.startswith("tunebench") and m != module}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {m: {i for i in _imports(m, p, modules) if i in modules} for m, p in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
 
 
 def test_every_module_has_a_layer():
-    missing = sorted({m.split(".")[1] for m, _ in _modules()} - set(LAYERS))
+    missing = sorted({m.split(".")[1] for m in _modules() if m != "tunebench"} - set(LAYERS))
     assert not missing, f"add {missing} to LAYERS and docs/ARCHITECTURE.md"
 
 
 def test_no_import_goes_up_a_layer():
-    upward = []
-    for module, path in _modules():
-        own = _layer(module)
-        for node in ast.walk(ast.parse(open(path).read())):
-            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
-                [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            for name in names:
-                other = _layer(name)
-                if other is not None and own is not None and other > own:
-                    upward.append(f"{module} (layer {own}) imports {name} (layer {other})")
+    upward = [f"{module} (layer {_layer(module)}) imports {name} (layer {_layer(name)})"
+              for module, names in _graph().items() for name in names
+              if _layer(module) is not None and _layer(name) is not None and _layer(name) > _layer(module)]
     assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycle():
+    cycles = _cycles(_graph())
+    assert not cycles, "modules that import each other (through others): " + "; ".join(map(str, cycles))
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

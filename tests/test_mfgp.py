@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from tunebench.methods.mfgp import acquisition as acq
+from tunebench.methods.mfgp.chain import FidelityChain
 from tunebench.methods.mfgp.designs import nested_random, rted
-from tunebench.methods.mfgp.models import ICMGP, FidelityChain, FitSettings, IndependentGP
+from tunebench.methods.mfgp.models import ICMGP, FitSettings, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, capacity_key, penalize_invalid
 
 torch.set_num_threads(1)

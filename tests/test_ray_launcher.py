@@ -218,5 +218,5 @@ def test_launcher_settings_are_checked():
     for bad, msg in (({"num_cpus_per_job": -1}, "num_cpus_per_job=-1"), ({"max_resumes": 1.5}, "max_resumes=1.5"),
                      ({"nodes": 2}, "hydra.launcher.nodes is unknown")):
         with pytest.raises(UserError, match=msg):
-            RaySettings.from_cfg(bad)
-    assert RaySettings.from_cfg({"address": "ray://head:10001", "num_cpus": None}).address == "ray://head:10001"
+            RaySettings.load(bad)
+    assert RaySettings.load({"address": "ray://head:10001", "num_cpus": None}).address == "ray://head:10001"

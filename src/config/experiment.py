@@ -17,10 +17,13 @@ from tunebench.config.knobs import (
     POS_INT,
     POS_NUM,
     Settings,
+    bounded,
     knob,
     opt,
     rule,
 )
+
+MAX_TRIALS = 1_000_000  # per task: far beyond any published budget (1000); a larger number is a typo
 
 
 @dataclass
@@ -60,7 +63,8 @@ class Budget(Settings):
     methods stays fair."""
 
     OPEN_KEYS: ClassVar[tuple[str, ...]] = ("method_overrides",)
-    trials_per_task: int = knob(16, POS_INT, "measurements per task; invalid configs count (AutoTVM counts them too)")
+    trials_per_task: int = knob(16, bounded(1, MAX_TRIALS), "measurements per task; invalid configs count (AutoTVM "
+                                                            "counts them too)")
     seconds_per_task: float | None = knob(None, opt(POS_NUM),
                                           "optional wall-clock limit per task (search clock, seconds); null = none")
     early_stopping: int | None = knob(None, opt(POS_INT),
@@ -91,17 +95,17 @@ class NoiseSettings(Settings):
     slowdown_max: float = knob(1.2, NONNEG_NUM, "calibration kernel time / this machine's quiet reference")
     drift_max: float = knob(0.1, NONNEG_NUM, "|calibration after / calibration before - 1| around a task or the "
                                              "e2e step")
-    remeasure: int = knob(1, NONNEG_INT, "a noisy timing is timed again this many times before it is marked noisy")
+    remeasure: int = knob(1, bounded(0, 100), "a noisy timing is timed again this many times before it is marked noisy")
 
 
 @dataclass
 class RetimeSettings(Settings):
     """After each task: re-time its best configs, interleaved; the best reported is re-timed."""
 
-    top_k: int = knob(3, POS_INT, "distinct configs re-timed")
-    rounds: int = knob(5, POS_INT, "interleaved rounds (each config once per round, rotating order, calibration "
+    top_k: int = knob(3, bounded(1, 100), "distinct configs re-timed")
+    rounds: int = knob(5, bounded(1, 1000), "interleaved rounds (each config once per round, rotating order, calibration "
                                    "after each)")
-    repeat: int = knob(3, POS_INT, "time-evaluator repeats per config and round (runner.min_repeat_ms each)")
+    repeat: int = knob(3, bounded(1, 1000), "time-evaluator repeats per config and round (runner.min_repeat_ms each)")
 
 
 @dataclass
@@ -134,14 +138,14 @@ class E2ESettings(Settings):
 
     enabled: bool = knob(True, None, "the whole model with each task's best schedule, checked, timed against the "
                                      "baselines")
-    rounds: int = knob(5, POS_INT, "interleaved rounds: every row (tuned, TVM default, PyTorch, torch.compile) "
+    rounds: int = knob(5, bounded(1, 1000), "interleaved rounds: every row (tuned, TVM default, PyTorch, torch.compile) "
                                    "once per round")
-    n_runs: int = knob(10, POS_INT, "timed samples per row in all (ceil(n_runs / rounds) per round); the latency is "
+    n_runs: int = knob(10, bounded(1, 100_000), "timed samples per row in all (ceil(n_runs / rounds) per round); the latency is "
                                     "their median")
-    warmup: int = knob(1, NONNEG_INT, "untimed samples at the start of every block (row x round)")
+    warmup: int = knob(1, bounded(0, 1000), "untimed samples at the start of every block (row x round)")
     min_sample_ms: int = knob(20, NONNEG_INT, "a sample = the mean of as many back-to-back inferences as take this "
                                               "long (at least one)")
-    default_n_runs: int = knob(3, NONNEG_INT, "timed samples of TVM's untuned default build (often 10x slower): its "
+    default_n_runs: int = knob(3, bounded(0, 100_000), "timed samples of TVM's untuned default build (often 10x slower): its "
                                               "first rounds only; 0 = leave it out")
     torch_compile: bool = knob(True, None, "also time torch.compile(model) (FP32), if it compiles within "
                                            "torch_compile_timeout_s")

@@ -71,6 +71,11 @@ def in_range(lo: float, hi: float) -> Check:
     return rule(lambda v: is_num(v) and lo <= v <= hi, f"must be in [{lo:g}, {hi:g}]")
 
 
+def bounded(lo: int, hi: int) -> Check:
+    """An integer in [lo, hi]: ``hi`` a sane maximum, so that a typo'd size fails before a run."""
+    return rule(lambda v: is_int(v) and lo <= v <= hi, f"must be an integer in [{lo}, {hi}]")
+
+
 def each(check: Check, what: str) -> Check:
     """Every item of a list passes ``check``; ``what`` says what the list must hold."""
     return rule(lambda v: isinstance(v, (list, tuple)) and all(check(x) is None for x in v), what)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tunebench.config.knobs import join, short, validate
@@ -157,3 +158,23 @@ def _nested(current, value, prefix: str):
     if dataclasses.is_dataclass(current) and not isinstance(current, type) and isinstance(value, Mapping):
         return typed(type(current), {**plain(current), **value}, prefix)
     return value
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """What tools that read finished runs need of a run's saved ``config.yaml`` (any tunebench
+    version's): the option names, the target's kind, the seed and the model's own config."""
+
+    method: str
+    model: str
+    target: str
+    target_kind: str
+    seed: int | None
+    model_config: dict
+
+    @classmethod
+    def read(cls, saved: Mapping) -> SavedRun:
+        method, model, target = (saved.get(g) or {} for g in ("method", "model", "target"))
+        return cls(method=str(method.get("name")), model=str(model.get("name")), target=str(target.get("name")),
+                   target_kind=str(target.get("kind") or target.get("name")), seed=saved.get("seed"),
+                   model_config=dict(model))

@@ -10,6 +10,8 @@ out_features`` (required) and ``batch=1, relu=true``; a spec with ``in_features`
 
 from __future__ import annotations
 
+import os
+
 from tunebench.errors import UserError
 
 LAYER_KEYS = ("in_channels", "height", "width", "out_channels", "kernel", "stride", "padding")
@@ -64,9 +66,47 @@ def _check_geometry(s: dict, at: str) -> None:
                             f"({side} {s[side]} + 2 x padding {s['padding']} = {padded})")
 
 
+def layer_bytes(s: dict) -> int:
+    """Bytes of a normalized layer's input, weights and output in float32."""
+    if is_dense(s):
+        return 4 * (s["batch"] * (s["in_features"] + s["out_features"]) + s["in_features"] * s["out_features"])
+    out_h = (s["height"] + 2 * s["padding"] - s["kernel"]) // s["stride"] + 1
+    out_w = (s["width"] + 2 * s["padding"] - s["kernel"]) // s["stride"] + 1
+    weights = s["out_channels"] * (s["in_channels"] // s["groups"]) * s["kernel"] ** 2
+    return 4 * (s["batch"] * (s["in_channels"] * s["height"] * s["width"] + s["out_channels"] * out_h * out_w)
+                + weights)
+
+
+def available_bytes() -> int:
+    """Memory this machine has available now (Linux ``MemAvailable``; else its physical memory)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+MEMORY_SHARE = 0.25  # a layer's tensors may take this share of the available memory (copies: reference, builds)
+
+
+def _check_size(s: dict, at: str, limit: int) -> None:
+    need = layer_bytes(s)
+    if need > limit:
+        raise UserError(f"{at}: its input, weights and output take {need / 1e9:.3g} GB in float32; at most "
+                        f"{limit / 1e9:.3g} GB fit ({MEMORY_SHARE:.0%} of the {available_bytes() / 1e9:.3g} GB "
+                        "this machine has available: the reference, the builds and the baselines copy them)")
+
+
 def check_layer_list(layers) -> list[dict]:
-    """A non-empty list of valid layer specs, normalized."""
+    """A non-empty list of valid layer specs, normalized; each small enough for this machine's memory."""
     if not isinstance(layers, list) or not layers:
         raise UserError(f"model.layers={layers!r}: must be a non-empty list of layer specs "
                         f"(keys {', '.join(LAYER_KEYS)})")
-    return [normalize_layer(s, i) for i, s in enumerate(layers)]
+    out = [normalize_layer(s, i) for i, s in enumerate(layers)]
+    limit = int(MEMORY_SHARE * available_bytes())
+    for i, s in enumerate(out):
+        _check_size(s, _where(i), limit)
+    return out

@@ -34,9 +34,21 @@ from tvm.relax.frontend.torch import from_exported_program
 
 log = logging.getLogger(__name__)
 
-TARGET_KINDS = ("llvm", "cuda")
 CUDA_DEFAULT_ARCH = "sm_80"
 """Arch used for the ``cuda`` target when no GPU is visible (extraction needs none)."""
+
+
+def _cpu_target() -> tvm.target.Target:
+    return tvm.target.Target({"kind": "llvm", "num-cores": os.cpu_count() or 1})
+
+
+def _cuda_target() -> tvm.target.Target:
+    dev = tvm.cuda(0)
+    arch = "sm_" + dev.compute_version.replace(".", "") if dev.exist else CUDA_DEFAULT_ARCH
+    return tvm.target.Target({"kind": "cuda", "arch": arch})
+
+
+_IMPORT_TARGETS = {"llvm": _cpu_target, "cuda": _cuda_target}  # TVM target kind -> the import's target
 
 
 def make_target(target_kind: str) -> tvm.target.Target:
@@ -48,15 +60,10 @@ def make_target(target_kind: str) -> tvm.target.Target:
     Raises:
         ValueError: unknown target kind (one-line message listing the valid kinds).
     """
-    if target_kind == "llvm":
-        return tvm.target.Target({"kind": "llvm", "num-cores": os.cpu_count() or 1})
-    if target_kind == "cuda":
-        arch = CUDA_DEFAULT_ARCH
-        dev = tvm.cuda(0)
-        if dev.exist:
-            arch = "sm_" + dev.compute_version.replace(".", "")
-        return tvm.target.Target({"kind": "cuda", "arch": arch})
-    raise ValueError(f"unknown target kind {target_kind!r}; valid: {', '.join(TARGET_KINDS)}")
+    make = _IMPORT_TARGETS.get(target_kind)
+    if make is not None:
+        return make()
+    raise ValueError(f"unknown target kind {target_kind!r}; valid: {', '.join(_IMPORT_TARGETS)}")
 
 
 # ---- export preparation: BatchNorm folding, pre-transposed Linear weights -------------------
@@ -236,10 +243,10 @@ def run_relax(imported: ImportedModel, target: tvm.target.Target | str | None = 
     if target is None or isinstance(target, str):
         target = make_target(target or imported.target_kind)
     if dev is None:
-        dev = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+        dev = tvm.device(target.get_target_device_type(), 0)
     xs = imported.inputs if inputs is None else _as_tuple(inputs)
     mod = imported.mod
-    if target.kind.name == "cuda":  # unscheduled TIR cannot run on a GPU: bind threads first
+    if "gpu" in target.keys:  # unscheduled TIR cannot run on a GPU: bind threads first
         mod = default_gpu_schedule(mod, target)
     ex = tvm.compile(mod, target=target)
     vm = relax.VirtualMachine(ex, dev)

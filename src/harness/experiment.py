@@ -58,6 +58,12 @@ def run_experiment(cfg: ExperimentConfig, overrides: list[str] | None = None,
     check_reachable(resolve_uri(cfg.tracking.uri, cfg.workdir))
     run = prepare(cfg, tracker)
     run_id = _start_run(cfg, run, record_path)
+    _run(cfg, run, run_id, record_path, on_start)
+    return run_id
+
+
+def _run(cfg: ExperimentConfig, run: Prepared, run_id: str, record_path: str | None, on_start) -> None:
+    """Tune the run; the MLflow run ends FINISHED, KILLED (Ctrl-C) or FAILED (anything else)."""
     status = "FAILED"
     try:
         record_path = record_path or new_run_dir(cfg, run_id, run.target, run.tracker)
@@ -74,7 +80,6 @@ def run_experiment(cfg: ExperimentConfig, overrides: list[str] | None = None,
     finally:
         run.target.close()
         run.tracker.end(status)
-    return run_id
 
 
 def _resume(cfg: ExperimentConfig, overrides):

@@ -86,6 +86,18 @@ def _trials_since_best(measurements: list[Measurement], top_fidelity: str | None
     return len(measurements) - 1 - best_trial
 
 
+def _stop_reason(result: TaskResult, budget: Budget, clock, top: str | None) -> str:
+    """Why the loop stops before its next batch: ``trials``, ``seconds``, ``early_stopping``; "" to go on."""
+    done = len(result.measurements)
+    if done >= budget.trials_per_task:
+        return "trials"
+    if budget.seconds_per_task is not None and clock() >= budget.seconds_per_task:
+        return "seconds"
+    if budget.early_stopping is not None and done and _trials_since_best(result.measurements, top) >= budget.early_stopping:
+        return "early_stopping"
+    return ""
+
+
 def split_asked(items: list) -> list[tuple[object, str | None]]:
     """``Method.ask`` items as ``(config, fidelity)``; a bare config means the highest fidelity (None)."""
     return [(it[0], it[1]) if isinstance(it, tuple) else (it, None) for it in items]
@@ -141,17 +153,10 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
     notify(observers, "task_started", result)
 
     while True:
-        done = len(result.measurements)
-        if done >= budget.trials_per_task:
-            result.stop_reason = "trials"
+        result.stop_reason = _stop_reason(result, budget, clock, top)
+        if result.stop_reason:
             break
-        if budget.seconds_per_task is not None and clock() >= budget.seconds_per_task:
-            result.stop_reason = "seconds"
-            break
-        if budget.early_stopping is not None and done and _trials_since_best(result.measurements, top) >= budget.early_stopping:
-            result.stop_reason = "early_stopping"
-            break
-        n = min(target.batch_size, budget.trials_per_task - done)
+        n = min(target.batch_size, budget.trials_per_task - len(result.measurements))
         if budget.early_stopping is not None:  # never measure past the K-th trial without improvement
             n = min(n, budget.early_stopping - _trials_since_best(result.measurements, top))
         asked = method.ask(n)[:n]  # Config, or (Config, fidelity); every evaluation is one trial

@@ -1,7 +1,7 @@
 """Tuning methods, grouped by family: ``autotvm/``, ``chameleon/``, ``dgp/``, ``gat/``, ``flextensor/``,
 ``mfgp/`` (multi-fidelity GP BO), ``dse/`` (FPGA DSE baselines), plus random search, exhaustive search
 and MetaSchedule.
-``make_method(cfg)`` builds the one named by ``cfg["name"]``."""
+:data:`METHODS` registers each by name; ``make_method(settings)`` builds the one its settings name."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def _target(target: dict):
 
 
 def _is_gpu(target: dict) -> bool:
-    return target["kind"] == "cuda"
+    return "gpu" in _target(target).keys
 
 
 def calibration_kernel(target: dict):

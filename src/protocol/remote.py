@@ -142,24 +142,23 @@ def _no_device_text(tracker: str, key: str, wait_s: float) -> str:
     return f"no {key!r} device free on tracker {tracker} within {wait_s:g} s ({held})"
 
 
-def probe(rpc_cfg: dict, kind: str, device_id: int) -> dict:
-    """What the device of ``rpc_cfg`` is, from one short session: ``server``, ``exists``, ``cpu`` and
-    ``triple`` (its LLVM CPU name and target triple, when its TVM has LLVM), ``max_threads`` (its
-    TVM thread pool's size), ``cpu_count`` (when its TVM has MetaSchedule) and,
-    for cuda, ``name``, ``compute_version`` and the limits a schedule must respect."""
-    session, server, _ = request(rpc_cfg["tracker"], rpc_cfg["key"], int(rpc_cfg["priority"]), float(rpc_cfg["wait_s"]))
+def probe(rpc: dict, device_type: str, device_id: int, gpu: bool = False) -> dict:
+    """What the device ``device_type`` (a TVM device type: ``cpu``, ``cuda``, ...) of ``rpc`` (tracker,
+    key, priority, wait_s) is, from one short session: ``server``, ``exists``, ``cpu`` and ``triple``
+    (its LLVM CPU name and target triple, when its TVM has LLVM), ``max_threads`` (its TVM thread
+    pool's size), ``cpu_count`` (when its TVM has MetaSchedule) and, for a ``gpu``, ``name``,
+    ``compute_version`` and the limits a schedule must respect."""
+    session, server, _ = request(rpc["tracker"], rpc["key"], int(rpc["priority"]), float(rpc["wait_s"]))
     try:
         out: dict = {"server": server}
-        if kind == "cuda":
-            dev = session.cuda(device_id)
-            out["exists"] = bool(dev.exist)
+        dev = session.device(device_type, device_id)
+        out["exists"] = bool(dev.exist)
+        if gpu:
             if out["exists"]:
                 out.update(name=dev.device_name, compute_version=dev.compute_version,
                            max_threads_per_block=dev.max_threads_per_block,
                            max_shared_memory_per_block=dev.max_shared_memory_per_block,
                            warp_size=dev.warp_size, max_thread_dimensions=list(dev.max_thread_dimensions))
-        else:
-            out["exists"] = bool(session.cpu(device_id).exist)
         out["max_threads"] = int(session.get_function("runtime.NumThreads")())  # its pool as started
         out["cpu"] = _optional_call(session, "target.llvm_get_system_cpu")
         out["triple"] = _optional_call(session, "target.llvm_get_system_triple")
@@ -197,12 +196,13 @@ def is_remote(spec) -> bool:
     return bool(spec) and spec[0] == "rpc"
 
 
-def remote_spec(rpc_cfg: dict, kind: str, device_id: int, threads: int) -> list:
-    """The device spec the target sends with its requests for a remote device (``rpc_cfg``: the
-    settings with their defaults, :func:`tunebench.targets.tvm.rpc.rpc_settings`)."""
-    return ["rpc", {"tracker": str(rpc_cfg["tracker"]), "key": str(rpc_cfg["key"]),
-                    "priority": int(rpc_cfg["priority"]), "wait_s": float(rpc_cfg["wait_s"]),
-                    "kind": kind, "index": int(device_id), "threads": int(threads)}]
+def remote_spec(rpc: dict, device_type: str, device_id: int, threads: int, set_threads: bool) -> list:
+    """The device spec the target sends with its requests for a remote device (``rpc``: tracker, key,
+    priority, wait_s, :func:`tunebench.targets.tvm.rpc.rpc_settings`; ``device_type``: TVM's, ``cpu``,
+    ``cuda``, ...; ``set_threads``: the session's thread pool is set to ``threads``, for a CPU)."""
+    return ["rpc", {"tracker": str(rpc["tracker"]), "key": str(rpc["key"]), "priority": int(rpc["priority"]),
+                    "wait_s": float(rpc["wait_s"]), "device": device_type, "index": int(device_id),
+                    "threads": int(threads), "set_threads": bool(set_threads)}]
 
 
 class RemoteDevice:
@@ -227,7 +227,7 @@ class RemoteDevice:
             return 0.0
         self.release()
         session, server, waited = request(spec["tracker"], spec["key"], spec["priority"], spec["wait_s"])
-        if spec["kind"] == "llvm":
+        if spec["set_threads"]:
             _set_threads(session, server, spec)
         self.session, self.server, self.spec_key = session, server, key
         self.generation += 1
@@ -247,9 +247,9 @@ class RemoteDevice:
             gc.collect()
 
     def device(self, spec: dict):
-        """The held session's device of ``spec`` (``kind``, ``index``)."""
+        """The held session's device of ``spec`` (``device``, ``index``)."""
         self.acquire(spec)
-        return self.session.cuda(spec["index"]) if spec["kind"] == "cuda" else self.session.cpu(spec["index"])
+        return self.session.device(spec["device"], spec["index"])
 
     def load(self, path: str):
         """The library at the local ``path``, uploaded and loaded on the device; the remote copy is
@@ -298,8 +298,8 @@ def device_of(spec):
 
     if is_remote(spec):
         return SESSION.device(spec[1])
-    kind, idx = spec
-    return tvm.cpu(int(idx)) if kind == "cpu" else tvm.cuda(int(idx))
+    device_type, idx = spec
+    return tvm.device(device_type, int(idx))
 
 
 def load_library(path: str, spec):

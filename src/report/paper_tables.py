@@ -26,18 +26,18 @@ from collections import defaultdict
 import numpy as np
 import yaml
 
+from tunebench.config.load import SavedRun
 from tunebench.report.markdown import md_table
 
-FPGA_KINDS = ("table", "fpga_open", "vivado")
 PARETO = "pareto_*.json"
 
 
-def run_rows(cfg: dict, pareto_docs: list[dict]) -> list[dict]:
-    """One row per kernel of an FPGA run: its ``config.yaml`` and ``pareto_<kernel>.json`` documents."""
-    if (cfg.get("target") or {}).get("kind") not in FPGA_KINDS:
-        return []
-    return [{"method": cfg["method"]["name"], "model": cfg["model"]["name"], "seed": cfg.get("seed"),
-             "target": cfg["target"]["name"], "adrs": d.get("adrs"), "hv": d.get("hypervolume"),
+def run_rows(saved: dict, pareto_docs: list[dict]) -> list[dict]:
+    """One row per kernel of a multi-objective run: its ``config.yaml`` and ``pareto_<kernel>.json``
+    documents (a run without Pareto documents has no row)."""
+    run = SavedRun.read(saved)
+    return [{"method": run.method, "model": run.model, "seed": run.seed,
+             "target": run.target, "adrs": d.get("adrs"), "hv": d.get("hypervolume"),
              "learned": "adrs_learned" in d,
              "adrs_paper": d["adrs_learned"] if d.get("adrs_learned") is not None else d.get("adrs"),
              "tool_s": d.get("tool_s", 0.0), "alg_s": d.get("algorithm_s", 0.0),

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunebench.config.knobs import NONNEG_INT, NONNEG_NUM, POS_INT, Settings, is_int, knob, opt, rule
+from tunebench.config.load import typed
 from tunebench.errors import UserError
 from tunebench.harness.launch.job_state import read_run_file
 
@@ -35,43 +37,36 @@ log = logging.getLogger(__name__)
 ADDRESS = re.compile(r"^(auto|(ray://)?[A-Za-z0-9_.\-]+:\d{1,5})$")
 
 
-@dataclass(frozen=True)
-class RaySettings:
-    """The launcher's settings (``conf/hydra/launcher/tunebench_ray.yaml``)."""
+def _address(v) -> bool:
+    return v is None or bool(ADDRESS.match(str(v)))
 
-    address: str | None = None
-    num_cpus: int | None = None
-    num_cpus_per_job: float = 1.0
-    num_gpus_per_job: float = 0.0
-    object_store_memory_mb: int = 200
-    max_resumes: int = 1
+
+@dataclass
+class RaySettings(Settings):
+    """``hydra/launcher=tunebench_ray``: every job of a ``python run.py -m ...`` sweep as one Ray task
+    (docs/USAGE.md §Scale out). Needs the ``scale`` extra (``make install EXTRAS=test,scale``)."""
+
+    _target_: str = knob("hydra_plugins.tunebench_launchers.ray_launcher.RayLauncher", None,
+                         "Hydra's launcher class (the plugin in hydra_plugins/tunebench_launchers/)")
+    address: str | None = knob(None, rule(_address, "is not a Ray address; valid: null (a local instance), auto, "
+                                                     "host:port or ray://host:port"),
+                               'null: start a Ray instance on this machine for the sweep; "auto" or host:port: '
+                               "join that running cluster")
+    num_cpus: int | None = knob(None, opt(POS_INT), "the local instance's CPUs (null: all of this machine's); "
+                                                    "ignored when joining a cluster")
+    num_cpus_per_job: float = knob(1.0, NONNEG_NUM, "Ray CPUs a job reserves: at most (cluster CPUs / this) jobs "
+                                                    "run at once; set target.num_cores to match")
+    num_gpus_per_job: float = knob(0.0, NONNEG_NUM, "Ray GPUs a job reserves (target=cuda: 1)")
+    object_store_memory_mb: int = knob(200, rule(lambda v: is_int(v) and v >= 75, "must be an integer >= 75"),
+                                       "the local instance's object store; jobs pass only configs and results "
+                                       "through it")
+    max_resumes: int = knob(1, NONNEG_INT, "a job lost with its worker or node is submitted again as "
+                                           "resume=<its run id>, at most this many times")
 
     @classmethod
-    def from_cfg(cls, cfg: dict) -> RaySettings:
-        """Checked settings; a bad value is a :class:`UserError` naming it and what is valid."""
-        cfg = {k: v for k, v in dict(cfg).items() if k != "_target_"}
-        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise UserError(f"hydra.launcher.{unknown[0]} is unknown; valid: {', '.join(cls.__dataclass_fields__)}")
-        address = cfg.get("address")
-        if address is not None and not ADDRESS.match(str(address)):
-            raise UserError(f"hydra.launcher.address={address!r} is not a Ray address; valid: null (a local "
-                            "instance), auto, host:port or ray://host:port")
-        for key, low in (("num_cpus", 1), ("num_cpus_per_job", 0), ("num_gpus_per_job", 0),
-                         ("object_store_memory_mb", 75), ("max_resumes", 0)):
-            _check_number(key, cfg.get(key, getattr(cls, key)), low, nullable=key == "num_cpus")
-        return cls(**cfg)
-
-
-def _check_number(key: str, value: Any, low: float, nullable: bool) -> None:
-    if value is None and nullable:
-        return
-    integral = key in ("num_cpus", "object_store_memory_mb", "max_resumes")
-    ok = isinstance(value, int if integral else (int, float)) and not isinstance(value, bool) and value >= low
-    if not ok:
-        kind = "an integer" if integral else "a number"
-        raise UserError(f"hydra.launcher.{key}={value!r} is invalid; valid: {kind} >= {low}"
-                        + (" or null" if nullable else ""))
+    def load(cls, settings) -> RaySettings:
+        """The launcher's settings as Hydra gives them (a mapping), typed and checked."""
+        return typed(cls, dict(settings), "hydra.launcher")
 
 
 @dataclass
@@ -104,7 +99,7 @@ def launch(settings: dict, hydra_context, task_function, config, job_overrides: 
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     try:
-        opts = RaySettings.from_cfg(settings)
+        opts = RaySettings.load(settings)
         ray = _import_ray()
         sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)

@@ -34,8 +34,9 @@ def _parse(overrides: list[str]):
             reason = str(exc).splitlines()[0]
             raise UserError(f"cannot parse the override {short(text)}: {reason} (syntax: key=value, "
                             "see https://hydra.cc/docs/advanced/override_grammar/basic)") from None
-        except ValueError as exc:  # e.g. an integer of more than 4300 digits
-            raise UserError(f"cannot parse the override {short(text)}: {str(exc).splitlines()[0]}") from None
+        except ValueError as exc:  # an integer of more than 4300 digits, which Python refuses to read
+            reason = str(exc).splitlines()[0].split(" for integer string conversion")[0]
+            raise UserError(f"cannot parse the override {short(text)}: {reason} (digits of a number)") from None
     return parsed
 
 

@@ -32,8 +32,11 @@ def register_configs(conf: str = CONF_DIR) -> None:
     ``conf/<group>/`` takes precedence over the registered one (it is not stored)."""
     from hydra.core.config_store import ConfigStore
 
+    from tunebench.harness.launch.ray import RaySettings
+
     store = ConfigStore.instance()
     store.store(name=SCHEMA, node=ExperimentConfig)
+    store.store(group="hydra/launcher", name="tunebench_ray", node=RaySettings, package="hydra.launcher")
     for group, options in registered_options().items():
         for name, node in options.items():
             if not os.path.isfile(os.path.join(conf, group, f"{name}.yaml")):

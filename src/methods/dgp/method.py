@@ -82,10 +82,10 @@ class TransferFeatures(KnobFeatures):
         """Encode config dicts; returns (features (m, n_features), kept row positions (m,)) -- a dict
         whose knobs do not match this space's template is skipped."""
         rows, kept = [], []
-        for pos, cfg in enumerate(configs):
+        for pos, config in enumerate(configs):
             row = []
             for knob in self.space.knobs:
-                v = cfg.get(knob.name)
+                v = config.get(knob.name)
                 if isinstance(knob, SplitKnob):
                     if not isinstance(v, (list, tuple)) or len(v) != knob.n_parts or min(v, default=0) < 1:
                         break

@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+from tunebench.config.load import SavedRun
 from tunebench.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -77,15 +78,14 @@ def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = F
         cfg_path = os.path.join(d, "config.yaml")
         if not os.path.isfile(cfg_path):
             raise UserError(f"--records {ref}: {cfg_path} missing (not a tunebench run folder)")
-        cfg = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
+        run = SavedRun.read(OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False))
         recs = [r for r in read_records(os.path.join(d, "records.jsonl")) if r.get("valid") and "trace" in r["config"]]
         if not recs:
             log.warning("%s: no valid MetaSchedule (trace) records", d)
             continue
-        kind = cfg["target"]["kind"] if "kind" in cfg["target"] else cfg["target"].get("name", "llvm")
-        tasks, _ = model_tasks(cfg["model"], kind)
+        tasks, _ = model_tasks(run.model_config, run.target_kind)
         by_id = {t.id: t for t in tasks}
-        target = tvm.target.Target({"kind": kind})
+        target = tvm.target.Target({"kind": run.target_kind})
         ctxs: dict = {}
         for i, r in enumerate(recs):
             task = by_id.get(r["task_id"])
@@ -102,7 +102,7 @@ def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = F
             graphs.append(tir_graph(sch.mod["main"]))
             lat.append(float(r["latency_s"]))
             tids.append(task.id)
-            models.append(cfg["model"]["name"])
+            models.append(run.model)
             per_task[task.id] = per_task.get(task.id, 0) + 1
             if keep_candidates:
                 kept.append(cand)

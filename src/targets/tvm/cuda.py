@@ -18,6 +18,8 @@ class CUDATarget(TVMTarget):
     kind = "cuda"
     Settings = CUDASettings
     templates = VARIANTS["cuda"]
+    device_type = "cuda"
+    gpu = True
     torch_device = "cuda"
     tf32_baseline = True
 
@@ -44,7 +46,7 @@ class CUDATarget(TVMTarget):
                        "max_shared_memory_per_block": dev.max_shared_memory_per_block,
                        "warp_size": dev.warp_size, "max_thread_dimensions": list(dev.max_thread_dimensions)},
                       platform.node())
-        self.device_spec = ["cuda", self.device_id]
+        self.device_spec = [self.device_type, self.device_id]
         self.device_key = f"cuda{self.device_id}-{platform.node()}"
 
     def _remote_device(self, info: dict, where: dict) -> None:

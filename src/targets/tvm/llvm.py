@@ -77,7 +77,7 @@ class LLVMTarget(TVMTarget):
     def _probe_local(self) -> None:
         mcpu = llvm_cpu(self.settings.mcpu or "native")
         self.tvm_target = {"kind": "llvm", "num-cores": int(self.threads), "mcpu": mcpu}
-        self.device_spec = ["cpu", 0]
+        self.device_spec = [self.device_type, 0]
         self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu, "num_cores": int(self.threads),
                        "host": platform.node()}
         self.device_key = f"cpu-{platform.node()}"

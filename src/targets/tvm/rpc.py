@@ -43,7 +43,7 @@ def rpc_settings(rpc: RpcSettings) -> dict | None:
     return plain(rpc) if rpc.enabled else None
 
 
-def probe_remote(rpc: dict, kind: str, device_id: int) -> dict:
+def probe_remote(rpc: dict, device_type: str, device_id: int, gpu: bool = False) -> dict:
     """What the remote device is (:func:`tunebench.protocol.remote.probe`), every problem a UserError:
     an unreachable tracker, a key no server registered, no free device within ``wait_s``, no such
     device on the server, a CPU of another instruction set."""
@@ -59,13 +59,13 @@ def probe_remote(rpc: dict, kind: str, device_id: int) -> dict:
                         f"{rpc['tracker']} (python -m tvm.exec.rpc_server --tracker {rpc['tracker']} --key "
                         f"{rpc['key']})")
     try:
-        info = remote.probe(rpc, kind, device_id)
+        info = remote.probe(rpc, device_type, device_id, gpu)
     except remote.NoDevice as exc:
         raise UserError(f"target.rpc: {exc}") from None
     except (OSError, RuntimeError) as exc:
         raise UserError(f"{where}: the {rpc['key']!r} device did not answer ({exc})") from None
     if not info["exists"]:
-        raise UserError(f"target.device_id={device_id}: the {kind} device {device_id} does not exist on the RPC "
+        raise UserError(f"target.device_id={device_id}: the {device_type} device {device_id} does not exist on the RPC "
                         f"server {info['server']} (key {rpc['key']})")
     _same_isa(info, rpc)
     return info

@@ -77,6 +77,8 @@ class TVMTarget(TimingProtocol, Target):
     compiles = True  # methods that make their own schedules (metaschedule, gat) can run here
     end_to_end = True  # the run ends with the whole model against TVM's default build and PyTorch
     templates: tuple[str, ...] = ()  # the schedule template variants (targets/tvm/variants.py), default first
+    device_type = "cpu"  # TVM's device type of the timed kernels (tvm.device(device_type, device_id))
+    gpu = False  # a GPU: limits checked before building, no CPU thread pool to set on a remote device
     torch_device = "cpu"  # where the PyTorch baselines of the end-to-end step run
     tf32_baseline = False  # the end-to-end step also times PyTorch with TF32 (its default on a GPU)
     objectives = ("latency_s",)  # minimized
@@ -183,10 +185,11 @@ class TVMTarget(TimingProtocol, Target):
         from tunebench.protocol.remote import remote_spec
         from tunebench.targets.tvm.rpc import probe_remote
 
-        info = probe_remote(self.rpc, self.kind, self.device_id)
+        info = probe_remote(self.rpc, self.device_type, self.device_id, gpu=self.gpu)
         self._remote_device(info, {"rpc_tracker": self.rpc["tracker"], "rpc_key": self.rpc["key"]})
         self.device_key = f"rpc-{self.rpc['key']}"
-        self.device_spec = remote_spec(self.rpc, self.kind, self.device_id, self.threads)
+        self.device_spec = remote_spec(self.rpc, self.device_type, self.device_id, self.threads,
+                                       set_threads=not self.gpu)
 
     def info_fields(self) -> dict:
         """The device (its name and description), the TVM target for methods that compile, the
