@@ -254,8 +254,8 @@ def test_layers_model_rejects_bad_shapes():
 
     with pytest.raises(UserError, match=r"model.layers\[0\] misses height"):
         model_tasks({"name": "layers", "layers": [{"in_channels": 3}]}, "llvm")
-    with pytest.raises(UserError, match="model.layers=None: must be a non-empty list"):
-        model_tasks({"name": "layers"}, "llvm")
+    with pytest.raises(UserError, match=r"model.layers=\[\]: must be a non-empty list"):
+        model_tasks({"name": "layers", "layers": []}, "llvm")
 
 
 def test_layers_model_dense_layers():

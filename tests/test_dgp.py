@@ -98,7 +98,7 @@ def test_history_loads_record_files_run_folders_and_run_ids(tiny_cfg, tmp_path):
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.tracking.tracker import Tracker
 
-    tiny_cfg["e2e"]["enabled"] = False
+    tiny_cfg.e2e.enabled = False
     run_id = run_experiment(tiny_cfg)
     run_dir = os.path.join(tiny_cfg.workdir, "records", run_id)
     by_file = History.load(os.path.join(run_dir, "records.jsonl"))

@@ -67,7 +67,7 @@ def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
 
 def test_same_seed_same_configs(tiny_cfg, tmp_path):
     tiny_cfg.check_correctness = False
-    tiny_cfg["e2e"]["enabled"] = False
+    tiny_cfg.e2e.enabled = False
     first = read_records(_client(tiny_cfg.workdir).get_run(run_experiment(tiny_cfg)).data.tags[RECORD_TAG])
     tiny_cfg.workdir = str(tmp_path / "again")
     os.makedirs(tiny_cfg.workdir)

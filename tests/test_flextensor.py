@@ -267,11 +267,12 @@ def test_an_operator_without_a_template_is_an_error_before_any_run(tmp_path):
 
 
 def test_a_method_with_its_own_schedules_tunes_an_operator_without_a_template(tmp_path):
-    from tunebench.datasets.tasks import operator_tasks
-    from tunebench.harness.experiment import _attach_spaces
+    from conftest import measure_settings, target_settings
+    from tunebench.datasets.models import OpsModel
+    from tunebench.targets.tvm.llvm import LLVMTarget
 
-    tasks = operator_tasks({"operators": ["t1d", "c2d"], "cases": [1]})
-    _attach_spaces(tasks, "llvm", "packed", own_schedules=True)  # metaschedule, gat
+    target = LLVMTarget(target_settings("llvm", lock_dir=str(tmp_path)), measure_settings(cache_dir=str(tmp_path)))
+    tasks, _ = target.load_tasks(OpsModel(operators=["t1d", "c2d"], cases=[1]), own_schedules=True)  # metaschedule, gat
     assert [t.template for t in tasks] == ["flex", "packed"]
     assert tasks[0].space.names[0] == "sp_b" and tasks[1].space.names[0] == "tile_ic"
 

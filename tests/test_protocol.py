@@ -70,15 +70,18 @@ def test_ratio_of_means_interval_matches_a_written_out_bootstrap():
 
 # ---- noise verdict ------------------------------------------------------------------------------
 
-def test_noise_policy_from_config_and_its_errors():
-    p = NoisePolicy.from_cfg({"cv_max": 0.1, "remeasure": 2})
+def test_noise_policy_from_settings_and_their_errors():
+    from tunebench.config.experiment import NoiseSettings
+    from tunebench.config.load import typed
+
+    p = NoisePolicy.from_settings(typed(NoiseSettings, {"cv_max": 0.1, "remeasure": 2}, "measure.noise"))
     assert (p.cv_max, p.remeasure, p.slowdown_max) == (0.1, 2, NoisePolicy().slowdown_max)
     for bad, match in (({"cv_maxx": 1}, r"measure\.noise\.cv_maxx is unknown; valid: cv_max"),
-                       ({"cv_max": -1}, r"measure\.noise\.cv_max=-1: must be a non-negative number"),
-                       ({"remeasure": 1.5}, r"measure\.noise\.remeasure=1\.5: must be a non-negative integer"),
+                       ({"cv_max": -1}, r"measure\.noise\.cv_max=-1\.0: must be a number >= 0"),
+                       ({"remeasure": 1.5}, r"measure\.noise\.remeasure=1\.5: must be an integer"),
                        ({"drift_max": "x"}, r"drift_max='x'")):
         with pytest.raises(UserError, match=match):
-            NoisePolicy.from_cfg(bad)
+            typed(NoiseSettings, bad, "measure.noise")
 
 
 def test_judge_marks_each_signal_over_its_threshold():

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, TINY_LAYER_ARG, free_port
 from tunebench.errors import TrackingOutage
-from tunebench.harness import tracking
+from tunebench.harness.tracking import tracker as tracking
 from tunebench.harness.tracking.spool import HTTP_BOUNDS, SPOOL_NAME, bounded_http, unreachable
 from tunebench.harness.tracking.tracker import Tracker
 

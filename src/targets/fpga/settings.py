@@ -20,21 +20,25 @@ def _positive_list(v) -> bool:
     return isinstance(v, list) and len(v) > 0 and all(is_num(x) and x > 0 for x in v)
 
 
+FIDELITY_NAMES = rule(_names, "must be a non-empty list of fidelity names")
+OBJECTIVE_NAMES = rule(_names, "must be a non-empty list of objective names")
+POSITIVE_LIST = rule(_positive_list, "must be a list of positive numbers")
+
+
 @dataclass
 class FPGASettings(TargetSettings):
     """What every FPGA target declares: fidelities, objectives, the device's capacity, the objectives'
     scales and the hypervolume reference point."""
 
-    fidelities: list[str] = knob(list(STAGES), rule(_names, "must be a non-empty list of fidelity names"),
+    fidelities: list[str] = knob(list(STAGES), FIDELITY_NAMES,
                                  "cheapest first; impl runs synth first unless this run already did")
-    objectives: list[str] = knob(["delay_s", "luts", "ffs"], rule(_names, "must be a non-empty list of objective "
-                                                                          "names"),
+    objectives: list[str] = knob(["delay_s", "luts", "ffs"], OBJECTIVE_NAMES,
                                  "all minimized: delay = cycles / Fmax (s), LUT count, flip-flops")
     capacity: dict[str, float] = knob({"luts": 24288, "ffs": 24288, "dsps": 28, "brams": 56}, None,
                                       "LFE5U-25F: TRELLIS_COMB, TRELLIS_FF, MULT18X18D, DP16KD")
     scale: dict[str, float] = knob({"delay_s": 1.0e-5, "luts": 24288, "ffs": 24288}, None,
                                    "normalization: resources by capacity, delay by 10 us")
-    reference_point: list[float] = knob([1.2, 0.45, 0.09], rule(_positive_list, "must be a list of positive numbers"),
+    reference_point: list[float] = knob([1.2, 0.45, 0.09], POSITIVE_LIST,
                                         "normalized hypervolume reference (delay 12 us, 10930 LUT, 2186 FF): holds "
                                         "every design of the shipped tables (benchmarks/fpga_table_stats.py checks)")
     batch_size: int = knob(3, POS_INT, "configs per ask (exhaustive: one config at its three fidelities)")
@@ -88,17 +92,15 @@ class VivadoSettings(FPGASettings):
     kind: str = knob("vivado", NAME, "the target class")
     part: str = knob("xc7vx485tffg1761-2", NAME, "Virtex-7 VC707 ([Sun-PhD] §3.6)")
     clock_ns: float = knob(10.0, POS_NUM, "HLS and Vivado clock constraint (100 MHz)")
-    fidelities: list[str] = knob(list(STAGES), rule(_names, "must be a non-empty list of fidelity names"),
+    fidelities: list[str] = knob(list(STAGES), FIDELITY_NAMES,
                                  "HLS report, post-synthesis, post-route")
-    objectives: list[str] = knob(["delay_s", "luts", "ffs"], rule(_names, "must be a non-empty list of objective "
-                                                                          "names"),
+    objectives: list[str] = knob(["delay_s", "luts", "ffs"], OBJECTIVE_NAMES,
                                  "delay = HLS worst-case cycles x achieved period (clock - WNS)")
     capacity: dict[str, float] = knob({"luts": 303600, "ffs": 607200, "dsps": 2800, "brams": 2060}, None,
                                       "XC7VX485T (LUTs, FFs, DSP48E1, RAMB18)")
     scale: dict[str, float] = knob({"delay_s": 1.0e-5, "luts": 303600, "ffs": 607200}, None,
                                    "normalization: resources by capacity, delay by 10 us")
-    reference_point: list[float] = knob([1.0, 0.05, 0.01], rule(_positive_list, "must be a list of positive "
-                                                                                "numbers"),
+    reference_point: list[float] = knob([1.0, 0.05, 0.01], POSITIVE_LIST,
                                         "normalized hypervolume reference point")
     tools: dict[str, str] = knob({"vitis_hls": "vitis_hls", "vivado": "vivado"}, None,
                                  "executables (names on PATH or paths)")
