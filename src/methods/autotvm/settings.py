@@ -20,7 +20,7 @@ XGB_PARAMS = {
     "alpha": 0,
     # Pair sampling of rank:pairwise as in the XGBoost AutoTVM was written for (<= 1.x: one random pair with a
     # different label per sample); XGBoost >= 2 defaults to "topk" pairs. Our choice, for faithfulness; on the
-    # test landscape both give the same best configs (tests/test_autotvm.py). Ignored by loss_type=reg.
+    # test landscape both give the same best configs (tests/methods/test_autotvm.py). Ignored by loss_type=reg.
     "lambdarank_pair_method": "mean", "lambdarank_num_pair_per_sample": 1,
     # Our choice: 1 thread. The training sets are tiny (<= a few thousand rows x ~20 features): measured on the
     # 2-core project machine, 100 rounds on 300 rows took 0.10 s with 1 thread and 1.8 s with 2 while other

@@ -110,7 +110,7 @@ class FPGATargetBase(Target):
         return None
 
     def check(self, task, config):
-        return True, "checked in simulation when generated (tests/test_fpga_generator.py)"
+        return True, "checked in simulation when generated (tests/targets/test_fpga_generator.py)"
 
 
 class ToolFlowTarget(FPGATargetBase):

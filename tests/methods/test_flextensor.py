@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tvm
 from mlflow.tracking import MlflowClient
-
 from test_autotvm import run_fake
+
 from tunebench.datasets.operator_torch import torch_reference
 from tunebench.datasets.operators import OPERATORS, input_shapes, output_shape, prim_func, select_cases
 from tunebench.errors import UserError
@@ -102,8 +102,8 @@ def test_a_2d_convolution_is_rewritten_to_nchwc_with_its_weights_packed_outside_
 def test_every_operator_in_the_cuda_flex_space_generates_a_kernel_that_computes_it(abbr):
     """Without a GPU: CUDA code generation, and the kernel's loops run serially on llvm
     (:func:`test_templates.serialize_gpu_schedule`)."""
-    from test_templates import CUDA, LIMITS, serialize_gpu_schedule
     from tunebench.targets.tvm.templates.flex_cuda import FlexCuda
+    from tvm_helpers import CUDA, LIMITS, serialize_gpu_schedule
 
     shape = SMALL[abbr]
     mod = tvm.IRModule({"main": prim_func(abbr, shape)})

@@ -4,21 +4,15 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from fakes import FakeTarget
+from helpers import small_task
 from tunebench.harness import experiment, tuning
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
-from tunebench.space import ChoiceKnob, Space, SplitKnob
-from tunebench.task import Measurement, Task
-
-
-def _task(size_split=12):
-    t = Task(id="00000000abcd", name="t", kind="conv2d", mod=None, shape={}, flops=10)
-    t.space = Space([SplitKnob("a", size_split, 2), ChoiceKnob("b", (0, 1, 2))])
-    return t
+from tunebench.task import Measurement
 
 
 def test_trials_budget_and_no_repeats():
-    task, target = _task(), FakeTarget()
+    task, target = small_task(), FakeTarget()
     res = tune_task(task, make_method({"name": "random"}), target, Budget(10), np.random.default_rng(0))
     assert len(res.measurements) == 10 and res.stop_reason == "trials"
     assert len(set(target.measured)) == 10 and [m.trial for m in res.measurements] == list(range(10))
@@ -26,14 +20,14 @@ def test_trials_budget_and_no_repeats():
 
 
 def test_space_exhausted_before_budget():
-    task, target = _task(), FakeTarget()  # 6 * 3 = 18 configs
+    task, target = small_task(), FakeTarget()  # 6 * 3 = 18 configs
     res = tune_task(task, make_method({"name": "random"}), target, Budget(100), np.random.default_rng(0))
     assert len(res.measurements) == 18 and res.stop_reason == "exhausted"
     assert sorted(target.measured) == list(range(18))
 
 
 def test_seconds_budget():
-    task, target = _task(1024), FakeTarget(sleep_s=0.05)
+    task, target = small_task(1024), FakeTarget(sleep_s=0.05)
     res = tune_task(task, make_method({"name": "random"}), target, Budget(10_000, seconds_per_task=0.5),
                     np.random.default_rng(0))
     assert res.stop_reason == "seconds" and 0.5 <= res.search_s < 1.5
@@ -41,7 +35,7 @@ def test_seconds_budget():
 
 
 def test_early_stopping_after_k_trials_without_improvement():
-    task = _task(1024)
+    task = small_task(1024)
     target = FakeTarget(latency=lambda c: 1.0)  # nothing ever improves on the first trial
     res = tune_task(task, make_method({"name": "random"}), target, Budget(1000, early_stopping=8),
                     np.random.default_rng(0))
@@ -49,7 +43,7 @@ def test_early_stopping_after_k_trials_without_improvement():
 
 
 def test_prior_measurements_count_and_are_not_measured_again():
-    task, target = _task(), FakeTarget()
+    task, target = small_task(), FakeTarget()
     first = tune_task(task, make_method({"name": "random"}), target, Budget(5), np.random.default_rng(0))
     target.measured = []
     res = tune_task(task, make_method({"name": "random"}), target, Budget(12), np.random.default_rng(1),
@@ -95,7 +89,7 @@ def test_fidelity_aware_ask_groups_batches():
             return [(self.space.get(i), "lo") if k % 2 else self.space.get(i) for k, i in enumerate(idx)]
 
     # two objectives, fidelities lo < hi; the fake records which fidelity each config was measured at
-    task = _task()
+    task = small_task()
     target = FakeTarget(name="fake2", objectives=("a", "b"), fidelities=("lo", "hi"),
                         values=lambda c, fid: {"a": float(c.index), "b": float(-c.index)})
     res = tune_task(task, Mixed(), target, Budget(8), np.random.default_rng(0))

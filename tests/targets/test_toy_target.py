@@ -3,8 +3,8 @@ through the real driver, sweeps over methods and is checked like the shipped one
 
 import pytest
 from mlflow.tracking import MlflowClient
-
 from toy_target import ToyReplayTarget
+
 from tunebench.errors import UserError
 from tunebench.harness.experiment import run_experiment
 from tunebench.harness.setup.compose import compose_config

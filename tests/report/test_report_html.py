@@ -17,13 +17,13 @@ import subprocess
 import sys
 
 import pytest
-
 from test_leaderboard import JUNE_2025, store  # noqa: F401  (the synthetic-store fixture)
+
+from conftest import ROOT
 from tunebench.__main__ import build_parser
 from tunebench.report import html as page
 from tunebench.run_store import RECORD_TAG
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SWEEP = ["method=random,exhaustive,nsga2", "target=table", "model=hls_gemm", "budget.trials_per_task=8",
          "e2e.enabled=false", "progress=false"]
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import ROOT
 from tunebench import report as lb
 from tunebench.__main__ import build_parser
 from tunebench.errors import UserError
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DAY = 86_400_000
 JUNE_2025 = 1_748_736_000_000  # 2025-06-01 00:00 UTC in ms
 MARCH_2024 = 1_709_251_200_000  # 2024-03-01 00:00 UTC

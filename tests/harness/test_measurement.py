@@ -11,8 +11,8 @@ import pytest
 
 from conftest import TINY_LAYER, measure_settings, target_settings
 from fakes import FakeTarget
-from test_loop import _task as make_task
-from test_protocol import hold_lock
+from helpers import hold_lock
+from helpers import small_task as make_task
 from tunebench.datasets import model_tasks
 from tunebench.harness.loop import tune_task
 from tunebench.harness.measurement import MeasurementProtocol

@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from helpers import hold_lock
 from tunebench.errors import UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, settle
@@ -155,23 +156,6 @@ def test_machine_cache_keeps_the_fastest_calibration_and_the_peak(tmp_path):
 
 
 # ---- device lock ----------------------------------------------------------------------------------
-
-HOLD = """
-import sys, time
-from tunebench.targets.devicelock import DeviceLock
-with DeviceLock(sys.argv[1], sys.argv[2]):
-    print("held", flush=True)
-    time.sleep(float(sys.argv[3]))
-"""
-
-
-def hold_lock(key: str, lock_dir, seconds: float) -> subprocess.Popen:
-    """A separate process that holds the device lock for ``seconds`` (returns once it holds it)."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, key, str(lock_dir), str(seconds)], stdout=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
-
 
 def test_device_lock_is_reentrant_and_says_who_holds_it(tmp_path, caplog):
     lock = DeviceLock("dev", str(tmp_path), notice_s=0.5)

@@ -93,7 +93,7 @@ def test_target_info_is_frozen_and_to_dict_is_a_copy():
 
 
 def test_methods_get_the_typed_info_and_the_fake_counts_calls():
-    from test_loop import _task
+    from helpers import small_task as _task
     from tunebench.harness.loop import tune_task
     from tunebench.methods import Budget, make_method
 

@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from conftest import ROOT
 from tunebench.config.experiment import Budget
 from tunebench.config.load import typed
 from tunebench.errors import UserError
@@ -12,7 +13,7 @@ from tunebench.records import RecordFile, read_records
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task
 
-CONF = os.path.join(os.path.dirname(__file__), "..", "conf")
+CONF = os.path.join(ROOT, "conf")
 
 
 def _task():

@@ -13,7 +13,6 @@ reading it, so the serial program computes what the kernel computes.
 from __future__ import annotations
 
 import math
-import re
 import shutil
 
 import numpy as np
@@ -24,11 +23,9 @@ from tvm import te, tirx
 from tunebench.space import Space
 from tunebench.targets.tvm.templates import TEMPLATE_KINDS, analyze, get_template
 from tunebench.targets.tvm.templates.cpu_packed import CpuConv2dPacked
+from tvm_helpers import CUDA, LIMITS, serialize_gpu_schedule
 
 LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
-CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
-LIMITS = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152, "max_thread_x": 1024,
-          "max_thread_y": 1024, "max_thread_z": 64, "max_vthread": 8}
 LABELS = ("conv3x3_res", "conv1x1_s2", "conv7x7_s2", "dw3x3_s2", "dense")
 
 
@@ -144,16 +141,6 @@ def run_llvm(mod: tvm.IRModule, args: list[np.ndarray]) -> np.ndarray:
     arrays.append(tvm.runtime.tensor(np.zeros_like(args[-1]), dev))
     tvm.compile(mod, target=LLVM)["main"](*arrays)
     return arrays[-1].numpy()
-
-
-def serialize_gpu_schedule(mod: tvm.IRModule) -> tvm.IRModule:
-    """The scheduled function with every thread binding made a serial loop and every buffer
-    global, so that it runs on llvm (see the module docstring)."""
-    text = re.sub(r'T\.thread_binding\(([^,]+), thread="[^"]+"(, annotations=\{[^}]*\})?\)', r"range(\1)",
-                  mod.script())
-    text = text.replace('scope="shared"', 'scope="global"').replace('scope="local"', 'scope="global"')
-    assert "thread_binding" not in text
-    return tvm.script.from_source(text)
 
 
 def sample_configs(space: Space, n: int, seed: int):

@@ -18,9 +18,9 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (the scale extra: pip install -e '.[scale]')")
 
 from mlflow.tracking import MlflowClient  # noqa: E402
+from test_sweeps import _intervals  # noqa: E402
 
 from conftest import ROOT, TINY_LAYER_ARG, free_port  # noqa: E402
-from test_sweeps import _intervals  # noqa: E402
 from tunebench.errors import UserError  # noqa: E402
 from tunebench.harness.launch.ray import RaySettings  # noqa: E402
 from tunebench.records import read_records  # noqa: E402
