@@ -75,11 +75,14 @@ class Method(ABC):
     """A tuning method: proposes configs (``ask``) and learns from measurements (``tell``).
 
     ``needs`` declares what the method needs of a target (:class:`TargetNeeds`); ``nullable`` names the
-    hyperparameters whose YAML default is a value but that also take null (the config check accepts it)."""
+    hyperparameters whose YAML default is a value but that also take null (the config check accepts it);
+    ``remeasures``: the method may ask for a config it already measured at the same fidelity (e.g. to
+    re-time it); False (the default) promises it never does (tests/methods/test_conformance.py checks it)."""
 
     name: str = "method"
     needs: TargetNeeds = TargetNeeds()
     nullable: frozenset[str] = frozenset()
+    remeasures: bool = False
 
     def setup(self, task: Task, target_info: TargetInfo, history, budget: Budget, rng: np.random.Generator) -> None:
         """Prepare for a new task. ``target_info``: what the target offers (objectives, fidelities,

@@ -29,7 +29,7 @@ import numpy as np
 from tunebench.errors import UserError
 from tunebench.methods.annealing import SimulatedAnnealing
 from tunebench.methods.autotvm.xgb_model import XGBCostModel
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 from tunebench.space import Config
 from tunebench.task import Measurement
 
@@ -62,6 +62,9 @@ class AutoTVM(Method):
     """
 
     name = "autotvm"
+    # one objective: a latency tuner; its simulated annealing walks a product knob space (TVM templates),
+    # not the pruned directive spaces of the multi-objective FPGA targets (it proposed configs outside them)
+    needs = TargetNeeds(objectives="single")
 
     def __init__(self, plan_size: int = 64, eps_greedy: float = 0.05, loss_type: str = "rank", feature: str = "knob",
                  sa_n_iter: int = 500, sa_parallel_size: int = 128, sa_temp=(1.0, 0.0), sa_persistent: bool = True,

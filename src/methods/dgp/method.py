@@ -46,7 +46,7 @@ from tunebench.history import History, HistoryTask
 from tunebench.methods.annealing import SimulatedAnnealing
 from tunebench.methods.autotvm.tuner import throughput
 from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.dgp.layer_groups import group_key, group_name, task_group
 from tunebench.space import Config, Space, SplitKnob
 from tunebench.task import Measurement
@@ -137,6 +137,7 @@ class DGP(Method):
     """
 
     name = "dgp"
+    needs = TargetNeeds(objectives="single")  # as its source tuner and search, AutoTVM's (a product knob space)
 
     def __init__(self, history=None, source_tuner: Mapping | None = None, hidden_dims: int = 4,
                  num_inducing: int = 128, pretrain_epochs: int = 100, pretrain_lr: float = 0.01,
