@@ -252,8 +252,6 @@ def main() -> int:
     make_method(compose("metaschedule", ".", args.trials, args.seed, layers)["method"])  # MetaSchedule's imports before MLflow's
 
     from tunebench.harness.commands.cli import setup_logging
-    from tunebench.harness.e2e.timing import E2ESettings
-    from tunebench.harness.measurement import ProtocolSettings
     from tunebench.targets import make_target
 
     setup_logging()
@@ -261,12 +259,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         cfg = compose("autotvm", work, args.trials, args.seed, layers)
         runs = tune_methods(args, layers, work)
-    ps = ProtocolSettings.from_cfg(cfg["measure"])
-    rounds, repeat = args.rounds or ps.rounds, args.repeat or ps.repeat
-    settings = E2ESettings.from_cfg(cfg["e2e"])
+    rounds, repeat = args.rounds or cfg.measure.retime.rounds, args.repeat or cfg.measure.retime.repeat
+    settings = cfg.e2e
     if args.no_torch_compile:
         settings = dataclasses.replace(settings, torch_compile=False)
-    target = make_target(cfg["target"], cfg["measure"])
+    target = make_target(cfg.target, cfg.measure)
     with target:
         calib = target.calibrate()
         rows = [measure_layer(layer, runs, target, rounds, repeat, settings) for layer in layers]

@@ -9,7 +9,7 @@ Per table: pruned configs; designs valid at impl (and why the others are not); t
 front at impl (delay_s, luts, ffs, all minimized); per tool stage the sum / mean / max of its seconds;
 Spearman rank correlation of each objective at ``estimate`` and at ``synth`` with ``impl`` over the
 designs valid at all three; the impl ranges; the largest normalized impl value per objective (divided by
-``scale`` of conf/target/fpga_open.yaml), which the reference point must exceed.
+``scale`` of target=fpga_open, FPGAOpenSettings), which the reference point must exceed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from tunebench.pareto import pareto_front
 
@@ -75,16 +74,17 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tables", nargs="*", help="CSV tables (default: data/fpga/*.csv)")
     args = ap.parse_args(argv)
-    with open(os.path.join(ROOT, "conf", "target", "fpga_open.yaml")) as fh:
-        tcfg = yaml.safe_load(fh)
-    scale = {o: float(v) for o, v in tcfg["scale"].items()}
+    from tunebench.targets.fpga.settings import FPGAOpenSettings
+
+    settings = FPGAOpenSettings()
+    scale = {o: float(v) for o, v in settings.scale.items()}
     paths = args.tables or sorted(glob.glob(os.path.join(ROOT, "data", "fpga", "*.csv")))
     if not paths:
         raise SystemExit("error: no tables given and none in data/fpga/")
     for p in paths:
         if not os.path.exists(p):
             raise SystemExit(f"error: table {p!r} does not exist")
-    print(markdown([summarize(p, scale, tcfg["reference_point"]) for p in paths]))
+    print(markdown([summarize(p, scale, settings.reference_point) for p in paths]))
 
 
 if __name__ == "__main__":

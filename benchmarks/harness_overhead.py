@@ -149,10 +149,10 @@ def main() -> int:
     setup_logging()
     load_before = loadavg()
     cfg, metrics, total = tune(args.trials, args.seed)
-    out = {"machine": machine_info(), "threads": cfg["target"].get("num_cores") or os.cpu_count(),
+    out = {"machine": machine_info(), "threads": cfg.target.num_cores or os.cpu_count(),
            "precision": "float32", "layer": LAYER, "seed": args.seed, **report(metrics, total),
            "loadavg_before": load_before, "loadavg_after": loadavg(), **provenance()}
-    evidence, reasons = noise_evidence(metrics, NoisePolicy.from_cfg(cfg["measure"].get("noise")),
+    evidence, reasons = noise_evidence(metrics, NoisePolicy.from_settings(cfg.measure.noise),
                                        out["lock_wait_share"])
     out.update(noise=evidence, noisy=bool(reasons), noise_reasons=reasons)
     print(json.dumps(out, indent=1))

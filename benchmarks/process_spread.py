@@ -50,8 +50,8 @@ print(json.dumps([float(r) for r in res.results]))
 
 def best_schedules(run_dir: str, cases: set[str] | None):
     """``(config, [(task name, scheduled IRModule, best latency ms)])`` of a finished TVM run."""
-    from tunebench.datasets.operators import OPS_MODEL
-    from tunebench.datasets.tasks import model_tasks, operator_tasks
+    from tunebench.config.load import SavedRun
+    from tunebench.datasets.tasks import model_tasks
     from tunebench.space import TraceConfig
     from tunebench.targets.tvm.scheduling import schedule
     from tunebench.targets.tvm.templates import get_template
@@ -60,9 +60,9 @@ def best_schedules(run_dir: str, cases: set[str] | None):
         cfg = yaml.safe_load(fh)
     with open(os.path.join(run_dir, "tasks.json")) as fh:
         done = {t["id"]: t for t in json.load(fh)}
-    kind = cfg["target"]["kind"]
-    tasks = operator_tasks(cfg["model"], kind) if cfg["model"]["name"] == OPS_MODEL \
-        else model_tasks(cfg["model"], kind)[0]
+    run = SavedRun.read(cfg)
+    kind = run.target_kind
+    tasks = model_tasks(run.model_config, kind)[0]
     out = []
     for task in tasks:
         rec = done.get(task.id)
@@ -158,7 +158,7 @@ def _host_target(cfg: dict, threads: int):
     """The run's LLVM target on this machine: its ``mcpu`` (``native``: this CPU's) and ``threads``."""
     import tvm
 
-    from tunebench.targets.tvm.target import llvm_cpu
+    from tunebench.targets.tvm.llvm import llvm_cpu
 
     return tvm.target.Target({"kind": "llvm", "mcpu": llvm_cpu(cfg["target"].get("mcpu") or "native"),
                               "num-cores": threads})

@@ -166,7 +166,6 @@ def _tune(args, layers: list[dict], work: str) -> tuple[dict, dict, float | None
 def main() -> int:
     args = parse_args()
     from tunebench.harness.commands.cli import setup_logging
-    from tunebench.harness.e2e.timing import E2ESettings
     from tunebench.protocol.stats import geomean
     from tunebench.targets import make_target
 
@@ -175,12 +174,12 @@ def main() -> int:
     load_before = loadavg()
     with tempfile.TemporaryDirectory() as work:
         cfg, entries, peak = _tune(args, layers, work)
-    settings = E2ESettings.from_cfg(cfg["e2e"])
+    settings = cfg.e2e
     if args.no_torch_compile:
         settings = dataclasses.replace(settings, torch_compile=False)
-    target = make_target(cfg["target"], cfg["measure"])
+    target = make_target(cfg.target, cfg.measure)
     with target:
-        template = target.info.details["template"]
+        template = target.template
         rows = [measure_layer(layer, entries, target, template, settings, peak) for layer in layers]
         desc = target.describe()
     timed = [r for r in rows if "gflops" in r]

@@ -1,3 +1,4 @@
+import functools
 import os
 import sys
 
@@ -23,6 +24,7 @@ def pytest_configure(config):
     import tempfile
 
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tunebench-test-cache-")
+    config.addinivalue_line("markers", "needs_cuda: skipped where no CUDA GPU is found (the `gpu` of this file)")
 
 
 def free_port() -> int:
@@ -66,10 +68,18 @@ def tiny_cfg(tmp_path):
                            "budget.trials_per_task=6", "e2e.torch_compile=false"])
 
 
+@functools.cache
 def cuda_available() -> bool:
     import tvm
 
     return bool(tvm.cuda(0).exist)
 
 
-gpu = pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU (tvm.cuda(0).exist is False)")
+# Skips a test where no CUDA GPU is found, asked when the test is set up (pytest_runtest_setup) rather
+# than when this file is imported: tests that never need TVM do not import it.
+gpu = pytest.mark.needs_cuda
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("needs_cuda") is not None and not cuda_available():
+        pytest.skip("needs a CUDA GPU (tvm.cuda(0).exist is False)")

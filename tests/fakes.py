@@ -32,8 +32,9 @@ class FakeTarget(Target):
         sleep_s: seconds slept per config measured.
         lock_wait_s: seconds added to ``stats["lock_wait_s"]`` per ``measure`` call (as if another
             process held the device lock; nothing sleeps).
-        times_kernels, simulated_clock, reference_point, scale, capacity: as in
-            :class:`~tunebench.targets.base.TargetInfo`.
+        times_kernels, simulated_clock, reference_point, scale, capacity, tvm_target: as in
+            :class:`~tunebench.targets.base.TargetInfo` (a ``tvm_target`` lets methods that make their
+            own schedules run; nothing is compiled: ``latency(config)`` "measures" a schedule trace too).
 
     Counts: ``calls`` (``(fidelity, [config indices])`` per ``measure`` call), ``measured`` (every
     config index measured, in order), ``checked`` (config indices whose output was checked),
@@ -45,13 +46,15 @@ class FakeTarget(Target):
     def __init__(self, latency: Callable | None = None, *, name: str = "fake", objectives=("latency_s",),
                  fidelities=("hw",), values: Callable | None = None, fail: Callable | None = None,
                  batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0, times_kernels: bool = False,
-                 simulated_clock: bool = False, reference_point=None, scale=None, capacity=None):
+                 simulated_clock: bool = False, reference_point=None, scale=None, capacity=None,
+                 tvm_target: dict | None = None):
         super().__init__()
         self.name, self.objectives, self.fidelities = name, tuple(objectives), tuple(fidelities)
         self.latency, self.values, self.fail = latency or _index_latency, values, fail
         self.batch_size, self.sleep_s, self.lock_wait_s = batch_size, sleep_s, lock_wait_s
         self.times_kernels, self.simulated_clock = times_kernels, simulated_clock
         self.reference_point, self.scale, self.capacity = reference_point, scale, capacity
+        self.tvm_target = tvm_target
         self.calls: list[tuple[str, list[int]]] = []
         self.measured: list[int] = []
         self.checked: list[int] = []

@@ -68,11 +68,14 @@ class Method(ABC):
 
     A method is built from its settings, with keyword overrides for scripts and tests:
     ``AutoTVM(settings)``, ``AutoTVM(plan_size=8)``; ``self.settings`` holds the validated result (a
-    bad value raises :class:`~tunebench.errors.UserError` naming ``method.<key>``)."""
+    bad value raises :class:`~tunebench.errors.UserError` naming ``method.<key>``).
+    ``remeasures``: the method may ask for a config it already measured at the same fidelity (e.g. to
+    re-time it); False (the default) promises it never does (tests/methods/test_conformance.py checks it)."""
 
     name: str = "method"
     Settings: ClassVar[type[MethodSettings]] = MethodSettings
     needs: TargetNeeds = TargetNeeds()
+    remeasures: bool = False
 
     def __init__(self, settings: MethodSettings | None = None, **overrides) -> None:
         self.settings = with_overrides(self.Settings, settings, overrides, "method")

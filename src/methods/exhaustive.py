@@ -67,16 +67,21 @@ class Exhaustive(Method):
         self.queue = exhaustive_queue(self.space, self.fids, **self.part)
         self.pos = 0
         self.got = []
+        self.done: set[tuple[int, str]] = set()  # (config index, fidelity) told, a resumed run's records too
         self.written = None
 
     def ask(self, n):
-        items = self.queue[self.pos:self.pos + n]
-        self.pos += len(items)
+        items = []
+        while len(items) < n and self.pos < len(self.queue):
+            if self.queue[self.pos] not in self.done:
+                items.append(self.queue[self.pos])
+            self.pos += 1
         return [(self.space.get(i), f) for i, f in items]
 
     def tell(self, measurements):
         super().tell(measurements)
         self.got += measurements
+        self.done.update((m.config.index, m.fidelity) for m in measurements)
         if self.whole and len(self.got) >= len(self.queue) and self.written is None:
             from tunebench.targets.fpga.table import write_table
 

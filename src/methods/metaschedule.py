@@ -52,7 +52,8 @@ class SearchSettings(MethodSettings):
     genetic_max_fail_count: int = knob(10, NONNEG_INT, "EvolutionarySearch default")
     eps_greedy: float = knob(0.05, FRACTION, "EvolutionarySearch default: share of random candidates per round")
     num_threads: int | None = knob(None, opt(POS_INT), "threads for the search and the cost model's training "
-                                                       "(gat: feature extraction); null = os.cpu_count()")
+                                                       "(gat: feature extraction); null = os.cpu_count(). More than one: the same "
+                                                       "seed does not repeat the search (TVM's threads race); 1 does")
 
 
 # the arguments of ms.search_strategy.EvolutionarySearch among SearchSettings' knobs
@@ -123,6 +124,7 @@ class MetaSchedule(Method):
         self._next_pos = 0
         self._next_index = 0
         self._exhausted = False
+        self._prior_mods: dict[int, list] = {}  # structural hash -> programs a resumed run measured before
 
     def _make_cost_model(self):
         """The cost model the evolutionary search ranks candidates with (subclasses plug in others)."""
@@ -132,24 +134,43 @@ class MetaSchedule(Method):
 
     # ---- ask / tell ------------------------------------------------------------------------
     def ask(self, n: int) -> list[TraceConfig]:
-        if self._next_pos >= len(self._round):
-            if self._round:
-                self._finish_round()
-            if self._exhausted:
-                return []
-            cands = self.ctx.generate_measure_candidates()
-            if not cands:
-                self._exhausted = True
-                return []
-            self._round, self._next_pos, self._results = list(cands), 0, {}
         out = []
-        while len(out) < n and self._next_pos < len(self._round):
-            cfg = TraceConfig(self._next_index, trace_to_json(self._round[self._next_pos].sch.trace))
-            self._handed[cfg.index] = self._next_pos
-            self._next_index += 1
+        while len(out) < n:
+            if self._next_pos >= len(self._round):
+                if out or not self._next_round():
+                    break
+                continue
+            cand = self._round[self._next_pos]
             self._next_pos += 1
+            if self._measured_before(cand):
+                continue
+            cfg = TraceConfig(self._next_index, trace_to_json(cand.sch.trace))
+            self._handed[cfg.index] = self._next_pos - 1
+            self._next_index += 1
             out.append(cfg)
         return out
+
+    def _next_round(self) -> bool:
+        """Feed the finished round back and generate the next; False when the search has no more."""
+        if self._round:
+            self._finish_round()
+        if self._exhausted:
+            return False
+        cands = self.ctx.generate_measure_candidates()
+        if not cands:
+            self._exhausted = True
+            return False
+        self._round, self._next_pos, self._results = list(cands), 0, {}
+        return True
+
+    def _measured_before(self, cand) -> bool:
+        """The candidate's program was measured by an earlier attempt of a resumed run. The evolutionary
+        search never proposes a program twice, but it checks only the programs it proposed itself, not
+        the database's records: without this a resumed run could measure one of them again."""
+        import tvm_ffi
+
+        mods = self._prior_mods.get(int(tvm_ffi.structural_hash(cand.sch.mod)), [])
+        return any(tvm_ffi.structural_equal(cand.sch.mod, mod) for mod in mods)
 
     def tell(self, measurements: list[Measurement]) -> None:
         super().tell(measurements)
@@ -196,6 +217,7 @@ class MetaSchedule(Method):
 
         import tvm
         import tvm.s_tir.meta_schedule as ms
+        import tvm_ffi
 
         cands, results = [], []
         for m in prior:
@@ -203,6 +225,7 @@ class MetaSchedule(Method):
                 continue
             sch = tvm.s_tir.Schedule(self.task.mod)  # replaying on a fresh schedule keeps the trace
             tvm.s_tir.schedule.Trace.apply_json_to_schedule(json.loads(m.config.trace), sch)
+            self._prior_mods.setdefault(int(tvm_ffi.structural_hash(sch.mod)), []).append(sch.mod)
             cands.append(ms.MeasureCandidate(sch, self.args_info))
             results.append(self._runner_result(m))
             self._next_index = max(self._next_index, m.config.index + 1)

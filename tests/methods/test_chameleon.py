@@ -5,8 +5,8 @@ import os
 
 import pytest
 from mlflow.tracking import MlflowClient
-from test_autotvm import run_fake
 
+from test_autotvm import run_fake
 from tunebench.config.load import plain
 from tunebench.errors import UserError
 from tunebench.methods import make_method

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tvm
 from mlflow.tracking import MlflowClient
-from test_autotvm import run_fake
 
+from test_autotvm import run_fake
 from tunebench.datasets.operator_torch import torch_reference
 from tunebench.datasets.operators import OPERATORS, input_shapes, output_shape, prim_func, select_cases
 from tunebench.errors import UserError

@@ -29,7 +29,7 @@ from tunebench.errors import UserError
 from tunebench.methods.annealing import SimulatedAnnealing
 from tunebench.methods.autotvm.settings import AutoTVMSettings
 from tunebench.methods.autotvm.xgb_model import XGBCostModel
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 from tunebench.space import Config
 from tunebench.task import Measurement
 
@@ -58,6 +58,9 @@ class AutoTVM(Method):
 
     name = "autotvm"
     Settings = AutoTVMSettings
+    # one objective: a latency tuner; its simulated annealing walks a product knob space (TVM templates),
+    # not the pruned directive spaces of the multi-objective FPGA targets (it proposed configs outside them)
+    needs = TargetNeeds(objectives="single")
 
     def __init__(self, settings: AutoTVMSettings | None = None, **overrides):
         super().__init__(settings, **overrides)

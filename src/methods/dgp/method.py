@@ -45,7 +45,7 @@ from tunebench.history import History, HistoryTask
 from tunebench.methods.annealing import SimulatedAnnealing
 from tunebench.methods.autotvm.tuner import AutoTVM, throughput
 from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.dgp.layer_groups import group_key, group_name, task_group
 from tunebench.methods.dgp.settings import DGPSettings
 from tunebench.space import Config, Space, SplitKnob
@@ -125,6 +125,7 @@ class DGP(Method):
 
     name = "dgp"
     Settings = DGPSettings
+    needs = TargetNeeds(objectives="single")  # as its source tuner and search, AutoTVM's (a product knob space)
 
     def __init__(self, settings: DGPSettings | None = None, **overrides):
         super().__init__(settings, **overrides)

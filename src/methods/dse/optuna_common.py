@@ -50,6 +50,13 @@ class OptunaSettings(MethodSettings):
             raise bad(join(prefix, "storage"), self.storage, problem)
 
 
+def _choice(entity):
+    """A knob value as an Optuna categorical choice: a tuple (split factors) as its text, since Optuna's
+    NSGA-II crossover fails on tuple choices and a storage holds plain values only; any other value as
+    it is. The choices' order, and so what the samplers draw, stays the same."""
+    return repr(entity) if isinstance(entity, tuple) else entity
+
+
 class OptunaMethod(Method):
     """Base of the Optuna methods: a subclass's settings extend :class:`OptunaSettings`; it makes the sampler."""
 
@@ -85,21 +92,23 @@ class OptunaMethod(Method):
         sampler = self.make_sampler(int(rng.integers(2**31)))
         self.study = self._study(task, sampler)
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
-        digits = np.array([self.space.digits(i) for i in range(self.space.size)])
+        digits = np.array([self.space.digits(i) for i in range(self.space.size)],
+                          dtype=np.int64).reshape(self.space.size, len(self.space.knobs))  # 2-D when empty too
         self._digits = digits
         self._feat = self.space.features(range(self.space.size))
-        self.dists = {}
+        self.dists, self._digit_of = {}, {}
         for k, kn in enumerate(self.space.knobs):
             present = sorted(set(digits[:, k].tolist()))
             if len(present) > 1:
-                self.dists[kn.name] = CategoricalDistribution([kn.entities[d] for d in present])
+                self._digit_of[kn.name] = {_choice(kn.entities[d]): d for d in present}
+                self.dists[kn.name] = CategoricalDistribution(list(self._digit_of[kn.name]))
         self.pending: dict[int, object] = {}  # config index -> optuna trial
 
     def _repair(self, params: dict) -> int:
         row = []
         for k, kn in enumerate(self.space.knobs):
             v = params.get(kn.name)
-            row.append(kn.entities.index(v) if v is not None else int(self._digits[0, k]))
+            row.append(self._digit_of[kn.name][v] if v is not None else int(self._digits[0, k]))
         want = np.concatenate([np.asarray(kn.encode(d), dtype=np.float32) for kn, d in zip(self.space.knobs, row)])
         dist = np.abs(self._feat - want).sum(axis=1)
         for i in np.argsort(dist, kind="stable"):

@@ -106,9 +106,12 @@ class FlexTensor(Method):
     # ---- one trial ----------------------------------------------------------------------------
     def _plan(self) -> None:
         """Fill ``pending`` with the points of the next trial, or random points (the warm-up, or an empty
-        pool). A start point without an unvisited neighbour gives nothing and the next is taken."""
+        pool). A start point without an unvisited neighbour gives nothing and the next is taken; when no
+        trial can give anything any more (:meth:`_stuck`), random points, or none once all are measured."""
+        seen: set = set()
+        stuck = False
         while not self.pending:
-            if len(self.latency) < self.n_init or not self.pool:
+            if len(self.latency) < self.n_init or not self.pool or stuck:
                 need = max(self.n_init - len(self.latency), self.n_starts)
                 self.pending = self.space.sample(self.rng, need, exclude=self.visited)
                 return
@@ -121,6 +124,23 @@ class FlexTensor(Method):
                 for a, e in (options if self.policy is None or not options else [self._choose(p, options)]):
                     self.pending.append(e)
                     self.origin[e] = (p, a)
+            stuck = not self.pending and self._stuck(seen)
+
+    def _stuck(self, seen: set) -> bool:
+        """After a trial that proposed nothing: no later trial of this plan can either (without this the
+        plan looped for ever). True when no start point, in the pool or used, has a neighbour left, or
+        when the Q-method's start points (the pool's fastest: no randomness) come round to a state
+        (``seen``, this plan's) they were in."""
+        if not any(e not in self.visited and e not in self.origin
+                   for p in [*self.pool, *self.used] for _, e in self.moves.neighbors(p)):
+            return True
+        if self.policy is None:
+            return False
+        state = (tuple(self.pool), tuple(self.used), self.trial % self.train_every)  # order: ties in latency
+        if state in seen:
+            return True
+        seen.add(state)
+        return False
 
     def _weight(self, latency: float) -> float:
         return math.exp(-self.gamma * (latency - self.best) / self.best)

@@ -24,7 +24,7 @@ def rted(features: np.ndarray, n: int, rng: np.random.Generator, pool: int = 500
     TED (Yu, Bi, Tresp, ICML 2006) step: pick argmax_i ||K[:, i]||^2 / (K[i, i] + mu), then
     K <- K - K[:, i] K[i, :] / (K[i, i] + mu). The kernel bandwidth is the median pairwise distance.
     """
-    candidates = np.array([i for i in range(len(features)) if not exclude or i not in exclude])
+    candidates = np.array([i for i in range(len(features)) if not exclude or i not in exclude], dtype=np.int64)
     if len(candidates) > pool:
         candidates = rng.choice(candidates, size=pool, replace=False)
     F = features[candidates]
