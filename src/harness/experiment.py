@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.load import plain
 from tunebench.errors import DeviceUnavailable
-from tunebench.harness.e2e.build import E2EError
+from tunebench.harness.e2e.errors import E2EError
 from tunebench.harness.measurement import MeasurementProtocol
 from tunebench.harness.metrics import run_metrics
 from tunebench.harness.prepare import Prepared, open_tracker, prepare

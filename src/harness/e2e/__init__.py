@@ -3,6 +3,6 @@ operator) with every task's best schedule, checked and timed against TVM's defau
 PyTorch baselines. :mod:`.build` makes and checks the builds, :mod:`.timing` times the rows in
 interleaved rounds, :mod:`.step` runs it for a run and logs its metrics."""
 
-from tunebench.harness.e2e.build import E2EError
+from tunebench.harness.e2e.errors import E2EError
 
 __all__ = ["E2EError"]

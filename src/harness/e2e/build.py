@@ -32,20 +32,13 @@ from tvm import relax
 
 from tunebench.datasets.relax_import import ImportedModel, default_gpu_schedule, make_target
 from tunebench.datasets.tasks import task_id
+from tunebench.harness.e2e.errors import E2EError, E2EMismatch
 
 log = logging.getLogger(__name__)
 
 SCHEDULED_ATTR = "tirx.is_scheduled"
 """PrimFunc attribute that makes dlight's ``ApplyDefaultSchedule`` (run by the cuda compile
 pipeline) leave a function alone; set on every replaced function."""
-
-
-class E2EError(RuntimeError):
-    """A whole-model build or run failed (one-line message naming the model and the build)."""
-
-
-class E2EMismatch(E2EError):
-    """A whole-model build computes a different output than PyTorch (beyond the tolerance)."""
 
 
 # ---- modules ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 
 from tunebench.config.experiment import E2ESettings
-from tunebench.harness.e2e.build import E2EError
+from tunebench.harness.e2e.errors import E2EError
 from tunebench.harness.e2e.timing import e2e_metrics, model_latencies, summary_line
 from tunebench.protocol.stats import geomean
 from tunebench.targets.tvm.scheduling import schedule
