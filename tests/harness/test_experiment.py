@@ -103,7 +103,8 @@ FAST = [TINY_LAYER_ARG, "target.runner.repeat=2", "target.runner.min_repeat_ms=5
 
 
 def test_sigkill_then_resume_keeps_every_measurement(tmp_path):
-    args = [*FAST, "budget.trials_per_task=12", "target.batch_size=2", "target.runner.cooldown_s=0.4"]
+    args = [*FAST, "budget.trials_per_task=12", "target.batch_size=2", "target.runner.cooldown_s=0.4",
+            "e2e.enabled=false"]  # the records are the point; the end-to-end step has its own tests
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     rec_path, deadline = None, time.time() + 300

@@ -8,6 +8,7 @@ import os
 import tempfile
 
 from tunebench.config.experiment import ExperimentConfig
+from tunebench.config.knobs import validate
 from tunebench.errors import UserError
 
 
@@ -48,10 +49,12 @@ def check_model_target(cfg: ExperimentConfig) -> None:
 
 
 def validate_config(cfg: ExperimentConfig) -> None:
-    """Every static check of a typed experiment (no device, store or target touched)."""
+    """Every static check of a typed experiment (no device, store or target touched): each value where
+    it is declared (a config changed after it was loaded is checked again), then across groups."""
     from tunebench.methods import check_compatible, make_method, method_class
     from tunebench.targets import target_class
 
+    validate(cfg)
     check_paths(cfg)
     check_model_target(cfg)
     method_cls = method_class(cfg.method.name)
