@@ -65,6 +65,8 @@ RUN_CASES = [
     (["method=dgp", "method.tuning_set=foo"], "method.tuning_set='foo'"),
     (["method=gat", "method.variant=foo"], "method.variant='foo'"),
     (["method=gat", "method.pretrained=/nonexistent/gat.pt"], "method.pretrained=/nonexistent/gat.pt"),
+    (["method=gat", "method.pretrained=/etc/passwd"], "method.pretrained=/etc/passwd: not a checkpoint of"),
+    (["method=gat", "method.pretrained=/tmp"], "method.pretrained=/tmp: not a regular file"),
     (["method=cgp", "method.model=bogus", *FPGA], "method.model='bogus'"),
     (["method=cgp", "method.free_fidelity_ratio=2", *FPGA], "method.free_fidelity_ratio=2"),
     (["method=cgp", "method.free_fidelity_ratio=abc", *FPGA], "method.free_fidelity_ratio='abc'"),
@@ -245,3 +247,49 @@ def test_cuda_without_gpu_is_one_line(tmp_path):
     code, lines = _run("run", [*FAST, "target=cuda"], tmp_path)
     _assert_one_error_line(code, lines, "target=cuda: no CUDA GPU found", ["target=cuda"])
     _assert_nothing_written(tmp_path)
+
+
+def _bad_checkpoints(folder) -> dict[str, str]:
+    """Files that are no pretrained model of ``method=gat`` (its defaults) -> the text its error names."""
+    import torch
+
+    from tunebench.methods.gat.dataset import DATASET_FORMAT
+    from tunebench.methods.gat.model import GATCostModel, save_tensor_file
+
+    (folder / "empty.pt").write_bytes(b"")
+    (folder / "text.pt").write_text("not a checkpoint\n")
+    torch.save({"weights": torch.zeros(3)}, str(folder / "plain.pt"))  # a torch file of another kind
+    save_tensor_file(str(folder / "dataset.pt"), DATASET_FORMAT, {}, {"stats": torch.zeros(1)})
+    GATCostModel(variant="mhsa", epochs=1).save(str(folder / "mhsa.pt"))  # another network than the config's
+    (folder / "folder.pt").mkdir()
+    return {"empty.pt": "not a checkpoint of", "text.pt": "not a checkpoint of", "plain.pt": "not a checkpoint of",
+            "dataset.pt": "not a checkpoint of", "mhsa.pt": "give method.variant=mhsa", "folder.pt": "not a regular file"}
+
+
+def test_bad_gat_checkpoints_are_refused_in_the_preflight(tmp_path_factory):
+    """Any file that is no checkpoint of ``gat train`` for the config's network is one line, before
+    MetaSchedule is imported and before the run exists."""
+    folder = tmp_path_factory.mktemp("checkpoints")
+    for name, needle in _bad_checkpoints(folder).items():
+        workdir = tmp_path_factory.mktemp("run")
+        argv = [*FAST, "method=gat", f"method.pretrained={folder / name}"]
+        code, lines = _run("run", argv, workdir)
+        _assert_one_error_line(code, lines, f"method.pretrained={folder / name}: ", argv)
+        assert needle in lines[0], lines[0]
+        _assert_nothing_written(workdir)
+
+
+def test_a_bad_gat_checkpoint_is_refused_within_seconds(tmp_path):
+    """The real command line, started cold: refused in seconds (MetaSchedule, ~40-90 s to import, is
+    never imported), no MLflow run, records folder or store."""
+    import subprocess
+    import time
+
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, RUN_PY, *FAST, "method=gat", "method.pretrained=/etc/passwd"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    wall = time.monotonic() - t0
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    _assert_one_error_line(proc.returncode, lines, "method.pretrained=/etc/passwd: not a checkpoint", "gat")
+    _assert_nothing_written(tmp_path)
+    assert wall < 15, f"refused after {wall:.0f} s"

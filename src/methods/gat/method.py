@@ -94,7 +94,7 @@ class GAT(MetaSchedule):
     def __init__(self, settings: GATSettings | None = None, **overrides):
         super().__init__(settings, **overrides)
         s = self.settings
-        self.model_args = dict(variant=s.variant, graph_layer=s.graph_layer, graph_hidden=s.graph_hidden)
+        self.model_args = s.net_args()
         self.train_args = dict(lr=s.lr, epochs=s.epochs, batch_size=s.batch_size, seed=s.seed)
         self.online_epochs, self.min_train, self.pretrained = s.online_epochs, s.min_train, s.pretrained
 

@@ -33,7 +33,7 @@ from torch import nn
 
 from tunebench.errors import UserError
 from tunebench.methods.gat.features import NODE_DIM, STAT_DIM
-from tunebench.methods.gat.settings import GRAPH_LAYERS, VARIANTS
+from tunebench.methods.gat.variants import GRAPH_LAYERS, VARIANTS
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +269,21 @@ class GATCostModel:
                 "history must be a list of numbers")
         m.y_mean, m.y_std, m.history, m.fitted = float(y_mean), float(y_std), list(history), True
         return m
+
+
+def checkpoint_problem(path: str, net_args: dict) -> str | None:
+    """Why the file at ``path`` cannot be the pretrained model of a GAT network with ``net_args``
+    (variant, graph_layer, graph_hidden), in one line; None when it can. The file is read as
+    :meth:`GATCostModel.load` reads it (``weights_only``; format, metadata, keys and shapes checked)."""
+    try:
+        found = GATCostModel.load(path).net_args
+    except UserError as exc:
+        reason = str(exc).removeprefix(f"GAT checkpoint {path}: ")
+        return f"not a checkpoint of `python -m tunebench gat train`: {reason}"
+    if found != net_args:
+        fix = " ".join(f"method.{k}={v}" for k, v in found.items() if net_args.get(k) != v)
+        return f"holds a {found} network; the config asks for {net_args} (give {fix} to use it)"
+    return None
 
 
 def _checked_net_args(meta: dict, path: str) -> dict:

@@ -3,20 +3,23 @@
 MetaSchedule's evolutionary search (its knobs: :class:`~tunebench.methods.metaschedule.SearchSettings`)
 with the GAT cost model (2 x graph layer -> mean pool -> concat statistical features -> FC 512 -> 4-head
 self-attention over 4 x 128 tokens -> MLP 200-100-20-1), a ``ms.cost_model.PyCostModel`` updated online
-after each round. No TVM or PyTorch import here: typing a config loads neither.
+after each round. No TVM or PyTorch import here: typing a config loads neither, except that a
+``pretrained`` checkpoint is read (PyTorch, weights only) to check it before anything else happens.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 from dataclasses import dataclass
 
 from tunebench.config.knobs import NAME, NONNEG_INT, POS_INT, POS_NUM, choice, join, knob, opt
 from tunebench.errors import UserError
+from tunebench.methods.gat.variants import GRAPH_LAYERS, VARIANTS
 from tunebench.methods.metaschedule import SearchSettings
 
-VARIANTS = ("gat", "mhsa", "gnn_mlp")
-GRAPH_LAYERS = ("graphconv", "gcn", "gat", "sage")
+TRAIN_HINT = "train one with `python -m tunebench gat train`"
 
 
 @dataclass
@@ -42,7 +45,45 @@ class GATSettings(SearchSettings):
     seed: int = knob(0, NONNEG_INT, "ours: torch.manual_seed(seed) before the network is built (its initial "
                                     "weights), the same for every task and run")
 
+    def net_args(self) -> dict:
+        """The network a checkpoint must hold to be this config's pretrained model."""
+        return dict(variant=self.variant, graph_layer=self.graph_layer, graph_hidden=self.graph_hidden)
+
     def check(self, prefix: str) -> None:
-        if self.pretrained is not None and not os.path.isfile(self.pretrained):
-            raise UserError(f"{join(prefix, 'pretrained')}={self.pretrained}: no such file (train one with "
-                            "`python -m tunebench gat train`)")
+        """A ``pretrained`` checkpoint is an existing, readable checkpoint of ``gat train`` holding this
+        config's network: checked here, in the preflight, before MetaSchedule or the run exist."""
+        if self.pretrained is None:
+            return
+        problem = file_problem(self.pretrained)
+        if problem is None:
+            st = os.stat(self.pretrained)
+            stamp = (os.path.realpath(self.pretrained), st.st_ino, st.st_size, st.st_mtime_ns)
+            problem = _content_problem(self.pretrained, tuple(self.net_args().items()), stamp)
+        if problem:
+            raise UserError(f"{join(prefix, 'pretrained')}={self.pretrained}: {problem}")
+
+
+def file_problem(path: str) -> str | None:
+    """Why ``path`` is not a readable regular file (one line), or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"no such file ({TRAIN_HINT})"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"not a regular file ({TRAIN_HINT})"
+    try:
+        open(path, "rb").close()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _content_problem(path: str, net_args: tuple, stamp: tuple) -> str | None:
+    """:func:`~tunebench.methods.gat.model.checkpoint_problem`, once per file version (``stamp``: real
+    path, inode, size, mtime) and network: a config is typed several times on its way to the run."""
+    from tunebench.methods.gat.model import checkpoint_problem
+
+    return checkpoint_problem(path, dict(net_args))
