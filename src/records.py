@@ -1,7 +1,9 @@
 """The run's record file: JSON Lines, one line per measurement, appended and flushed as it arrives.
 
-A process killed mid-write can leave a truncated last line; :func:`read_records` skips it and
-:class:`RecordFile` cuts it off before appending, so a resumed run continues from complete lines.
+A process killed mid-write can leave a half-written last line; :func:`read_records` skips it and
+:class:`RecordFile` cuts it off before appending (each with a log line), so a resumed run continues
+from complete lines. A last line that is a complete record and lacks only its newline is kept (the
+reader reads it; the writer adds the newline).
 """
 
 from __future__ import annotations
@@ -35,11 +37,21 @@ def _problem(rec) -> str | None:
     return None
 
 
+def _last_line(raw: bytes) -> dict | None:
+    """The record on a last line without its newline: complete JSON and a record, else None (half-written)."""
+    try:
+        rec = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return rec if _problem(rec) is None else None
+
+
 def read_records(path: str) -> list[dict]:
     """All complete, readable records in ``path`` (a missing file has none).
 
     A line that is not a record (garbage, a half-written line in the middle, a missing field) is
-    skipped and logged with ``path:line``; the truncated final line of a killed run is dropped.
+    skipped and logged with ``path:line``; a half-written final line of a killed run is dropped (and
+    logged); a final line that is a complete record without its newline is kept.
     """
     if not os.path.exists(path):
         return []
@@ -47,7 +59,12 @@ def read_records(path: str) -> list[dict]:
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if not raw.endswith(b"\n"):
-                break  # truncated final line of a killed run
+                last = _last_line(raw)
+                if last is None:
+                    log.warning("%s:%d: half-written last line dropped (%d bytes)", path, lineno, len(raw))
+                else:
+                    out.append(last)
+                break
             if not raw.strip():
                 continue
             try:
@@ -77,16 +94,22 @@ class RecordFile:
         self.path = path
         self.context = dict(context or {})
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._truncate_partial_line()
+        self._end_last_line()
         self._fh = open(path, "a", encoding="utf-8")
 
-    def _truncate_partial_line(self) -> None:
+    def _end_last_line(self) -> None:
+        """A last line without its newline: a complete record gets the newline, a half-written one is cut off."""
         if not os.path.exists(self.path):
             return
         with open(self.path, "rb+") as fh:
             data = fh.read()
-            if data and not data.endswith(b"\n"):
-                fh.truncate(data.rfind(b"\n") + 1)
+            if not data or data.endswith(b"\n"):
+                return
+            start = data.rfind(b"\n") + 1
+            if _last_line(data[start:]) is not None:
+                fh.write(b"\n")
+            else:
+                fh.truncate(start)
 
     def append(self, m: Measurement, task: Task) -> dict:
         """Write ``m`` as one line (its :func:`record_line` plus the context) and return that record."""

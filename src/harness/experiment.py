@@ -22,7 +22,7 @@ from tunebench.harness.measurement import MeasurementProtocol
 from tunebench.harness.metrics import run_metrics
 from tunebench.harness.prepare import Prepared, open_tracker, prepare
 from tunebench.harness.progress import TuningProgress
-from tunebench.harness.run_files import git_commit, new_run_dir, write_run_files
+from tunebench.harness.run_files import git_commit, new_run_dir, read_tasks_json, write_run_files
 from tunebench.harness.setup.resume import plan_resume
 from tunebench.harness.setup.validate import validate_config
 from tunebench.harness.steps import run_steps
@@ -118,7 +118,7 @@ def _tune_all(cfg: ExperimentConfig, prepared: Prepared, record_path: str) -> No
         prior.setdefault(rec["task_id"], []).append(rec)
     run = RunContext(cfg, target, prepared.tasks, tracker, prepared.history, run_dir=run_dir,
                      protocol=MeasurementProtocol(target, cfg.measure, run_dir),
-                     steps=run_steps(cfg, target, prepared.imported))
+                     steps=run_steps(cfg, target, prepared.imported), entries=read_tasks_json(run_dir))
     target.start()  # worker processes start before the clock: a one-time cost, not a per-trial one
     for key, value in run.protocol.start_run().items():
         tracker.metric(key, value)

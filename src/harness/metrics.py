@@ -24,19 +24,17 @@ class RunTotals:
     n_invalid: int = 0
     n_noisy: int = 0
     summaries: list = field(default_factory=list)
-    checks: list = field(default_factory=list)
     best: dict = field(default_factory=dict)
     unchecked: list = field(default_factory=list)  # tasks whose reported best could not be checked
 
-    def add(self, task: Task, result, best, checks: list) -> None:
-        """Count one tuned task: its measurements, clock, checks and (when it has one) best config."""
+    def add(self, task: Task, result, best) -> None:
+        """Count one tuned task: its measurements, clock and (when it has one) best config."""
         report = result.report
         self.search_s += result.search_s
         self.excluded_search_s += result.search_s if report.get("role") == "source" else float(report.get("pretrain_s", 0))
         self.n_meas += len(result.measurements)
         self.n_invalid += result.n_invalid
         self.n_noisy += sum(m.noisy for m in result.measurements)
-        self.checks += checks
         if best is not None:
             self.best[task.id] = best
             self.latency_s += task.weight * best.latency_s
@@ -67,11 +65,16 @@ def log_task_metrics(tracker, task: Task, metrics: dict, n_trials: int, totals: 
     """Log a task's metrics (curves' last step for ``best_*``); a task whose best could not be checked
     joins the run's :data:`UNCHECKED_TAG` (never counted as passed)."""
     if metrics.get("unchecked"):
-        totals.unchecked.append(task.name)
-        tracker.set_tags({UNCHECKED_TAG: ",".join(totals.unchecked)})
+        note_unchecked(tracker, task, totals)
     for key, value in metrics.items():
         tracker.metric(f"{task.id}.{key}", value, n_trials if key.startswith("best_") else 0)
     tracker.flush()
+
+
+def note_unchecked(tracker, task: Task, totals: RunTotals) -> None:
+    """``task``'s reported best could not be checked: it joins the run's :data:`UNCHECKED_TAG`."""
+    totals.unchecked.append(task.name)
+    tracker.set_tags({UNCHECKED_TAG: ",".join(totals.unchecked)})
 
 
 def task_summary(task: Task, result, best, checks, retimed, metrics: dict) -> dict:

@@ -1,6 +1,6 @@
 """A run's folder ``<workdir>/<records_dir>/<run id>/``: created with the run's config before anything
-is measured, and, when the run ends, ``tasks.json``, ``checks.jsonl`` and every file as an MLflow
-artifact. Also the run's ``git_commit`` tag."""
+is measured; ``tasks.json`` and ``checks.jsonl`` as each task ends; when the run ends, every file as an
+MLflow artifact. Also the run's ``git_commit`` tag."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import yaml
 
 from tunebench.config.load import plain
 from tunebench.run_store import RECORD_TAG
+from tunebench.safe_files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,37 @@ def new_run_dir(cfg, run_id: str, target, tracker) -> str:
     return record_path
 
 
+def write_tasks_json(run_dir: str, summaries: list[dict]) -> None:
+    """``tasks.json``: one entry per tuned task (written whole, through a temporary file)."""
+    atomic_write_bytes(os.path.join(run_dir, "tasks.json"), json.dumps(summaries, indent=1).encode(), mode=0o644)
+
+
+def append_checks(run_dir: str, checks: list[dict]) -> None:
+    """A task's output checks, appended to ``checks.jsonl``."""
+    if checks:
+        with open(os.path.join(run_dir, "checks.jsonl"), "a") as fh:
+            fh.writelines(json.dumps(c) + "\n" for c in checks)
+
+
+def read_tasks_json(run_dir: str) -> dict[str, dict]:
+    """The ``tasks.json`` entries of an earlier attempt, by task id (none when missing or unreadable)."""
+    path = os.path.join(run_dir, "tasks.json")
+    try:
+        with open(path) as fh:
+            entries = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s: unreadable (%s); every task is re-timed", path, type(exc).__name__)
+        return {}
+    return {e["id"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)} \
+        if isinstance(entries, list) else {}
+
+
 def write_run_files(run_dir: str, totals, tracker, extra_artifacts=()) -> None:
-    """``tasks.json`` and ``checks.jsonl``, every run file as an artifact; the tasks without a valid,
-    output-checked config are tagged and named in a warning."""
-    with open(os.path.join(run_dir, "tasks.json"), "w") as fh:
-        json.dump(totals.summaries, fh, indent=1)
-    with open(os.path.join(run_dir, "checks.jsonl"), "a") as fh:
-        for c in totals.checks:
-            fh.write(json.dumps(c) + "\n")
+    """``tasks.json``, every run file as an artifact; the tasks without a valid, output-checked config
+    are tagged and named in a warning."""
+    write_tasks_json(run_dir, totals.summaries)
     for name in RUN_FILES + tuple(extra_artifacts):
         if os.path.exists(os.path.join(run_dir, name)):
             tracker.artifact(os.path.join(run_dir, name))

@@ -1,16 +1,23 @@
 """Tuning one task of a run: its resumed measurements, the observers of its loop, the loop itself,
-then the protocol's steps (calibration around it, re-timing, output checks) and its metrics."""
+then the protocol's steps (calibration around it, re-timing, output checks) and its metrics.
+
+A resumed task that an earlier attempt finished (its ``tasks.json`` entry is there) and that has
+nothing left to measure keeps that attempt's result: no calibration, re-timing, checks or metrics again.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tunebench.harness.loop import tune_task
-from tunebench.harness.metrics import RunTotals, log_task_metrics, task_metrics, task_summary
+from tunebench.harness.metrics import RunTotals, log_task_metrics, note_unchecked, task_metrics, task_summary
 from tunebench.harness.observers import HistoryFeed, ProgressRow, RecordWriter
+from tunebench.harness.run_files import append_checks, write_tasks_json
 from tunebench.methods import Method, make_method
 from tunebench.task import Measurement, Task
 
@@ -32,6 +39,7 @@ class RunContext:
     run_dir: str = ""
     steps: list = field(default_factory=list)
     totals: RunTotals = field(default_factory=RunTotals)
+    entries: dict = field(default_factory=dict)  # task id -> its tasks.json entry (an earlier attempt's until replaced)
 
 
 def task_rng(seed: int, task: Task) -> np.random.Generator:
@@ -67,17 +75,57 @@ def tune_one(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
     row = run.progress.start_task(task, cfg.budget.trials_per_task, prior)
     method = make_method(cfg.method)
     observers = _observers(run, task, method, row, prior_recs)
-    pre = protocol.before_task(f"task {task.name}")
+    earlier = run.entries.get(task.id)
+    pre = None if earlier else protocol.before_task(f"task {task.name}")
     result = tune_task(task, method, run.target, cfg.budget, task_rng(cfg.seed, task), prior=prior,
                        history=run.history, observers=observers)
+    if earlier and len(result.measurements) == len(prior) == earlier.get("trials"):
+        _keep_earlier(run, task, result, earlier, row)
+        return
     after = protocol.after_task(pre)
     best, checks, retimed = protocol.final_best(result, cfg.check_correctness)
     protocol.warn_if_noisy(task, best, after)
     metrics = task_metrics(task, result, best, checks, cfg.check_correctness, protocol, (pre, after))
     log_task_metrics(run.tracker, task, metrics, len(result.measurements), run.totals)
     run.progress.finish_task(row, result, best)
-    run.totals.add(task, result, best, checks)
+    run.totals.add(task, result, best)
     summary = task_summary(task, result, best, checks, retimed, metrics)
     for step in run.steps:
         summary.update(step.task_summary())
+    append_checks(run.run_dir, checks)
+    _finish(run, task, summary)
+
+
+def _finish(run: RunContext, task: Task, summary: dict) -> None:
+    """The task's ``tasks.json`` entry joins the run's totals and the file (rewritten after every task,
+    so that a run stopped later keeps it)."""
     run.totals.summaries.append(summary)
+    run.entries[task.id] = summary
+    write_tasks_json(run.run_dir, [run.entries[t.id] for t in run.tasks if t.id in run.entries])
+
+
+def _keep_earlier(run: RunContext, task: Task, result, summary: dict, row) -> None:
+    """A resumed task with nothing left to measure: the earlier attempt's best, checks and metrics stand."""
+    best = earlier_best(result, summary)
+    check = summary.get("check") or {}
+    if check.get("status") == "unchecked":
+        note_unchecked(run.tracker, task, run.totals)
+    if best is not None and run.protocol.timed and summary.get("best_noisy"):
+        run.protocol.n_noisy_tasks += 1
+    log.info("task %s: nothing left to measure; the result of an earlier attempt is kept (no re-timing)", task.name)
+    run.progress.finish_task(row, result, best)
+    run.totals.add(task, result, best)
+    _finish(run, task, summary)
+
+
+def earlier_best(result, summary: dict) -> Measurement | None:
+    """The reported best of an earlier attempt (``tasks.json`` entry ``summary``): its measurement among
+    ``result``'s, with the re-timed latency when the entry has one."""
+    trial = summary.get("best_trial")
+    best = next((m for m in result.measurements if m.trial == trial), None) if trial is not None else None
+    if best is None or not summary.get("retimed"):
+        return best
+    latency_s, lat_min = summary["best_latency_ms"] / 1e3, summary.get("best_latency_min_ms")
+    return dataclasses.replace(best, latency_s=latency_s, gflops=summary["best_gflops"],
+                               latency_min_s=lat_min / 1e3 if lat_min is not None else math.inf,
+                               objectives={"latency_s": latency_s}, noisy=bool(summary.get("best_noisy")))

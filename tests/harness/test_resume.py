@@ -99,3 +99,53 @@ def test_records_reader_counts_what_it_skips(tmp_path, caplog):
         assert read_records(str(path)) == [good]
     assert "records.jsonl:2: unreadable record skipped (misses trial)" in caplog.text
     assert "2 unreadable line(s) skipped, 1 records read" in caplog.text
+
+
+@pytest.mark.parametrize("last,kept", [
+    ('{"task_id": "t", "trial": 1, "index": 2, "config": {"a": 2}, "valid": true}', True),  # lacks only "\n"
+    ('{"task_id": "t", "trial": 1, "index": 2, "config": {"a"', False),  # half-written
+    ('{"task_id": "t", "trial": 1, "index": 2, "config": {"a": 2}, "valid": tr', False),
+    ('[1, 2]', False),  # JSON, not a record
+    ('\x00\x01', False),
+])
+def test_last_line_without_newline_is_kept_only_when_complete(tmp_path, caplog, last, kept):
+    from tunebench.records import RecordFile
+
+    path = tmp_path / "records.jsonl"
+    first = {"task_id": "t", "trial": 0, "index": 1, "config": {"a": 1}, "valid": True}
+    path.write_text(json.dumps(first) + "\n" + last)
+    with caplog.at_level(logging.WARNING):
+        recs = read_records(str(path))
+    assert recs == [first, json.loads(last)] if kept else recs == [first]
+    assert ("half-written last line dropped" in caplog.text) != kept
+    RecordFile(str(path)).close()  # the writer ends a complete last line, cuts off a half-written one
+    assert path.read_text() == json.dumps(first) + "\n" + (last + "\n" if kept else "")
+
+
+def test_resume_keeps_a_last_record_without_newline_and_never_retimes_a_finished_task(finished, caplog):
+    cfg, run_id, path, client = finished
+    run_dir = os.path.dirname(path)
+    lines = open(path).read().splitlines()
+    with open(path, "w") as fh:  # killed after the 4th record, before its newline
+        fh.write("\n".join(lines[:4]))
+    client.update_run(run_id, status="FAILED")
+    assert run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"]) == run_id
+    after = open(path).read().splitlines()
+    assert after[:4] == lines[:4]  # the 4th record is kept, not measured again
+    recs = read_records(path)
+    assert [r["trial"] for r in recs] == list(range(6)) and len({r["index"] for r in recs}) == 6
+
+    (tid,) = {r["task_id"] for r in recs}
+    files = ("records.jsonl", "retimed.jsonl", "checks.jsonl", "tasks.json")
+    before = {n: open(os.path.join(run_dir, n)).read() for n in files}
+    history = len(client.get_metric_history(run_id, f"{tid}.best_latency_ms"))
+    for _ in range(2):  # resumes with nothing left to measure: no re-timing, checks or task metrics again
+        client.update_run(run_id, status="FAILED")
+        with caplog.at_level(logging.INFO, logger="tunebench.harness.tuning"):
+            assert run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"]) == run_id
+        assert "nothing left to measure; the result of an earlier attempt is kept" in caplog.text
+        assert {n: open(os.path.join(run_dir, n)).read() for n in files} == before
+        assert len(client.get_metric_history(run_id, f"{tid}.best_latency_ms")) == history
+        run = client.get_run(run_id)
+        assert run.info.status == "FINISHED" and run.data.metrics["n_measurements"] == 6
+        assert run.data.metrics["tasks_latency_ms"] == pytest.approx(json.loads(before["tasks.json"])[0]["best_latency_ms"])
