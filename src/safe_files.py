@@ -48,18 +48,25 @@ def user_dir(*parts: str) -> str:
     return path
 
 
+PRIVATE_ADVICE = "choose a private folder, one only you can write (e.g. made with `mkdir -m 700 <folder>`)"
+
+
 def private_dir(path: str) -> str:
     """``path`` (``~`` expanded, made absolute), created with mode 0700 if missing; raises
-    :class:`UserError` naming the folder when it belongs to another user or is group/world-writable."""
+    :class:`UserError` naming the folder when it belongs to another user or is group/world-writable.
+    The advice never asks to change a folder shared on purpose (another user's, or one with the
+    sticky bit such as ``/tmp``): it says to choose a private folder."""
     path = os.path.abspath(os.path.expanduser(str(path)))
     _makedirs(path, 0o700)
     st = _stat_dir(path)
     if st.st_uid != os.getuid():
         raise UserError(f"{path}: folder owned by uid {st.st_uid}, not by you (uid {os.getuid()}); another "
-                        "user could change its files: remove it or choose another folder")
+                        f"user could change its files: {PRIVATE_ADVICE}")
     if st.st_mode & 0o022:
-        raise UserError(f"{path}: folder is writable by {_who_writes(st.st_mode)} (mode {_mode(st)}); "
-                        f"run `chmod 700 {path}` or choose another folder")
+        shared = st.st_mode & stat.S_ISVTX  # /tmp, /var/tmp: shared by design, never to be chmod-ed
+        advice = PRIVATE_ADVICE if shared else f"run `chmod 700 {path}` or {PRIVATE_ADVICE}"
+        raise UserError(f"{path}: folder is writable by {_who_writes(st.st_mode)} (mode {_mode(st)}"
+                        f"{', a shared folder' if shared else ''}); {advice}")
     return path
 
 

@@ -67,6 +67,36 @@ def test_user_dir_refuses_a_folder_others_may_write(tmp_path, monkeypatch, mode)
     assert str(folder) in one_line(exc) and "writable by" in str(exc.value)
 
 
+def _advice(folder) -> str:
+    from tunebench.safe_files import private_dir
+
+    with pytest.raises(UserError) as exc:
+        private_dir(str(folder))
+    return one_line(exc)
+
+
+def test_a_shared_or_foreign_folder_is_never_advised_to_be_chmod_ed(tmp_path, monkeypatch):
+    """``measure.cache_dir=/tmp`` (or any folder shared on purpose, or another user's): the advice is to
+    choose a private folder, never to change the shared one; a folder of one's own that others may
+    write keeps the chmod advice."""
+    for shared in ("/tmp", tmp_path / "sticky"):
+        if shared != "/tmp":
+            shared.mkdir()
+            os.chmod(shared, 0o1777)
+        text = _advice(shared)
+        assert "choose a private folder, one only you can write" in text and "chmod" not in text, text
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    monkeypatch.setattr(os, "getuid", lambda: OTHER_UID)  # the folder now belongs to "another user"
+    text = _advice(theirs)
+    assert "not by you" in text and "choose a private folder" in text and "chmod" not in text, text
+    monkeypatch.undo()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    os.chmod(mine, 0o777)
+    assert f"run `chmod 700 {mine}` or choose a private folder" in _advice(mine)
+
+
 @as_root
 def test_shared_lock_folder_needs_the_sticky_bit(tmp_path):
     shared = tmp_path / "shared-locks"
