@@ -116,8 +116,7 @@ RUN_CASES = [
     (["e2e.enabled=maybe"], "e2e.enabled='maybe'"),
     (["measure.noise.cv_max=-1"], "cv_max"),
     (["measure.retime.top_k=0"], "top_k"),
-    (["measure.cache_dir=/tmp"], "/tmp: folder is writable by the group and everyone (mode 1777, a shared folder); "
-                                 "choose a private folder"),
+    (["measure.cache_dir=/tmp"], "choose a private folder, one only you can write"),  # /tmp: never "chmod"
     # top level: seed, paths, tracking, resume
     (["seed=-1"], "seed=-1"),
     (["seed=abc"], "seed='abc'"),
