@@ -24,6 +24,17 @@ def quiet_mlflow() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def within(path: str, roots) -> str | None:
+    """The real path of ``path`` (symlinks resolved) when it lies under one of the folders ``roots``,
+    else None: a run's tag names a file, and a tracking store shared with others may name any file."""
+    real = os.path.realpath(path)
+    for root in roots:
+        root = os.path.realpath(root)
+        if os.path.commonpath([real, root]) == root:
+            return real
+    return None
+
+
 def local_run_folder(ref: str, workdir: str, records_dir: str = "records") -> str | None:
     """The run folder for ``ref`` on this machine: a folder, a ``records.jsonl`` inside one, or a run
     id under ``<workdir>/<records_dir>``; None when there is none."""

@@ -31,7 +31,7 @@ from tunebench.report import paper_tables, tool_budget
 from tunebench.report.aggregate import aggregate, machine_line
 from tunebench.report.markdown import COLUMNS_NOTE, EMPTY, FOOTNOTE, to_markdown, write_csv
 from tunebench.report.plots import make_plots, write_pngs
-from tunebench.report.query import RunFiles, load_runs, open_store, parse_since, select_runs
+from tunebench.report.query import RunFiles, load_runs, open_store, parse_since, records_roots, select_runs
 
 LAYOUTS = ("standard", "paper-tables")
 HTML_FILE = "leaderboard.html"
@@ -62,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--norm", default="ann", help="paper-tables: the method ADRS is normalized to (= 1.00)")
     parser.add_argument("--tool-budgets", default="0.25,0.5,1.0", type=tool_budget.parse_budgets,
                         help="paper-tables: tool hours at which ADRS and hypervolume are compared (comma-separated)")
+    parser.add_argument("--records-dir", action="append", default=None,
+                        help="also read record files where a run's tag says when they lie in this folder (repeatable); "
+                             "trusted without it: records/ beside the store's mlflow.db (else ./records); any "
+                             "other run's files are read from its MLflow artifacts")
     parser.add_argument("--html", action="store_true",
                         help=f"also write {HTML_FILE}: sortable tables and inline SVG plots in one file")
 
@@ -100,17 +104,19 @@ def run_leaderboard(args: argparse.Namespace) -> str:
     experiments = _names(args.experiment)
     runs, n_dupes = select_runs(load_runs(client, experiments, since), models, targets)
     filters = {"experiment": experiments, "model": models, "target": targets, "method": methods, "since": since}
+    trusted = records_roots(client.tracking_uri, getattr(args, "records_dir", None))
     if getattr(args, "layout", "standard") == "paper-tables":
-        return _paper_tables(args, client, runs, methods, _header(client, filters, runs, n_dupes, None))
-    return _standard(args, client, runs, methods, _header(client, filters, runs, n_dupes, args.baseline))
+        return _paper_tables(args, client, runs, methods, _header(client, filters, runs, n_dupes, None), trusted)
+    return _standard(args, client, runs, methods, _header(client, filters, runs, n_dupes, args.baseline), trusted)
 
 
-def _standard(args, client, runs, methods, header: list[str]) -> str:
+def _standard(args, client, runs, methods, header: list[str], trusted: list[str]) -> str:
     """The standard layout: leaderboard.md, leaderboard.csv, PNGs (and leaderboard.html)."""
     table, notes = aggregate(runs, args.baseline, methods)
     out = _out_folder(args.out)
     want_html = getattr(args, "html", False)
-    plots = {} if args.no_plots or table.empty else make_plots(client, runs, methods, notes, fpga=want_html)
+    plots = {} if args.no_plots or table.empty else make_plots(client, runs, methods, notes, fpga=want_html,
+                                                                 trusted=trusted)
     machine = {key: machine_line(group) for key, group in runs.groupby(["model", "target"])}
     markdown = to_markdown(table, notes, header, write_pngs(plots, out), machine)
     _write(os.path.join(out, "leaderboard.md"), markdown)
@@ -123,12 +129,12 @@ def _standard(args, client, runs, methods, header: list[str]) -> str:
     return markdown
 
 
-def _paper_tables(args, client, runs, methods, header: list[str]) -> str:
+def _paper_tables(args, client, runs, methods, header: list[str], trusted: list[str]) -> str:
     """The paper-tables layout: paper_tables.md (and leaderboard.html)."""
     norm = getattr(args, "norm", "ann")
     out = _out_folder(args.out)
     with tempfile.TemporaryDirectory(prefix="tunebench-lb-") as tmp:
-        rows = paper_tables.rows_from_store(client, runs, RunFiles(client, tmp))
+        rows = paper_tables.rows_from_store(client, runs, RunFiles(client, tmp, trusted))
     models, columns, means = paper_tables.summarize(rows, methods)
     budgets = getattr(args, "tool_budgets", tool_budget.DEFAULT_BUDGETS_H)
     extra = tool_budget.budget_tables(models, columns, tool_budget.budget_stats(rows, budgets), budgets)

@@ -60,8 +60,9 @@ def rows_from_folder(records_dir: str) -> list[dict]:
 
 
 def _pareto_paths(client, run: dict, files) -> list[str]:
-    """The run's ``pareto_*.json`` files: beside its record file, else its artifacts (downloaded)."""
-    folder = os.path.dirname(run.get("record_file") or "")
+    """The run's ``pareto_*.json`` files: beside its record file in a trusted folder
+    (:meth:`~tunebench.report.query.RunFiles.folder`), else its artifacts (downloaded)."""
+    folder = files.folder(run)
     if folder and os.path.isdir(folder):
         return sorted(glob.glob(os.path.join(folder, PARETO)))
     try:

@@ -110,14 +110,16 @@ def write_optimum_plot(model: str, target: str, records_by_method: dict[str, lis
     return noisy
 
 
-def make_plots(client, runs: pd.DataFrame, methods, notes: dict, fpga: bool = False) -> dict[tuple, list[Plot]]:
+def make_plots(client, runs: pd.DataFrame, methods, notes: dict, fpga: bool = False,
+               trusted: list[str] | None = None) -> dict[tuple, list[Plot]]:
     """The figures of every (model, target) group: {(model, target): [Plot, ...]}. ``fpga``: FPGA groups
-    get their HTML-only figures too (else none). Notes on missing curves go to ``notes``."""
+    get their HTML-only figures too (else none). Notes on missing curves go to ``notes``. ``trusted``: the
+    folders whose record files are read in place (:class:`~tunebench.report.query.RunFiles`)."""
     from tunebench.report.fpga_plots import fpga_group_plots
 
     plots = {}
     with tempfile.TemporaryDirectory(prefix="tunebench-lb-") as tmp:
-        files = RunFiles(client, tmp)
+        files = RunFiles(client, tmp, trusted)
         for (model, target), group in runs.groupby(["model", "target"], sort=True):
             if group["hypervolume"].notna().any():
                 if fpga:

@@ -4,7 +4,8 @@
 creates one); :func:`load_runs` gives one row per FINISHED run with its tags and the run metrics
 the tables use; :func:`select_runs` applies the model/target filters and keeps the latest run per
 (model, target, method, seed); :class:`RunFiles` reads a run's record file and ``tasks.json``
-through :mod:`tunebench.run_store` (beside the tagged record file, else the run's artifacts).
+through :mod:`tunebench.run_store` (beside the tagged record file when it lies in a trusted records
+folder, else the run's artifacts).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from tunebench.errors import UserError
 from tunebench.harness.measurement import UNCHECKED_TAG
 from tunebench.harness.tracking.tracker import check_reachable, resolve_uri
 from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG, RECORDS, run_file
+from tunebench.run_store import RECORD_TAG, RECORDS, run_file, within
+
+log = logging.getLogger(__name__)
 
 #: speedup metric -> prefix of its reference latency (``<prefix>_latency_ms``, ``<prefix>_noisy``)
 SPEEDUPS = {"speedup_vs_torch": "torch", "speedup_vs_torch_compile": "torch_compile",
@@ -173,17 +176,43 @@ def select_runs(runs: pd.DataFrame, models=None, targets=None) -> tuple[pd.DataF
     return latest.reset_index(drop=True), len(runs) - len(latest)
 
 
+def records_roots(tracking_uri: str, extra=()) -> list[str]:
+    """The folders whose record files the leaderboard reads where a run's tag says, as ``resume=`` does:
+    ``records/`` of the work dir an embedded store lives in (``sqlite:///<workdir>/mlflow.db``; any other
+    store: of the current folder), and the folders named with ``--records-dir``."""
+    uri = resolve_uri(tracking_uri, os.getcwd())
+    base = os.path.dirname(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else os.getcwd()
+    return [os.path.join(base, "records"), *(os.path.abspath(p) for p in extra or ())]
+
+
 class RunFiles:
     """A run's files through :func:`tunebench.run_store.run_file`: beside its tagged record file when
-    that is on this machine, else its artifacts, downloaded into ``<cache_dir>/<run id>/``."""
+    that lies under one of the ``trusted`` folders (None: :func:`records_roots` of the client's store),
+    else its artifacts, downloaded into ``<cache_dir>/<run id>/``. A tag pointing elsewhere (a shared
+    store's runs may name any file) is not followed: one warning line per run."""
 
-    def __init__(self, client, cache_dir: str):
+    def __init__(self, client, cache_dir: str, trusted: list[str] | None = None):
         self.client, self.cache_dir = client, cache_dir
+        self.trusted = records_roots(client.tracking_uri) if trusted is None else list(trusted)
+        self._warned: set[str] = set()
+
+    def folder(self, run: dict) -> str | None:
+        """The run's folder on this machine (its tagged record file's), when under a trusted folder."""
+        tag = run.get("record_file") or ""
+        real = within(tag, self.trusted) if tag else None
+        if tag and real is None and run["run_id"] not in self._warned:
+            self._warned.add(run["run_id"])
+            log.warning(
+                "run %s: its record file %s is not under %s; its artifacts are read instead (--records-dir "
+                "<folder> trusts a folder)", run["run_id"], tag, " or ".join(self.trusted))
+        return os.path.dirname(real) if real else None
 
     def path(self, run: dict, name: str) -> str | None:
         """The local path of the run's file ``name`` (``records.jsonl``, ``tasks.json``, ...); None
         when it cannot be had. ``run``: a row of :func:`load_runs`."""
-        return run_file(self.client, run["run_id"], name, self.cache_dir, record_file=run.get("record_file") or "")
+        folder = self.folder(run)
+        return run_file(self.client, run["run_id"], name, self.cache_dir,
+                        record_file=os.path.join(folder, RECORDS) if folder else "")
 
     def load(self, run: dict) -> tuple[list[dict], list[dict]] | None:
         """The run's record lines and ``tasks.json`` (empty when missing); None without records."""

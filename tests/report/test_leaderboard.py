@@ -490,3 +490,38 @@ def test_reduction_product_ci_uses_the_ratio_of_means_draws():
     # a run without a latency is left out; fewer than 2 runs on a side: the point but no interval
     point, low, high = reduction_product_ci([1.0, 2.0], [5.0, math.nan], tb, lb_)
     assert point == pytest.approx((1 - 1 / 4.5) * (1 - 5 / 6.5) * 100) and math.isnan(low) and math.isnan(high)
+
+
+def test_a_record_tag_outside_the_trusted_folders_is_not_followed(tmp_path, caplog):
+    """A run's ``tunebench.record_file`` tag is followed only into ``records/`` beside the store (or a
+    folder named with ``--records-dir``), as ``resume=`` does: a tag naming a file elsewhere, directly or
+    through a symlink inside the folder, is read from the run's artifacts instead, with a warning."""
+    from mlflow.tracking import MlflowClient
+
+    from tunebench.report.query import records_roots
+
+    store = tmp_path / "work"
+    uri = f"sqlite:///{store}/mlflow.db"
+    store.mkdir()
+    client = MlflowClient(uri)
+    exp = client.create_experiment("x", artifact_location=str(store / "art"))
+    run_id = client.create_run(exp, tags={"method": "random", "model": R18, "target": "llvm", "seed": "0"}).info.run_id
+    own, outside = fixture_records(FLAT_LAT), fixture_records(CURVE_LAT)
+    for folder, (records, tasks) in ((store / "records" / run_id, own), (tmp_path / "elsewhere" / run_id, outside)):
+        folder.mkdir(parents=True)
+        (folder / "records.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in records))
+        (folder / "tasks.json").write_text(json.dumps(tasks))
+    for name in ("records.jsonl", "tasks.json"):
+        client.log_artifact(run_id, str(store / "records" / run_id / name))
+    client.set_terminated(run_id)
+    (store / "records" / "link").symlink_to(tmp_path / "elsewhere" / run_id)
+    for tag in (tmp_path / "elsewhere" / run_id / "records.jsonl", store / "records" / "link" / "records.jsonl"):
+        client.set_tag(run_id, lb.RECORD_TAG, str(tag))
+        run = lb.load_runs(client).iloc[0].to_dict()
+        caplog.clear()
+        records, tasks = lb.RunFiles(client, str(tmp_path / "cache")).load(run)
+        assert records == own[0] and tasks == own[1]  # the artifacts, not the file the tag names
+        assert f"run {run_id}: its record file {tag} is not under" in caplog.text
+    args = build_parser().parse_args(["leaderboard", "--records-dir", str(tmp_path / "elsewhere")])
+    trusted = records_roots(uri, args.records_dir)  # a folder named on the command line is trusted
+    assert lb.RunFiles(client, str(tmp_path / "cache2"), trusted).load(run)[0] == outside[0]

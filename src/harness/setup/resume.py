@@ -21,7 +21,7 @@ from tunebench.config.load import dotted_get, dotted_set
 from tunebench.errors import UserError
 from tunebench.harness.setup.load import load_experiment
 from tunebench.harness.setup.store import GROUPS
-from tunebench.run_store import RECORD_TAG
+from tunebench.run_store import RECORD_TAG, within
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def _record_file(run, run_id: str, records_root: str) -> str:
     path = run.data.tags.get(RECORD_TAG)
     if not path:
         raise UserError(f"resume={run_id}: the run has no record file tag ({RECORD_TAG}); not a tunebench run")
-    real = os.path.realpath(path)
-    if os.path.commonpath([real, records_root]) != records_root:
+    real = within(path, [records_root])
+    if real is None:
         raise UserError(f"resume={run_id}: its record file {path} is not under {records_root}; resume from "
                         "the work dir that ran it, or set records_dir=<the folder holding its run folder>")
     if not os.path.isfile(real):
