@@ -1,15 +1,17 @@
 """Everything a run needs, built and checked before the run exists: the target (a missing GPU or tool
-fails here), method/target compatibility, the model's tasks, the tracking store, the history of a
-transfer method. A failure closes the target and removes a tracking store this step created."""
+fails here), method/target compatibility, the model's tasks, the budget against the method's first phase
+on each task's space, the tracking store, the history of a transfer method. A failure closes the target
+and removes a tracking store this step created."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
+from tunebench.errors import UserError
 from tunebench.harness.tracking.tracker import Tracker, discard_store, new_store_path
 from tunebench.history import History
-from tunebench.methods import check_compatible, method_class
+from tunebench.methods import check_compatible, make_method, method_class
 from tunebench.targets import make_target
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,15 @@ def open_tracker(cfg) -> Tracker:
     return Tracker(t.uri, cfg.experiment, cfg.workdir, t.artifact_root, outage_wait_s=t.outage_wait_s)
 
 
+def check_budget(cfg, tasks, target) -> None:
+    """``budget.trials_per_task`` holds the method's first phase on every task (``Method.check_budget``)."""
+    method = make_method(cfg.method)
+    for task in tasks:
+        problem = method.check_budget(task, target.task_info(task), cfg.budget)
+        if problem:
+            raise UserError(f"budget.trials_per_task={cfg.budget.trials_per_task}: {problem}")
+
+
 def prepare(cfg, tracker: Tracker | None) -> Prepared:
     """Build the target, load the tasks, open the store (unless ``tracker`` is given), load the
     history (see the module docstring)."""
@@ -40,6 +51,7 @@ def prepare(cfg, tracker: Tracker | None) -> Prepared:
         check_compatible(method, target.info)
         tasks, imported = target.load_tasks(cfg.model, own_schedules=method.needs.compiles)
         target.validate_tasks(tasks)
+        check_budget(cfg, tasks, target)
         if tracker is None:
             created_store = new_store_path(cfg.tracking.uri, cfg.workdir)
             tracker = open_tracker(cfg)

@@ -10,7 +10,9 @@ The harness calls, per task::
         method.tell(measurements)
 
 A method never calls a target. Its model training happens inside ``ask``/``tell`` and is charged to
-the task's search clock like everything else.
+the task's search clock like everything else. Before the run exists, the harness asks
+``method.check_budget(task, target_info, budget)`` for each task: a method with a fixed first phase
+refuses a budget too small for it.
 """
 
 from __future__ import annotations
@@ -97,6 +99,17 @@ class Method(ABC):
         self.rng = rng
         self.visited: set[int] = set()
 
+    def check_budget(self, task: Task, target_info: TargetInfo, budget: Budget) -> str | None:
+        """Why ``budget`` cannot give this method a result on ``task`` (what is valid, in one line, naming
+        the fewest ``trials_per_task`` that would), or None (the default: any budget can).
+
+        Called by the harness for each task once its space is built, before the run exists
+        (``harness/prepare.py``); the refusal is one line ``error: budget.trials_per_task=<n>: <this>``.
+        A method whose first phase is fixed by the space size and its settings (a sweep of every design
+        at a free fidelity, initial designs) returns :func:`first_phase_problem`'s answer. Nothing is set
+        up: the method's ``setup`` comes later."""
+        return None
+
     @abstractmethod
     def ask(self, n: int) -> list[Config | tuple[Config, str]]:
         """Up to ``n`` configs to measure next (fewer, or none, when the space is exhausted).
@@ -126,3 +139,12 @@ class Method(ABC):
         (seconds of this task's clock spent training a model shared by later tasks; also left out).
         """
         return {}
+
+
+def first_phase_problem(method: Method, task: Task, budget: Budget, trials: int, what: str) -> str | None:
+    """The :meth:`Method.check_budget` answer of a method whose first phase takes ``trials`` trials on
+    ``task`` (``what``: of what, e.g. "8 random initial designs at impl"); None when the budget holds it."""
+    if budget.trials_per_task >= trials:
+        return None
+    return (f"method={method.settings.name} needs at least {trials} trials per task on task {task.name}: its first "
+            f"phase alone takes {trials} ({what}); the trials beyond it go to its search")

@@ -72,6 +72,12 @@ RUN_CASES = [
     (["method=cgp", "method.free_fidelity_ratio=abc", *FPGA], "method.free_fidelity_ratio='abc'"),
     (["method=dcgp", "method.final_beta=-1", *FPGA], "method.final_beta=-1"),
     (["method=cgp"], "method=cgp cannot run on target=llvm"),
+    # a budget too small for a method's first phase (known once the task's space is built)
+    (["method=cgp", *FPGA, "budget.trials_per_task=48"],
+     "budget.trials_per_task=48: method=cgp needs at least 232 trials per task on task gemm"),
+    (["method=dcgp", "target=table", "model=hls_spmv", "budget.trials_per_task=100"], "method=dcgp needs at least"),
+    (["method=dac19", "target=table", "model=hls_conv"], "budget.trials_per_task=16: method=dac19 needs at least 90"),
+    (["method=ann", *FPGA, "budget.trials_per_task=47"], "method=ann needs at least 48"),
     (["method=ann"], "method=ann cannot run on target=llvm"),
     (["method=dac19"], "method=dac19 cannot run on target=llvm"),
     (["method=bt", "method.n_init=4"], "method=bt cannot run on target=llvm"),

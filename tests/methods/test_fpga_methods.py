@@ -232,3 +232,40 @@ def test_dse_settings_defaults_and_checks(tmp_path):
     journal = f"journal:{tmp_path}/study.log"
     m = make_method({"name": "nsga2", "storage": journal, "study": "s1"})
     assert (m.storage_url, m.study_prefix) == (journal, "s1")
+
+
+def _first_phase_done(method) -> bool:
+    """The method measured its whole first phase and has not started its own search yet."""
+    if hasattr(method, "initial_done"):  # cgp, dcgp, fpl18, mes
+        return not method.queue and not method.initial_done and method.iteration == 0
+    if hasattr(method, "phase"):  # dac19
+        return not method.queue and method.phase == "initial"
+    return not method.queue and not method.predicted  # ann, bt
+
+
+@pytest.mark.parametrize("kernel", ["gemm", "conv", "spmv"])
+@pytest.mark.parametrize("name,settings", [
+    ("cgp", {}), ("mes", {"n_init": [12, 6, 3]}), ("fpl18", {"free_fidelity_ratio": None}), ("dac19", {}),
+    ("dac19", {"n_init": 500, "max_init_fraction": None}), ("ann", {"n_init": 20}), ("bt", {})])
+def test_a_budget_below_the_first_phase_is_refused_naming_the_minimum(kernel, name, settings):
+    """``Method.check_budget`` on the shipped tables: the minimum it names is the first phase exactly
+    (a budget of it completes that phase and nothing more; one trial less is refused)."""
+    import re
+
+    from conftest import target_settings
+    from tunebench.datasets.models import MODEL_OPTIONS
+    from tunebench.targets import make_target
+    from tunebench.targets.fpga.tasks import fpga_tasks
+
+    target = make_target(target_settings("table"))
+    task = fpga_tasks(MODEL_OPTIONS[f"hls_{kernel}"], "table")[0]
+    method, info = make_method({"name": name, **settings}), target.task_info(task)
+    problem = method.check_budget(task, info, Budget(1))
+    assert problem.startswith(f"method={name} needs at least ") and f"on task {task.name}" in problem, problem
+    need = int(re.search(r"needs at least (\d+) trials", problem).group(1))
+    assert method.check_budget(task, info, Budget(need)) is None
+    assert method.check_budget(task, info, Budget(need - 1)) is not None
+    for trials, done in ((need - 1, False), (need, True)):
+        method = make_method({"name": name, **settings})
+        assert len(run_method(method, target, task, trials=trials)) == trials
+        assert _first_phase_done(method) == done, (trials, need)

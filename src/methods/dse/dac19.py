@@ -26,7 +26,7 @@ import numpy as np
 
 from tunebench.config.knobs import NAME, POS_INT, POS_NUM, knob, opt
 from tunebench.errors import UserError
-from tunebench.methods.base import Method, TargetNeeds
+from tunebench.methods.base import Method, TargetNeeds, first_phase_problem
 from tunebench.methods.dse.predict_pareto import InitialDesignSettings, initial_count
 from tunebench.methods.mfgp.acquisition import pareto_mask
 from tunebench.methods.mfgp.designs import rted
@@ -74,6 +74,12 @@ class DAC19(Method):
         self.rted_pool, self.rted_mu, self.max_pareto = s.rted_pool, s.rted_mu, s.max_pareto
         self.xgb_params = dict(s.xgb_params)
         self.num_boost_round, self.delay_factor = s.num_boost_round, s.delay_factor
+
+    def check_budget(self, task, target_info, budget):
+        """The RTED designs, each measured at the cheapest and the top fidelity, before any regression."""
+        n = min(initial_count(self.n_init, self.max_init_fraction, task.space.size), task.space.size, self.rted_pool)
+        fids = list(dict.fromkeys([target_info.fidelities[0], target_info.fidelities[-1]]))
+        return first_phase_problem(self, task, budget, n * len(fids), f"{n} RTED designs at {' and '.join(fids)}")
 
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)

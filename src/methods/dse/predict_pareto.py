@@ -23,7 +23,7 @@ import numpy as np
 
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import FRACTION, is_int, knob, opt, rule
-from tunebench.methods.base import Method, TargetNeeds
+from tunebench.methods.base import Method, TargetNeeds, first_phase_problem
 from tunebench.pareto import pareto_front
 
 
@@ -55,6 +55,12 @@ class PredictParetoMethod(Method):
         super().__init__(settings, **overrides)
         self.n_init = self.settings.n_init
         self.max_init_fraction = self.settings.max_init_fraction
+
+    def check_budget(self, task, target_info, budget):
+        """The initial designs, each measured at the top fidelity, before the model predicts anything."""
+        n = min(initial_count(self.n_init, self.max_init_fraction, task.space.size), task.space.size)
+        return first_phase_problem(self, task, budget, n, f"{n} random initial designs at "
+                                                          f"{target_info.top_fidelity}")
 
     def make_model(self):
         """A fresh regressor with ``fit(X, y)`` / ``predict(X)``."""

@@ -6,14 +6,20 @@ from __future__ import annotations
 import numpy as np
 
 
+def nested_counts(space_size: int, n_per_fidelity: list[int]) -> list[int]:
+    """How many designs :func:`nested_random` gives each fidelity (none fidelity more than the space holds)."""
+    n = min(n_per_fidelity[0], space_size) if n_per_fidelity else 0
+    return [min(k, n) for k in n_per_fidelity]
+
+
 def nested_random(space_size: int, n_per_fidelity: list[int], rng: np.random.Generator) -> list[list[int]]:
     """Random design indices per fidelity (cheapest first) with X_impl ⊆ X_syn ⊆ X_hls: the first
     ``n_per_fidelity[k]`` of one random permutation. ``n_per_fidelity`` must be non-increasing."""
     if any(b > a for a, b in zip(n_per_fidelity, n_per_fidelity[1:])):
         raise ValueError(f"n_init must be non-increasing from the cheapest fidelity, got {n_per_fidelity}")
-    n = min(n_per_fidelity[0], space_size)
-    order = [int(i) for i in rng.choice(space_size, size=n, replace=False)]
-    return [order[:min(k, n)] for k in n_per_fidelity]
+    counts = nested_counts(space_size, n_per_fidelity)
+    order = [int(i) for i in rng.choice(space_size, size=counts[0], replace=False)]
+    return [order[:k] for k in counts]
 
 
 def rted(features: np.ndarray, n: int, rng: np.random.Generator, pool: int = 500, mu: float = 0.1,

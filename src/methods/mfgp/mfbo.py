@@ -28,11 +28,11 @@ import numpy as np
 import torch
 
 from tunebench.errors import UserError
-from tunebench.methods.base import Method, TargetNeeds
+from tunebench.methods.base import Method, TargetNeeds, first_phase_problem
 from tunebench.methods.mfgp import acquisition as acq
 from tunebench.methods.mfgp import costs as fidelity_costs
 from tunebench.methods.mfgp.chain import FidelityChain
-from tunebench.methods.mfgp.designs import nested_random
+from tunebench.methods.mfgp.designs import nested_counts, nested_random
 from tunebench.methods.mfgp.final_set import final_designs, optimistic_front
 from tunebench.methods.mfgp.models import ICMGP, FitSettings, IndependentGP
 from tunebench.methods.mfgp.objectives import ObjectiveScaler, penalize_invalid
@@ -94,17 +94,11 @@ class MultiFidelityBO(Method):
         L, M = len(self.fidelities), len(self.objectives)
         self.declared_costs = dict(target_info.fidelity_costs or {}) or None
         self.n_told = 0
-        n_init = self.n_init if isinstance(self.n_init, (list, tuple)) else [self.n_init] * L
-        n_init = [int(v) for v in n_init][-L:] if len(n_init) >= L else None
-        if n_init is None:
-            raise UserError(f"method.n_init={self.n_init!r} needs one entry per fidelity {self.fidelities}")
+        n_init = self._initial_counts(self.space.size, self.fidelities)
         ref = self.ref_point if isinstance(self.ref_point, (list, tuple)) else [self.ref_point] * M
         if len(ref) != M:
             raise UserError(f"method.ref_point={self.ref_point!r} needs one entry per objective {self.objectives}")
         self.ref = np.asarray(ref, dtype=float)
-        if self.max_init_fraction is not None:
-            cap = max(2, int(self.max_init_fraction * self.space.size))
-            n_init = [min(v, cap) for v in n_init]
         if self.stage_seconds is not None and len(self.stage_seconds) != L:
             raise UserError(f"method.stage_seconds={self.stage_seconds!r} needs one entry per fidelity {self.fidelities}")
         self.capacity = dict(target_info.capacity or {})
@@ -112,7 +106,7 @@ class MultiFidelityBO(Method):
         self.reports: list[dict[int, dict | None]] = [dict() for _ in range(L)]  # level -> index -> raw objectives (None: invalid)
         self.stage_times: dict[str, list[float]] = {}
         self.cost_times: list[list[float]] = [[] for _ in range(L)]
-        self.free = fidelity_costs.free_levels(self._known_costs(), self.free_ratio)
+        self.free = fidelity_costs.free_levels(self._known_costs(self.fidelities, self.declared_costs), self.free_ratio)
         costly = [k for k in range(L) if k not in self.free]
         initial = nested_random(self.space.size, [n_init[k] for k in costly], self.rng)
         self.initial_ids = set(initial[0]) if initial else set()
@@ -169,12 +163,37 @@ class MultiFidelityBO(Method):
         idx, Y, valid = self._level_data(len(self.fidelities) - 1)
         return acq.hypervolume(Y[valid], self.ref) if valid.any() else 0.0
 
-    def _known_costs(self) -> list[float] | None:
-        """T_i known before anything is measured (``stage_seconds`` or the target's declared costs)."""
-        if self.stage_seconds is None and not self.declared_costs:
+    def _known_costs(self, fidelities: list[str], declared: dict | None) -> list[float] | None:
+        """T_i known before anything is measured (``stage_seconds`` or the target's ``declared`` costs)."""
+        if self.stage_seconds is None and not declared:
             return None
-        return fidelity_costs.cumulative_seconds(self.fidelities, self.declared_costs, self.stage_seconds,
-                                                 [], self.min_stage_s)
+        return fidelity_costs.cumulative_seconds(fidelities, declared, self.stage_seconds, [], self.min_stage_s)
+
+    def _initial_counts(self, space_size: int, fidelities: list[str]) -> list[int]:
+        """``n_init`` per fidelity (cheapest first), capped at ``max_init_fraction`` of the space."""
+        L = len(fidelities)
+        n_init = self.n_init if isinstance(self.n_init, (list, tuple)) else [self.n_init] * L
+        if len(n_init) < L:
+            raise UserError(f"method.n_init={self.n_init!r} needs one entry per fidelity {fidelities}")
+        n_init = [int(v) for v in n_init][-L:]
+        if self.max_init_fraction is not None:
+            cap = max(2, int(self.max_init_fraction * space_size))
+            n_init = [min(v, cap) for v in n_init]
+        return n_init
+
+    def check_budget(self, task, target_info, budget):
+        """The first phase: every design at the fidelities that are free from the start (known costs),
+        then the nested initial designs at the others (Alg. 2 line 4), before the first BO iteration."""
+        fids, size = list(target_info.fidelities), task.space.size
+        if len(target_info.objectives) < 2 or not fids:
+            return None  # setup says what is wrong
+        free = fidelity_costs.free_levels(self._known_costs(fids, dict(target_info.fidelity_costs or {}) or None),
+                                          self.free_ratio)
+        costly = [k for k in range(len(fids)) if k not in free]
+        initial = nested_counts(size, [self._initial_counts(size, fids)[k] for k in costly])
+        parts = [f"all {size} designs at {fids[k]}" for k in free]
+        parts += [f"{n} initial designs at {fids[k]}" for k, n in zip(costly, initial)]
+        return first_phase_problem(self, task, budget, size * len(free) + sum(initial), ", ".join(parts))
 
     def fidelity_seconds(self) -> list[float]:
         """T_i per fidelity (cheapest first): known costs, else the stage times seen so far."""
