@@ -3,7 +3,8 @@
 Thin on purpose: Hydra composes the config (the settings classes registered with its ConfigStore),
 :func:`tunebench.harness.setup.load.load_experiment` types and checks it,
 :func:`tunebench.harness.experiment.run_experiment` does the work. Bad input ends with one line
-``error: ...`` and exit code 2.
+``error: ...`` and exit code 2; a run stopped by SIGINT (Ctrl-C) or SIGTERM with one line that gives
+the ``resume=<run id>`` command, exit code 128 + the signal's number.
 """
 
 import os
@@ -12,8 +13,8 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from tunebench.errors import DeviceUnavailable, TrackingOutage, UserError
-from tunebench.harness.commands.cli import fail, setup_logging
+from tunebench.errors import DeviceUnavailable, RunStopped, TrackingOutage, UserError
+from tunebench.harness.commands.cli import fail, setup_logging, stopped
 from tunebench.harness.setup.store import register_configs
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
@@ -43,6 +44,8 @@ def main(cfg: DictConfig) -> None:
         fail(str(exc), code=1)
     except E2EError as exc:  # the run is marked FAILED; its records and task results are kept
         fail(f"end-to-end check failed: {exc}", code=1)
+    except RunStopped as exc:  # SIGINT, SIGTERM: the run is KILLED, its records kept; one line says how to resume
+        stopped(exc)
     print(f"mlflow run {run_id}", flush=True)
 
 

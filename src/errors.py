@@ -23,3 +23,24 @@ class DeviceUnavailable(Exception):
     of ``target.rpc``): printed as one line (``error: ...``), exit code 1. The run is FAILED with every
     measurement kept; ``resume=<run id>`` continues it once a device is back.
     """
+
+
+class RunStopped(KeyboardInterrupt):
+    """A run stopped by a signal (SIGINT: Ctrl-C; SIGTERM): printed as one line that names the run and
+    the ``resume=<run id>`` command that continues it; exit code 128 + the signal's number.
+
+    A :class:`KeyboardInterrupt`, never an ``Exception``: no handler of failed measurements or builds
+    mistakes a stop for one of those, and code that handles Ctrl-C handles it too.
+    """
+
+    def __init__(self, signum: int, message: str = "", run_id: str | None = None):
+        import signal
+
+        self.signum = int(signum)
+        self.signal_name = signal.Signals(self.signum).name
+        self.run_id = run_id  # the run it stopped (None: stopped before a run existed)
+        super().__init__(message or f"stopped by {self.signal_name}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

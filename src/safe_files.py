@@ -12,6 +12,10 @@
 - :func:`read_nofollow`: reads a file opened with ``O_NOFOLLOW`` (a symlink at the name is an error).
 - :func:`write_hashed` / :func:`read_hashed`: a payload with a JSON header that carries the sha256
   of header and payload; a file whose bytes were changed afterwards raises :class:`IntegrityError`.
+- :func:`private_torch_caches`: PyTorch's compile caches (Inductor, Triton) in :func:`user_dir`, not
+  under their fixed names in the shared temp folder.
+- :func:`run_temp_dir`: a fresh temporary folder of this process (mode 0700, a random name carrying
+  the pid); :func:`remove_dead_run_dirs` removes this user's such folders whose process is gone.
 
 Standard library only (plus :mod:`tunebench.errors`), so every layer can use it.
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import stat
 import tempfile
 
@@ -81,6 +87,59 @@ def shared_dir(path: str) -> str:
         raise UserError(f"{path}: folder is writable by everyone without the sticky bit (mode {_mode(st)}): "
                         f"anyone could replace its files; run `chmod 1777 {path}` (or use a group-writable folder)")
     return path
+
+
+def private_torch_caches() -> None:
+    """Point ``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR`` at ``<user_dir>/torchinductor`` and
+    ``/triton`` (mode 0700) unless the user exported them. Inductor's default is the fixed name
+    ``$TMPDIR/torchinductor_<user>`` in the shared temp folder, which another user can create first (it
+    would be used as it is); ``torch.export`` (task extraction) and ``torch.compile`` (the end-to-end
+    step's worker) both write there. Call before they run (PyTorch reads the variables when it compiles)."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", user_dir("torchinductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", user_dir("triton"))
+
+
+RUN_TEMP_KINDS = ("build", "e2e")  # the temporary folders of a run: compiled candidates, whole-model builds
+
+
+def run_temp_dir(kind: str) -> str:
+    """A fresh temporary folder ``$TMPDIR/tunebench-<kind>-<pid>-<random>`` (mode 0700, made by
+    :func:`tempfile.mkdtemp`). The process removes it when it ends; the pid in its name lets a later
+    run remove it when the process could not (:func:`remove_dead_run_dirs`)."""
+    return tempfile.mkdtemp(prefix=f"tunebench-{kind}-{os.getpid()}-")
+
+
+def remove_dead_run_dirs(kinds=RUN_TEMP_KINDS) -> list[str]:
+    """Remove the folders of :func:`run_temp_dir` in the temp folder that this user owns and whose
+    process is gone (a run killed with SIGKILL); returns their paths. Another user's folders and those
+    of live processes are left alone; a symlink at such a name is never followed."""
+    pattern = re.compile(rf"tunebench-(?:{'|'.join(map(re.escape, kinds))})-(\d+)-")
+    root, removed = tempfile.gettempdir(), []
+    for name in os.listdir(root):
+        match = pattern.match(name)
+        path = os.path.join(root, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if match and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not _alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    try:  # a zombie (killed, not yet reaped) is gone
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def is_private(path: str) -> bool:

@@ -132,6 +132,65 @@ def test_machine_cache_and_reference_folder_refuse_foreign_folders(tmp_path):
     assert reference_cache_dir(None) is None
 
 
+def test_torch_compile_cache_is_private_even_with_a_folder_planted_at_the_old_name(tmp_path):
+    """The end-to-end worker's torch.compile writes its caches under the per-user folder, never into a
+    folder everyone may write that sits at Inductor's fixed default ``$TMPDIR/torchinductor_<user>``."""
+    import getpass
+
+    from tunebench.protocol.model_messages import LoadTorchInput
+    from tunebench.targets.workers import Worker
+
+    tmp, cache = tmp_path / "tmp", tmp_path / "cache"
+    planted = tmp / f"torchinductor_{getpass.getuser()}"
+    planted.mkdir(parents=True)
+    os.chmod(planted, 0o777)  # as another user could have made it
+    env = {"TMPDIR": str(tmp), "XDG_CACHE_HOME": str(cache)}
+    worker = Worker("worker_handlers:inductor_cache", env=env, prepare="tunebench.protocol.model_worker:prepare_torch")
+    try:
+        request = LoadTorchInput(module=torch.nn.Linear(4, 3), inputs=[torch.ones(2, 4)], threads=1, device="cpu",
+                                 tf32=False, compile=True, row="compiled")
+        ok, where = worker.call("compile", request, 300)
+    finally:
+        worker.close()
+    assert ok, where
+    private = cache / "tunebench" / "torchinductor"
+    assert where == str(private) and any(private.iterdir())  # the compiled artifacts are there
+    assert os.stat(private).st_mode & 0o777 == 0o700 and list(planted.iterdir()) == []
+
+
+def test_temp_folders_of_dead_runs_are_removed(tmp_path, monkeypatch):
+    """A run killed with SIGKILL cannot remove its build and end-to-end folders: a later run removes
+    those of this user whose process is gone, and nothing else."""
+    import tempfile
+
+    from tunebench.safe_files import remove_dead_run_dirs, run_temp_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = run_temp_dir("build")  # this process's own
+    assert os.path.basename(live).startswith(f"tunebench-build-{os.getpid()}-") and os.stat(live).st_mode & 0o777 == 0o700
+    left = [tmp_path / f"tunebench-{kind}-{dead.pid}-x1" for kind in ("build", "e2e")]
+    for folder in left:
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "lib.so").write_bytes(b"\0")
+    other = tmp_path / f"tunebench-rpc-{dead.pid}-x1"  # not a run folder kind
+    other.mkdir()
+    target = tmp_path / "keep"
+    target.mkdir()
+    link = tmp_path / f"tunebench-e2e-{dead.pid}-link"  # a symlink is never followed
+    link.symlink_to(target)
+    theirs = tmp_path / f"tunebench-build-{dead.pid}-x2"  # another user's (simulated where chown is allowed)
+    theirs.mkdir()
+    if os.getuid() == 0:
+        os.chown(theirs, OTHER_UID, OTHER_UID)
+    else:
+        left.append(theirs)
+    assert sorted(remove_dead_run_dirs()) == sorted(map(str, left))
+    assert os.path.isdir(live) and other.is_dir() and link.is_symlink() and target.is_dir()
+    assert theirs.is_dir() == (os.getuid() == 0)
+
+
 # ---------------------------------------------------------------- symlinks
 
 def test_atomic_write_never_follows_a_symlink_at_the_temp_name(tmp_path, monkeypatch):

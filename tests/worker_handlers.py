@@ -21,3 +21,14 @@ def handle(name, payload):
     if name == "raise":
         raise ValueError(f"bad config {payload}")
     return os.getpid()
+
+
+def inductor_cache(name, payload):
+    """Where torch.compile's caches go in this worker (after the worker's ``prepare``), after compiling
+    and running ``payload`` (a LoadTorchInput) through the end-to-end worker's handler."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    from tunebench.protocol.model_worker import handle as model_handle
+
+    model_handle("load_torch", payload)
+    return cache_dir()

@@ -32,6 +32,8 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
+from tunebench.safe_files import private_torch_caches
+
 log = logging.getLogger(__name__)
 
 CUDA_DEFAULT_ARCH = "sm_80"
@@ -207,6 +209,7 @@ def import_model(module: nn.Module, example_input: torch.Tensor | Sequence[torch
     Returns:
         The :class:`ImportedModel`.
     """
+    private_torch_caches()  # torch.export writes Inductor's cache: in this user's folder, not $TMPDIR's
     target = make_target(target_kind)
     t0 = time.perf_counter()
     folded = prepare_for_export(module)

@@ -3,7 +3,8 @@
 Order of work, so that bad input fails before anything is written: check the typed config, check the
 tracking store, build the target (no GPU -> error), load the model's tasks, and only then open the
 MLflow run and the record file. Any failure after that marks the run FAILED; its records stay, and
-``resume=<run id>`` continues it.
+``resume=<run id>`` continues it. SIGINT (Ctrl-C) and SIGTERM stop it KILLED, the same way
+(:mod:`tunebench.harness.stopping`): workers stopped, temporary folders removed, records kept.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.load import plain
-from tunebench.errors import DeviceUnavailable
+from tunebench.errors import DeviceUnavailable, RunStopped
 from tunebench.harness.e2e.errors import E2EError
 from tunebench.harness.measurement import MeasurementProtocol
 from tunebench.harness.metrics import run_metrics
@@ -26,9 +28,11 @@ from tunebench.harness.run_files import git_commit, new_run_dir, read_tasks_json
 from tunebench.harness.setup.resume import plan_resume
 from tunebench.harness.setup.validate import validate_config
 from tunebench.harness.steps import run_steps
+from tunebench.harness.stopping import stop_on_signals
 from tunebench.harness.tracking.tracker import check_reachable, discard_store, new_store_path, resolve_uri
 from tunebench.harness.tuning import RunContext, tune_one
 from tunebench.records import RecordFile, read_records
+from tunebench.safe_files import remove_dead_run_dirs
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,17 @@ def run_experiment(cfg: ExperimentConfig, overrides: list[str] | None = None,
     in the Hydra job folder, where a launcher that lost the job finds what to resume).
     """
     cfg = dataclasses.replace(cfg, workdir=os.path.abspath(cfg.workdir or os.getcwd()))
+    with stop_on_signals():
+        try:
+            return _experiment(cfg, overrides, on_start)
+        except RunStopped as exc:
+            if exc.run_id is not None:
+                raise
+            then = f"; resume with: {resume_command(cfg, cfg.resume)}" if cfg.resume else "; nothing to resume"
+            raise RunStopped(exc.signum, f"stopped by {exc.signal_name} before the run started{then}") from None
+
+
+def _experiment(cfg: ExperimentConfig, overrides, on_start) -> str:
     tracker, record_path = None, None
     if cfg.resume:
         plan = _resume(cfg, overrides)
@@ -62,8 +77,22 @@ def run_experiment(cfg: ExperimentConfig, overrides: list[str] | None = None,
     return run_id
 
 
+def resume_command(cfg: ExperimentConfig, run_id: str) -> str:
+    """``python run.py resume=<run id>`` with the overrides that find the run from the current folder
+    (``workdir``, ``records_dir``, ``tracking.uri``) where they are not the defaults."""
+    parts = [f"python run.py resume={run_id}"]
+    if cfg.workdir != os.path.abspath(os.getcwd()):
+        parts.append(f"workdir={cfg.workdir}")
+    if cfg.records_dir != "records":
+        parts.append(f"records_dir={cfg.records_dir}")
+    if cfg.tracking.uri:
+        parts.append(f"tracking.uri={cfg.tracking.uri}")
+    return " ".join(parts)
+
+
 def _run(cfg: ExperimentConfig, run: Prepared, run_id: str, record_path: str | None, on_start) -> None:
-    """Tune the run; the MLflow run ends FINISHED, KILLED (Ctrl-C) or FAILED (anything else)."""
+    """Tune the run; the MLflow run ends FINISHED, KILLED (a signal: :class:`RunStopped` with the
+    ``resume=`` command) or FAILED (anything else); the target's workers and folders go either way."""
     status = "FAILED"
     try:
         record_path = record_path or new_run_dir(cfg, run_id, run.target, run.tracker)
@@ -74,9 +103,12 @@ def _run(cfg: ExperimentConfig, run: Prepared, run_id: str, record_path: str | N
     except DeviceUnavailable as exc:
         raise DeviceUnavailable(f"{exc}; run {run_id} is FAILED with its measurements kept: resume={run_id} "
                                 "continues it") from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # RunStopped (SIGINT, SIGTERM), or Ctrl-C outside the main thread
         status = "KILLED"
-        raise
+        signum = exc.signum if isinstance(exc, RunStopped) else signal.SIGINT
+        raise RunStopped(signum, f"run {run_id} stopped by {signal.Signals(signum).name} (MLflow status KILLED, "
+                                 f"every measurement kept); resume with: {resume_command(cfg, run_id)}",
+                         run_id=run_id) from None
     finally:
         run.target.close()
         run.tracker.end(status)
@@ -119,6 +151,9 @@ def _tune_all(cfg: ExperimentConfig, prepared: Prepared, record_path: str) -> No
     run = RunContext(cfg, target, prepared.tasks, tracker, prepared.history, run_dir=run_dir,
                      protocol=MeasurementProtocol(target, cfg.measure, run_dir),
                      steps=run_steps(cfg, target, prepared.imported), entries=read_tasks_json(run_dir))
+    removed = remove_dead_run_dirs()  # what runs killed with SIGKILL left behind
+    if removed:
+        log.info("removed %d temporary folder(s) of runs that are gone: %s", len(removed), ", ".join(removed))
     target.start()  # worker processes start before the clock: a one-time cost, not a per-trial one
     for key, value in run.protocol.start_run().items():
         tracker.metric(key, value)

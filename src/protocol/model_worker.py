@@ -69,7 +69,10 @@ def prepare_tvm() -> None:
 
 
 def prepare_torch() -> None:
+    from tunebench.safe_files import private_torch_caches
+
     keep_freed_memory()
+    private_torch_caches()  # before PyTorch is imported: torch.compile's caches in this user's private folder
     import torch  # noqa: F401
 
 

@@ -7,16 +7,24 @@ requests, so TVM is imported once per worker, not once per candidate. A worker i
 handler module (and runs its ``prepare`` function, e.g. ``import tvm``) *before* it reports ready:
 start-up never counts against a request's timeout. ``env`` (e.g. ``TVM_NUM_THREADS``) is set in
 the worker before anything is imported.
+
+Stopping: a worker ignores SIGINT (a terminal's Ctrl-C reaches the whole process group; the harness
+stops its workers itself), exits quietly as soon as the process that started it is gone (a watchdog
+thread: a harness killed with SIGKILL cannot stop them), and a closed worker or pool never starts a
+new process; a worker busy with a request when it is closed is killed at once.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import queue
+import signal
+import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -24,11 +32,29 @@ log = logging.getLogger(__name__)
 _CTX = mp.get_context("spawn")
 
 
-def _serve(conn, handler_path: str, env: dict | None = None, prepare: str | None = None) -> None:
-    """Worker main loop: receive ``(name, payload)``, reply ``("ok", result)`` or ``("error", text)``."""
-    import importlib
-    import os
+PARENT_POLL_S = 0.2  # how often a worker checks that the process that started it is still there
 
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Exit this process at once, without a word, when its parent is no longer ``parent_pid``."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def _serve(conn, handler_path: str, env: dict | None = None, prepare: str | None = None,
+           parent_pid: int | None = None) -> None:
+    """Worker main loop: receive ``(name, payload)``, reply ``("ok", result)`` or ``("error", text)``;
+    a parent that is gone ends it quietly."""
+    import importlib
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid is not None:
+        _exit_with_parent(parent_pid)
     os.environ.update(env or {})
     module_name, func_name = handler_path.rsplit(":", 1)
     module = importlib.import_module(module_name)
@@ -38,21 +64,24 @@ def _serve(conn, handler_path: str, env: dict | None = None, prepare: str | None
         getattr(importlib.import_module(prep_module), prep_name)()
     elif callable(getattr(module, "prepare", None)):
         module.prepare()
-    conn.send(("ready", None))
-    while True:
-        try:
+    try:
+        conn.send(("ready", None))
+        while True:
             msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        name, payload = msg
-        try:
-            conn.send(("ok", handler(name, payload)))
-        except Exception as exc:  # reported to the parent as the measurement's error text
-            text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-            detail = traceback.format_exc(limit=3).strip().splitlines()[-1]
-            conn.send(("error", (text[0] if text else detail)[:2000]))
+            if msg is None:
+                return
+            conn.send(_answer(handler, *msg))
+    except (EOFError, OSError):  # the parent closed the pipe or is gone
+        return
+
+
+def _answer(handler, name: str, payload) -> tuple[str, Any]:
+    try:
+        return "ok", handler(name, payload)
+    except Exception as exc:  # reported to the parent as the measurement's error text
+        text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+        detail = traceback.format_exc(limit=3).strip().splitlines()[-1]
+        return "error", (text[0] if text else detail)[:2000]
 
 
 class Worker:
@@ -74,14 +103,18 @@ class Worker:
         self.prepare = prepare
         self._proc = None
         self._conn = None
+        self._busy = False  # a request is in flight
+        self._closed = False  # closed: call() never starts a new process
 
     def start(self) -> None:
         if mp.get_start_method(allow_none=True) not in (None, "fork", "spawn", "forkserver"):
             # inside a joblib/loky job process the default method is "loky", which a spawned child
             # cannot restore; our children only need the standard "spawn"
             mp.set_start_method("spawn", force=True)
+        self._closed = False
         parent, child = _CTX.Pipe()
-        proc = _CTX.Process(target=_serve, args=(child, self.handler_path, self.env, self.prepare), daemon=True)
+        proc = _CTX.Process(target=_serve, args=(child, self.handler_path, self.env, self.prepare, os.getpid()),
+                            daemon=True)
         proc.start()
         child.close()
         if not parent.poll(self.start_timeout_s):
@@ -96,37 +129,44 @@ class Worker:
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
+        proc = self._proc
+        return proc is not None and proc.is_alive()
 
     def call(self, name: str, payload: Any, timeout_s: float) -> tuple[bool, Any]:
         """Run one request; returns ``(True, result)`` or ``(False, error_text)``; never raises."""
+        if self._closed:
+            return False, "worker closed"
         if not self.alive:
             self.start()
+        conn, proc = self._conn, self._proc  # close() from another thread may clear them meanwhile
+        self._busy = True
         try:
-            self._conn.send((name, payload))
-            if not self._conn.poll(timeout_s):
+            conn.send((name, payload))
+            if not conn.poll(timeout_s):
                 self.kill()
                 return False, f"timeout: no result after {timeout_s:g} s (worker killed)"
-            status, result = self._conn.recv()
+            status, result = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
-            code = None
-            if self._proc is not None:
-                self._proc.join(2)
-                code = self._proc.exitcode
+            proc.join(2)
             self.kill()
-            return False, f"worker crashed (exit code {code})"
+            return False, f"worker crashed (exit code {proc.exitcode})"
+        finally:
+            self._busy = False
         return status == "ok", result
 
     def kill(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.join(5)
-        if self._conn is not None:
-            self._conn.close()
+        proc, conn = self._proc, self._conn  # another thread may kill it too
         self._proc, self._conn = None, None
+        if proc is not None:
+            proc.kill()
+            proc.join(5)
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
-        if self.alive:
+        """Stop the worker: an idle one is asked to exit (2 s), a busy one is killed at once."""
+        self._closed = True
+        if self.alive and not self._busy:
             try:
                 self._conn.send(None)
                 self._proc.join(2)
@@ -150,7 +190,7 @@ class WorkerPool:
         list(self._executor.map(lambda w: w.start() if not w.alive else None, self.workers))
 
     def _one(self, name: str, payload: Any, timeout_s: float) -> tuple[bool, Any, float]:
-        worker = self._idle.get()
+        worker = self._idle.get()  # after close(): its call() answers "worker closed" without starting one
         try:
             t0 = time.perf_counter()
             ok, result = worker.call(name, payload, timeout_s)
@@ -161,13 +201,22 @@ class WorkerPool:
     def map(self, name: str, payloads: list, timeout_s: float) -> list[tuple[bool, Any, float]]:
         """Run ``name`` on every payload; results in order as ``(ok, result_or_error, wall_s)``."""
         futures = [self._executor.submit(self._one, name, p, timeout_s) for p in payloads]
-        return [f.result() for f in futures]
+        return [_result(f) for f in futures]
 
     def pids(self) -> list[int]:
         return [w.pid for w in self.workers if w.pid is not None]
 
     def close(self) -> None:
+        """Close every worker (busy ones are killed); requests not started yet are cancelled."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
         for w in self.workers:
             w.close()
-        self._executor.shutdown(wait=False)
 
+
+
+def _result(future) -> tuple[bool, Any, float]:
+    """A request's ``(ok, result or error, wall s)``; one the pool's close cancelled is an error."""
+    try:
+        return future.result()
+    except CancelledError:
+        return False, "worker closed", 0.0

@@ -102,21 +102,25 @@ def _run_py(args, cwd, **kw):
 FAST = [TINY_LAYER_ARG, "target.runner.repeat=2", "target.runner.min_repeat_ms=5", "progress=false"]
 
 
+def _wait_for_records(proc, workdir, n: int) -> str | None:
+    """The run's record file once it holds ``n`` records (None after 300 s)."""
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        found = [os.path.join(r, f) for r, _, fs in os.walk(workdir / "records") for f in fs if f == "records.jsonl"]
+        if found and len(read_records(found[0])) >= n:
+            return found[0]
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        time.sleep(0.2)
+    return None
+
+
 def test_sigkill_then_resume_keeps_every_measurement(tmp_path):
     args = [*FAST, "budget.trials_per_task=12", "target.batch_size=2", "target.runner.cooldown_s=0.4",
             "e2e.enabled=false"]  # the records are the point; the end-to-end step has its own tests
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    rec_path, deadline = None, time.time() + 300
     try:
-        while time.time() < deadline:
-            found = [os.path.join(r, f) for r, _, fs in os.walk(tmp_path / "records") for f in fs
-                     if f == "records.jsonl"]
-            if found and len(read_records(found[0])) >= 4:
-                rec_path = found[0]
-                break
-            assert proc.poll() is None, "the run ended before it could be killed"
-            time.sleep(0.2)
+        rec_path = _wait_for_records(proc, tmp_path, 4)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -137,3 +141,64 @@ def test_sigkill_then_resume_keeps_every_measurement(tmp_path):
     assert len({r["index"] for r in recs}) == 12  # nothing measured twice
     run = _client(tmp_path).get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.metrics["n_measurements"] == 12
+
+
+def _group_gone(pgid: int, wait_s: float = 5.0) -> bool:
+    """No process of the group is left (the run and its workers), zombies aside."""
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                left.append(pid)
+        if not left:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_run_killed_in_one_line_and_resume_finishes_it(tmp_path, sig):
+    """SIGTERM (``kill <pid>``) or SIGINT to the whole process group (a terminal's Ctrl-C) while the run
+    measures: one line with the resume command, the MLflow run KILLED, the workers gone, the build folder
+    removed, no traceback from any process; ``resume=`` then finishes the run."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    args = [*FAST, "budget.trials_per_task=12", "target.batch_size=2", "target.runner.cooldown_s=0.4",
+            "e2e.enabled=false"]
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        rec_path = _wait_for_records(proc, tmp_path, 2)
+        assert rec_path and list(tmp.glob("tunebench-build-*")), "no records or no build folder"
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    run_id = os.path.basename(os.path.dirname(rec_path))
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert proc.returncode == 128 + sig, out[-3000:]
+    assert lines[-1] == (f"run {run_id} stopped by {sig.name} (MLflow status KILLED, every measurement kept); "
+                         f"resume with: python run.py resume={run_id}"), out[-3000:]
+    assert not any(word in out for word in ("Traceback", "KeyboardInterrupt", "BrokenPipeError")), out[-3000:]
+    assert sum("resume" in ln for ln in lines) == 1, out[-3000:]
+    assert _group_gone(proc.pid), "worker processes outlived the run"
+    assert not list(tmp.glob("tunebench-*")), list(tmp.iterdir())
+    assert _client(tmp_path).get_run(run_id).info.status == "KILLED"
+
+    kept = read_records(rec_path)
+    res = _run_py([f"resume={run_id}", "progress=false"], tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    recs = read_records(rec_path)
+    assert recs[: len(kept)] == kept and [r["trial"] for r in recs] == list(range(12))
+    assert _client(tmp_path).get_run(run_id).info.status == "FINISHED"

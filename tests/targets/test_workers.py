@@ -35,3 +35,71 @@ def test_pool_runs_in_parallel_and_keeps_order():
         assert [r[1] for r in out] == list(range(6))
     finally:
         pool.close()
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+PARENT = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from tunebench.targets.workers import WorkerPool
+pool = WorkerPool("worker_handlers:handle", 2)
+pool.start()
+print(" ".join(map(str, pool.pids())), flush=True)
+pool.map("sleep", [30, 30], 60)
+"""
+
+
+def test_workers_exit_quietly_when_their_parent_is_killed(tmp_path):
+    """``kill -9`` of the harness: its workers, busy with a request, exit within a second and print nothing
+    (no BrokenPipeError when their answer finds no reader)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import TESTS
+
+    err = open(tmp_path / "stderr", "w")
+    parent = subprocess.Popen([sys.executable, "-c", PARENT.format(tests=TESTS)], stdout=subprocess.PIPE, stderr=err,
+                              text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    time.sleep(1.0)  # both workers are sleeping in their request
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 3
+    while time.time() < deadline and not all(_gone(p) for p in pids):
+        time.sleep(0.1)
+    assert len(pids) == 2 and all(_gone(p) for p in pids), pids
+    time.sleep(0.5)
+    err.close()
+    assert (tmp_path / "stderr").read_text() == ""
+
+
+def test_closing_a_pool_kills_busy_workers_ignores_sigint_and_starts_no_new_worker():
+    import os
+    import signal
+    import threading
+
+    pool = WorkerPool(H, 2)
+    pool.start()
+    pids = pool.pids()
+    os.kill(pids[0], signal.SIGINT)  # a terminal's Ctrl-C reaches the workers too: they leave stopping to the harness
+    assert pool.map("pid", [None], 10)[0][:2] == (True, pids[0])
+    out = []
+    busy = threading.Thread(target=lambda: out.append(pool.map("sleep", [30, 30, 30, 30], 60)))
+    busy.start()
+    time.sleep(1.0)
+    t0 = time.perf_counter()
+    pool.close()
+    busy.join(10)
+    assert time.perf_counter() - t0 < 3 and not busy.is_alive()
+    assert all(_gone(p) for p in pids) and pool.pids() == []  # none started for the requests left over
+    assert not any(ok for ok, _, _ in out[0])

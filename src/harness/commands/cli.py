@@ -12,6 +12,13 @@ def fail(msg: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
+def stopped(exc) -> None:
+    """Print the one line of a run stopped by a signal (:class:`~tunebench.errors.RunStopped`: which run,
+    how to resume it) and exit with 128 + the signal's number, as a shell reports a process ended by it."""
+    print(str(exc), file=sys.stderr, flush=True)
+    raise SystemExit(exc.exit_code)
+
+
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s %(levelname)s %(name)s] %(message)s",
                         datefmt="%H:%M:%S", force=True)

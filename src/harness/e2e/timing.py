@@ -26,7 +26,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -43,6 +42,7 @@ from tunebench.harness.e2e.build import (
 from tunebench.protocol.model_messages import LoadTorchInput, LoadTvmInput, TimeInput
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle
 from tunebench.protocol.stats import paired_ratio_ci, summarize
+from tunebench.safe_files import run_temp_dir
 from tunebench.targets.tvm.target import REMOTE_RETRIES
 from tunebench.targets.workers import Worker
 
@@ -233,7 +233,7 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
     untuned = [t.name for t in tasks if t.id not in schedules]
     if untuned:
         log.warning("%s: %d task(s) without a schedule keep the default: %s", name, len(untuned), ", ".join(untuned))
-    workdir = tempfile.mkdtemp(prefix="tunebench-e2e-")
+    workdir = run_temp_dir("e2e")
     rows: list[Row] = []
     try:
         rows = _build_rows(imported, tasks, schedules, target, settings, workdir, name)

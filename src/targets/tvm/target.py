@@ -22,7 +22,6 @@ import logging
 import os
 import platform
 import shutil
-import tempfile
 import time
 
 from tunebench.config.experiment import MeasureSettings
@@ -30,7 +29,7 @@ from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
 from tunebench.protocol.remote import DeviceResult
-from tunebench.safe_files import private_dir, user_dir
+from tunebench.safe_files import private_dir, run_temp_dir, user_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target
 from tunebench.targets.devicelock import DeviceLock
@@ -210,7 +209,7 @@ class TVMTarget(TimingProtocol, Target):
             env = {"TVM_NUM_THREADS": self.threads}
             self._builders = WorkerPool(handler, int(n), env=env, prepare=PREPARE)
             self._runner = WorkerPool(handler, 1, env=env, prepare=PREPARE)
-            self._tmpdir = tempfile.mkdtemp(prefix="tunebench-build-")
+            self._tmpdir = run_temp_dir("build")
             self._builders.start()
             self._runner.start()
 
