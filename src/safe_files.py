@@ -91,12 +91,13 @@ def shared_dir(path: str) -> str:
 
 def private_torch_caches() -> None:
     """Point ``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR`` at ``<user_dir>/torchinductor`` and
-    ``/triton`` (mode 0700) unless the user exported them. Inductor's default is the fixed name
-    ``$TMPDIR/torchinductor_<user>`` in the shared temp folder, which another user can create first (it
-    would be used as it is); ``torch.export`` (task extraction) and ``torch.compile`` (the end-to-end
-    step's worker) both write there. Call before they run (PyTorch reads the variables when it compiles)."""
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", user_dir("torchinductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", user_dir("triton"))
+    ``/triton`` (mode 0700). Inductor's default is the fixed name ``$TMPDIR/torchinductor_<user>`` in the
+    shared temp folder, which another user can create first (it would be used as it is); ``torch.export``
+    (task extraction) and ``torch.compile`` (the end-to-end step's worker) both write there. Set always,
+    not only when unset: PyTorch itself exports its default into the environment on first use. Call
+    before they run (PyTorch reads the variables when it compiles)."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = user_dir("torchinductor")
+    os.environ["TRITON_CACHE_DIR"] = user_dir("triton")
 
 
 RUN_TEMP_KINDS = ("build", "e2e")  # the temporary folders of a run: compiled candidates, whole-model builds
