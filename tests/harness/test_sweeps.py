@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
@@ -36,6 +37,7 @@ def _intervals(records):
     return [(r["timestamp"] - r["run_s"], r["timestamp"]) for r in records if r["run_s"] > 0]
 
 
+@pytest.mark.slow  # ~30-60 s; the device lock across processes: tests/protocol (held lock) and test_measurement
 def test_joblib_sweep_runs_jobs_in_parallel_without_overlapping_measurements(tmp_path):
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "method=random", "seed=0,1",
             "budget.trials_per_task=6", "target.batch_size=2", "e2e.enabled=false", "progress=false", TINY_LAYER_ARG,

@@ -269,7 +269,9 @@ def _wait_for_records(workdir, proc, n: int, timeout_s: float = 300) -> str:
     raise AssertionError(f"fewer than {n} records after {timeout_s} s")
 
 
-# ~60 s on 2 idle cores (two server starts, two runs), ~80 s on a loaded machine
+# ~60 s on 2 idle cores (two server starts, two runs), ~80 s on a loaded machine; the spool, its back-off, the
+# one-line outage and the replay on resume are the fake-clock tests above
+@pytest.mark.slow
 def test_server_killed_mid_run_then_resume_delivers_everything(tmp_path):
     from mlflow.tracking import MlflowClient
 
