@@ -44,7 +44,7 @@ class ExhaustiveSettings(MethodSettings):
 
 class Exhaustive(Method):
     """Settings: :class:`ExhaustiveSettings` (``out``). The keyword arguments after it are not user settings:
-    table assembly (``tunebench.harness.assemble_table``) passes them.
+    table assembly (``tunebench.harness.commands.assemble_table``) passes them.
 
     Args:
         reverse, shard, only, skip: a part of the space (:func:`exhaustive_queue`); the table is written
