@@ -10,6 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
+from helpers import wait_for_records
 from tunebench.harness.experiment import run_experiment
 from tunebench.methods.random_search import RandomSettings
 from tunebench.records import read_records
@@ -102,18 +103,6 @@ def _run_py(args, cwd, **kw):
 FAST = [TINY_LAYER_ARG, "target.runner.repeat=2", "target.runner.min_repeat_ms=5", "progress=false"]
 
 
-def _wait_for_records(proc, workdir, n: int) -> str | None:
-    """The run's record file once it holds ``n`` records (None after 300 s)."""
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        found = [os.path.join(r, f) for r, _, fs in os.walk(workdir / "records") for f in fs if f == "records.jsonl"]
-        if found and len(read_records(found[0])) >= n:
-            return found[0]
-        assert proc.poll() is None, "the run ended before it could be stopped"
-        time.sleep(0.2)
-    return None
-
-
 @pytest.mark.slow  # ~45 s; the stopped-run test below resumes a run the same way, test_resume its record file
 def test_sigkill_then_resume_keeps_every_measurement(tmp_path):
     args = [*FAST, "budget.trials_per_task=12", "target.batch_size=2", "target.runner.cooldown_s=0.4",
@@ -121,7 +110,7 @@ def test_sigkill_then_resume_keeps_every_measurement(tmp_path):
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        rec_path = _wait_for_records(proc, tmp_path, 4)
+        rec_path = wait_for_records(tmp_path, proc, 4)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -176,7 +165,7 @@ def test_a_signal_stops_the_run_killed_in_one_line_and_resume_finishes_it(tmp_pa
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        rec_path = _wait_for_records(proc, tmp_path, 2)
+        rec_path = wait_for_records(tmp_path, proc, 2)
         assert rec_path and list(tmp.glob("tunebench-build-*")), "no records or no build folder"
         if sig == signal.SIGINT:
             os.killpg(proc.pid, sig)

@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from conftest import ROOT, TINY_LAYER_ARG, free_port
+from helpers import wait_for_records
 from tunebench.errors import TrackingOutage
 from tunebench.harness.tracking import tracker as tracking
 from tunebench.harness.tracking.spool import HTTP_BOUNDS, SPOOL_NAME, bounded_http, unreachable
@@ -258,17 +259,6 @@ def _lines(path) -> list[str]:
         return fh.read().splitlines()
 
 
-def _wait_for_records(workdir, proc, n: int, timeout_s: float = 300) -> str:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        found = [os.path.join(r, f) for r, _, fs in os.walk(workdir / "records") for f in fs if f == "records.jsonl"]
-        if found and len(_lines(found[0])) >= n:
-            return found[0]
-        assert proc.poll() is None, "the run ended before the server could be killed"
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {n} records after {timeout_s} s")
-
-
 # ~60 s on 2 idle cores (two server starts, two runs), ~80 s on a loaded machine; the spool, its back-off, the
 # one-line outage and the replay on resume are the fake-clock tests above
 @pytest.mark.slow
@@ -288,7 +278,7 @@ def test_server_killed_mid_run_then_resume_delivers_everything(tmp_path):
         t0 = time.time()
         run = subprocess.Popen([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=work, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        rec_path = _wait_for_records(work, run, 3)
+        rec_path = wait_for_records(work, run, 3)
         _stop(server)
         _, err = run.communicate(timeout=300)
         elapsed = time.time() - t0
