@@ -85,6 +85,20 @@ def _rpc(args: argparse.Namespace) -> None:
     cmd_fleet(args)
 
 
+def _check_method_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.harness.commands.check_method import add_options
+
+    add_options(parser)
+
+
+def _check_method(args: argparse.Namespace) -> None:
+    from tunebench.harness.commands.check_method import cmd_check_method
+
+    code = cmd_check_method(args)
+    if code:
+        raise SystemExit(code)
+
+
 COMMANDS = {
     "leaderboard": ("tables (Markdown, CSV; --html: one HTML page) and best-so-far plots from the FINISHED "
                     "MLflow runs",
@@ -96,6 +110,8 @@ COMMANDS = {
                "| server stop [--data DIR]", _server_options, _server),
     "rpc": ("a TVM RPC tracker and RPC servers on this machine, for target.rpc: rpc [--servers 2 --key cpu "
             "--host 127.0.0.1 --port 9190]; Ctrl-C stops them", _rpc_options, _rpc),
+    "check-method": ("the method conformance suite on your method: check-method package.module:Class "
+                     "(docs/USAGE.md §Your own method)", _check_method_options, _check_method),
     "knobs": ("every knob of every config group, from the settings classes (docs/KNOBS.md): knobs [--out FILE]",
               _knobs_options, _knobs),
 }

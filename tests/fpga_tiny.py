@@ -13,9 +13,9 @@ import os
 
 import numpy as np
 
-from fakes import FakeTarget
 from tunebench.space import ChoiceKnob, Space
 from tunebench.task import Measurement, Task
+from tunebench.testing.fakes import FakeTarget
 
 FIDELITIES = ["estimate", "synth", "impl"]
 OBJECTIVES = ["delay_s", "lut", "dsp"]

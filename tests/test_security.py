@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_LAYER, measure_settings, target_settings
-from fakes import FakeTarget
 from tunebench.errors import UserError
 from tunebench.safe_files import atomic_write_bytes, read_hashed, read_nofollow, shared_dir, user_dir
+from tunebench.testing.fakes import FakeTarget
 
 OTHER_UID = 12345  # a uid that is not ours: the "other user"
 as_root = pytest.mark.skipif(os.getuid() != 0, reason="simulating another user's folder needs chown (root)")

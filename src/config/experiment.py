@@ -22,7 +22,9 @@ from tunebench.config.knobs import (
     opt,
     rule,
 )
+from tunebench.config.plugins import PATH_FORM, is_import_path
 
+PLUGIN_CLASS = opt(rule(is_import_path, f"must be an import path {PATH_FORM}"))
 MAX_TRIALS = 1_000_000  # per task: far beyond any published budget (1000); a larger number is a typo
 
 
@@ -37,6 +39,9 @@ class GroupSettings(Settings):
 class MethodSettings(GroupSettings):
     """Base of every method's settings (``method=<name>``)."""
 
+    cls: str | None = knob(None, PLUGIN_CLASS, "a method from outside tunebench: its Method subclass, "
+                                               "package.module:Class (docs/USAGE.md §Your own method)")
+
 
 @dataclass
 class ModelSettings(GroupSettings):
@@ -50,7 +55,9 @@ class ModelSettings(GroupSettings):
 class TargetSettings(GroupSettings):
     """Base of every target's settings (``target=<name>``): its ``kind`` picks the target class."""
 
-    kind: str = knob(MISSING, NAME, "the target class (targets.TARGET_CLASSES)")
+    kind: str = knob(MISSING, NAME, "the target class (targets.TARGETS)")
+    cls: str | None = knob(None, PLUGIN_CLASS, "a target from outside tunebench: its Target subclass, "
+                                               "package.module:Class (docs/USAGE.md §Your own method)")
     batch_size: int = knob(1, POS_INT, "configs measured per round of the tuning loop")
 
 

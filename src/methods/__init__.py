@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tunebench.config.load import typed
+from tunebench.config.plugins import GROUPS, EntryPoints, install, load_class
 from tunebench.errors import UserError
 from tunebench.methods.autotvm.tuner import AutoTVM
 from tunebench.methods.base import Budget, Method, TargetNeeds
@@ -36,9 +37,49 @@ METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, 
                                     "flextensor": FlexTensor}
 
 
+#: names of the methods registered from an option's ``cls`` (their option is the user's YAML, which
+#: Hydra composes; no settings class is stored for them)
+FROM_YAML: set[str] = set()
+
+
+def register_method(name: str, cls: type[Method]) -> type[Method]:
+    """Make ``cls`` the method ``method=<name>``; returns the class.
+
+    Raises:
+        UserError: ``name`` is another class's already (a built-in's name is never replaced).
+    """
+    known = METHODS.get(name)
+    if known is not None and known is not cls:
+        raise UserError(f"method.name={name}: taken by {known.__module__}.{known.__qualname__}; give "
+                        f"{cls.__module__}.{cls.__qualname__} another name")
+    METHODS[name] = cls
+    return cls
+
+
+def installed_methods() -> EntryPoints:
+    """The methods installed packages declare (entry point group ``tunebench.methods``: name =
+    ``package.module:Class``), registered under their names; those that fail are in ``failed``."""
+    return install(GROUPS["method"], Method, register_method)
+
+
+def plugin_method(path: str, name: str | None) -> type[Method]:
+    """The method class ``path`` names (``method.cls`` of an option from outside tunebench),
+    registered as ``name`` (default: its settings' own name)."""
+    cls = load_class(path, "method.cls", Method)
+    name = name or cls.Settings().name
+    if name in (None, "???"):
+        raise UserError(f"method.cls={path}: its option needs a name (method.name, or a default name on "
+                        f"{cls.Settings.__name__})")
+    FROM_YAML.add(name)
+    return register_method(name, cls)
+
+
 def method_class(name) -> type[Method]:
     """The registered method called ``name``; an unknown name raises :class:`UserError`."""
     if name not in METHODS:
+        failed = installed_methods().failed
+        if name in failed:
+            raise UserError(failed[name])
         raise UserError(f"method={name!r} is unknown; valid: {', '.join(sorted(METHODS))}")
     return METHODS[name]
 
@@ -72,4 +113,5 @@ def check_compatible(method: type[Method], target_info: TargetInfo) -> None:
                         f"it needs {'; '.join(problems)}; targets it runs on: {', '.join(fits)}")
 
 
-__all__ = ["Budget", "Method", "METHODS", "TargetNeeds", "check_compatible", "make_method", "method_class"]
+__all__ = ["Budget", "Method", "METHODS", "TargetNeeds", "check_compatible", "installed_methods", "make_method",
+           "method_class", "plugin_method", "register_method"]

@@ -4,6 +4,7 @@ facts (``Settings``, ``workloads``, objectives, fidelities, templates, how a mod
 
 from __future__ import annotations
 
+from tunebench.config.plugins import GROUPS, EntryPoints, install, load_class
 from tunebench.errors import UserError
 from tunebench.targets.base import Target
 from tunebench.targets.fpga.open_flow import FPGAOpenTarget
@@ -16,14 +17,39 @@ from tunebench.targets.tvm.llvm import LLVMTarget
 TARGETS: dict[str, type[Target]] = {}
 
 
+#: kinds of the targets registered from an option's ``cls`` (their option is the user's YAML)
+FROM_YAML: set[str] = set()
+
+
 def register_target(cls: type[Target]) -> type[Target]:
-    """Add a target class under its ``kind`` (usable as a class decorator); returns the class."""
+    """Add a target class under its ``kind`` (usable as a class decorator); returns the class.
+
+    Raises:
+        UserError: the kind is another class's already (a built-in target is never replaced).
+    """
+    known = TARGETS.get(cls.kind)
+    if known is not None and known is not cls:
+        raise UserError(f"target.kind={cls.kind}: taken by {known.__module__}.{known.__qualname__}; give "
+                        f"{cls.__module__}.{cls.__qualname__} another kind")
     TARGETS[cls.kind] = cls
     return cls
 
 
 for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget):
     register_target(_cls)
+
+
+def installed_targets() -> EntryPoints:
+    """The targets installed packages declare (entry point group ``tunebench.targets``: name =
+    ``package.module:Class``), registered by kind; those that fail are in ``failed``."""
+    return install(GROUPS["target"], Target, lambda name, cls: register_target(cls))
+
+
+def plugin_target(path: str) -> type[Target]:
+    """The target class ``path`` names (``target.cls`` of an option from outside tunebench), registered."""
+    cls = register_target(load_class(path, "target.cls", Target))
+    FROM_YAML.add(cls.kind)
+    return cls
 
 
 def target_class(kind) -> type[Target]:

@@ -3,12 +3,12 @@ import json
 
 import pandas as pd
 
-from fakes import FakeTarget
 from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.harness.commands import assemble_table
 from tunebench.records import read_records, record_line
 from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.task import Measurement
+from tunebench.testing.fakes import FakeTarget
 
 
 def test_table_from_records_in_index_order(tmp_path):

@@ -106,12 +106,12 @@ def test_history_gets_the_records_written_once(tmp_path):
     method's role) when the task ends, prior (resumed) records first."""
     import numpy as np
 
-    from fakes import FakeTarget
     from tunebench.harness.loop import tune_task
     from tunebench.harness.observers import HistoryFeed, RecordWriter
     from tunebench.history import History
     from tunebench.methods.base import Budget
     from tunebench.methods.random_search import RandomSearch
+    from tunebench.testing.fakes import FakeTarget
 
     class Source(RandomSearch):
         def report(self):

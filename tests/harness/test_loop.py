@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from fakes import FakeTarget
 from helpers import small_task
 from tunebench.harness import experiment, tuning
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.task import Measurement
+from tunebench.testing.fakes import FakeTarget
 
 
 def test_trials_budget_and_no_repeats():

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from conftest import TINY_LAYER, measure_settings, target_settings
-from fakes import FakeTarget
 from helpers import hold_lock
 from helpers import small_task as make_task
 from tunebench.datasets import model_tasks
@@ -22,6 +21,7 @@ from tunebench.protocol.stats import summarize
 from tunebench.targets.tvm.llvm import LLVMTarget
 from tunebench.targets.tvm.templates import get_template
 from tunebench.task import Measurement
+from tunebench.testing.fakes import FakeTarget
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import method_settings
-from fakes import FakeTarget
 from tunebench.harness import experiment, tuning
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
@@ -17,6 +16,7 @@ from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Task
+from tunebench.testing.fakes import FakeTarget
 
 
 def conv_space():

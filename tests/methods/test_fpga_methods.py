@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from fakes import FakeTarget
 from fpga_tiny import FIDELITIES, OBJECTIVES, TinyTableTarget, run_method, tiny_task
 from tunebench.errors import UserError
 from tunebench.methods import make_method
 from tunebench.methods.base import Budget
 from tunebench.pareto import adrs, pareto_front
+from tunebench.testing.fakes import FakeTarget
 
 torch.set_num_threads(1)
 

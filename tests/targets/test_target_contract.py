@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from conftest import TESTS, measure_settings, target_settings
-from fakes import FakeTarget
 from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.targets import TARGETS, make_target
 from tunebench.targets.base import STAT_KEYS, Target, TargetInfo
 from tunebench.targets.fpga.table_target import TableTarget
 from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.targets.tvm.llvm import LLVMTarget
+from tunebench.testing.fakes import FakeTarget
 
 STANDIN = os.path.join(TESTS, "standin_xilinx")
 FPGA_KEYS = {"kind", "name", "objectives", "fidelities", "reference_point", "scale", "capacity"}

@@ -24,16 +24,19 @@ def _group(data: Mapping, group: str) -> Mapping:
 
 
 def settings_classes(data: Mapping) -> dict:
-    """group -> the settings class (or instance to start from) of the option ``data`` names."""
+    """group -> the settings class (or instance to start from) of the option ``data`` names; a method
+    or target from outside tunebench (its ``cls``) is imported and registered first."""
     from tunebench.datasets.models import MODEL_OPTIONS
-    from tunebench.methods import method_class
-    from tunebench.targets import target_class
+    from tunebench.methods import method_class, plugin_method
+    from tunebench.targets import plugin_target, target_class
 
     method, model, target = _group(data, "method"), _group(data, "model"), _group(data, "target")
     if model.get("name") not in MODEL_OPTIONS:
         raise UserError(f"model.name={short(model.get('name'))} is unknown; valid: {', '.join(MODEL_OPTIONS)}")
-    return {"method": method_class(method.get("name")).Settings, "model": type(MODEL_OPTIONS[model["name"]]),
-            "target": target_class(target.get("kind")).Settings}
+    method_cls = plugin_method(method["cls"], method.get("name")) if method.get("cls") else \
+        method_class(method.get("name"))
+    target_cls = plugin_target(target["cls"]) if target.get("cls") else target_class(target.get("kind"))
+    return {"method": method_cls.Settings, "model": type(MODEL_OPTIONS[model["name"]]), "target": target_cls.Settings}
 
 
 def with_method_overrides(data: Mapping) -> dict:

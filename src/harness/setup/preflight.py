@@ -12,7 +12,7 @@ from tunebench.config.knobs import short
 from tunebench.config.load import config_error, unknown_keys
 from tunebench.errors import UserError
 from tunebench.harness.setup.load import load_experiment
-from tunebench.harness.setup.store import CONF_DIR, GROUPS, group_options, register_configs
+from tunebench.harness.setup.store import CONF_DIR, GROUPS, failed_options, group_options, register_configs
 from tunebench.harness.setup.validate import validate_config
 
 MULTIRUN = ("-m", "--multirun")
@@ -44,18 +44,45 @@ def _values(o) -> list[str]:
     return [str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override() else [None]
 
 
+def search_folders(parsed) -> tuple[str, ...]:
+    """The folders of ``hydra.searchpath=[file://..., pkg://...]`` (a user's config groups)."""
+    import importlib.util
+
+    folders = []
+    for o in parsed:
+        if o.key_or_group != "hydra.searchpath" or o.is_delete():
+            continue
+        entries = o.value() if isinstance(o.value(), list) else [o.value()]
+        for entry in map(str, entries):
+            scheme, _, where = entry.partition("://")
+            if scheme == "file":
+                folders.append(os.path.abspath(where))
+            elif scheme == "pkg":
+                package, _, sub = where.partition("/")
+                spec = importlib.util.find_spec(package) if package else None
+                if spec is None or not spec.submodule_search_locations:
+                    raise UserError(f"hydra.searchpath: {entry} names no importable package")
+                folders.append(os.path.join(list(spec.submodule_search_locations)[0], sub))
+            else:
+                raise UserError(f"hydra.searchpath: {short(entry)} must start with file:// or pkg://")
+    return tuple(folders)
+
+
 def _check_groups(parsed, conf_dir: str, multirun: bool) -> None:
+    search = search_folders(parsed)
     for o in parsed:
         if o.is_sweep_override() and not multirun:
             raise UserError(f"{o.input_line} is a sweep (several values): add -m to run one job per value")
         values = _values(o) if o.is_sweep_override() else [o.get_value_element_as_str()]
         if o.key_or_group in GROUPS:
-            valid = group_options(o.key_or_group, conf_dir)
+            valid = group_options(o.key_or_group, conf_dir, search)
         elif o.key_or_group == "hydra/launcher":
             valid = list(LAUNCHERS)
         else:
             continue
         for v in values:
+            if v not in valid and v in failed_options(o.key_or_group):
+                raise UserError(failed_options(o.key_or_group)[v])
             if v not in valid:
                 hint = "".join(LAUNCHERS.get(x, "") for x in valid if x == "tunebench_ray" and "ray" in str(v))
                 raise UserError(f"{o.key_or_group}={v!r} is unknown; valid: {', '.join(valid)}{hint}")
@@ -146,12 +173,13 @@ def preflight(argv: list[str], conf_dir: str = CONF_DIR) -> int:
     parsed = _parse([a for a in argv if not a.startswith("-")])
     _check_groups(parsed, conf_dir, multirun)
     user = [o for o in parsed if not o.key_or_group.startswith("hydra")]
+    search = [o.input_line for o in parsed if o.key_or_group == "hydra.searchpath"]
     has_workdir = any(o.key_or_group == "workdir" for o in user)
     groups = [o.input_line for o in user if o.key_or_group in GROUPS and not o.is_sweep_override()]
-    _check_keys(OmegaConf.to_container(compose(groups, conf_dir), resolve=False), user)
+    _check_keys(OmegaConf.to_container(compose(search + groups, conf_dir), resolve=False), user)
     jobs = _jobs(user)
     for job in jobs:
-        cfg = compose(job + ([] if has_workdir else [f"workdir={os.getcwd()}"]), conf_dir)
+        cfg = compose(search + job + ([] if has_workdir else [f"workdir={os.getcwd()}"]), conf_dir)
         _check_value_types(cfg, user)
         unknown_keys(cfg)
         validate_config(load_experiment(OmegaConf.to_container(cfg, resolve=True)))

@@ -7,8 +7,13 @@ sit beside them."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import MISSING
 
 from tunebench.config.experiment import ExperimentConfig
+from tunebench.config.knobs import knob
 from tunebench.resources import conf_dir
 
 CONF_DIR = conf_dir()
@@ -16,15 +21,38 @@ GROUPS = ("method", "model", "target", "budget")  # the config groups chosen by 
 SCHEMA = "tunebench_schema"  # the experiment's schema, first in conf/config.yaml's defaults list
 
 
-def registered_options() -> dict[str, dict[str, object]]:
-    """group -> option name -> its settings class or instance (methods, models, targets)."""
-    from tunebench.datasets.models import MODEL_OPTIONS
-    from tunebench.methods import METHODS
-    from tunebench.targets import TARGETS
+@dataclass
+class ComposedExperiment(ExperimentConfig):
+    """The schema Hydra composes with: the experiment, with the method and target groups open to an
+    option from outside tunebench (a YAML whose ``cls`` names the class: its settings type it when the
+    config is loaded, :mod:`tunebench.harness.setup.load`). Registered options keep their own types,
+    so Hydra checks every override of theirs."""
 
-    return {"method": {name: cls.Settings for name, cls in METHODS.items()},
+    method: Any = knob(MISSING, None, "the tuning method (method=<name>)")
+    target: Any = knob(MISSING, None, "where configs are measured (target=<name>)")
+
+
+def registered_options() -> dict[str, dict[str, object]]:
+    """group -> option name -> its settings class or instance (methods, models, targets), installed
+    packages' entry points included (``tunebench.methods``, ``tunebench.targets``)."""
+    from tunebench import methods, targets
+    from tunebench.datasets.models import MODEL_OPTIONS
+
+    methods.installed_methods(), targets.installed_targets()
+    return {"method": {name: cls.Settings(name=name) for name, cls in methods.METHODS.items()
+                       if name not in methods.FROM_YAML},
             "model": dict(MODEL_OPTIONS),
-            "target": {cls.Settings().name: cls.Settings for cls in TARGETS.values()}}
+            "target": {cls.Settings().name: cls.Settings for kind, cls in targets.TARGETS.items()
+                       if kind not in targets.FROM_YAML}}
+
+
+def failed_options(group: str) -> dict[str, str]:
+    """option name -> why its installed package's entry point did not load (one line)."""
+    from tunebench.methods import installed_methods
+    from tunebench.targets import installed_targets
+
+    loaders = {"method": installed_methods, "target": installed_targets}
+    return loaders[group]().failed if group in loaders else {}
 
 
 def register_configs(conf: str = CONF_DIR) -> None:
@@ -35,7 +63,7 @@ def register_configs(conf: str = CONF_DIR) -> None:
     from tunebench.harness.launch.ray import RaySettings
 
     store = ConfigStore.instance()
-    store.store(name=SCHEMA, node=ExperimentConfig)
+    store.store(name=SCHEMA, node=ComposedExperiment)
     store.store(group="hydra/launcher", name="tunebench_ray", node=RaySettings, package="hydra.launcher")
     for group, options in registered_options().items():
         for name, node in options.items():
@@ -43,8 +71,11 @@ def register_configs(conf: str = CONF_DIR) -> None:
                 store.store(group=group, name=name, node=node)
 
 
-def group_options(group: str, conf: str = CONF_DIR) -> list[str]:
-    """The options of a config group: its registered settings and the YAML files in ``conf/<group>/``."""
-    folder = os.path.join(conf, group)
-    files = [f[:-5] for f in os.listdir(folder) if f.endswith(".yaml")] if os.path.isdir(folder) else []
-    return sorted(set(files) | set(registered_options().get(group, {})))
+def group_options(group: str, conf: str = CONF_DIR, search: tuple[str, ...] = ()) -> list[str]:
+    """The options of a config group: its registered settings and the YAML files in ``conf/<group>/``
+    and in each folder of ``search`` (``hydra.searchpath``)."""
+    files = set()
+    for root in (conf, *search):
+        folder = os.path.join(root, group)
+        files |= {f[:-5] for f in os.listdir(folder) if f.endswith(".yaml")} if os.path.isdir(folder) else set()
+    return sorted(files | set(registered_options().get(group, {})))

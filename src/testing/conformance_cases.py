@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
-from fakes import FakeTarget
 from tunebench.history import History
 from tunebench.methods.autotvm.tuner import throughput
 from tunebench.methods.base import TargetNeeds
 from tunebench.records import record_line
 from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob, Space, SplitKnob
 from tunebench.task import Task
+from tunebench.testing.fakes import FakeTarget
 
 SIZES = ("normal", "small", "empty")  # small: more configs than any warm-up, few enough to measure them all
 GEMM = {"normal": {"m": 16, "n": 16, "k": 16}, "small": {"m": 1, "n": 1, "k": 2}}  # small: 20 programs
