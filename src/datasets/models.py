@@ -18,8 +18,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from omegaconf import MISSING
+
 from tunebench.config.experiment import ModelSettings
-from tunebench.config.knobs import NAME, NONNEG_INT, choice, knob
+from tunebench.config.knobs import NAME, NONNEG_INT, choice, each, is_int, knob, rule
+from tunebench.config.plugins import PATH_FORM, is_import_path
 
 HLS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hls")
 HLS_KERNELS = tuple(sorted(f[:-5] for f in os.listdir(HLS_DIR) if f.endswith(".yaml")))
@@ -70,6 +73,27 @@ class OpsModel(ModelSettings):
 
 
 @dataclass
+class TorchModel(ModelSettings):
+    """Any PyTorch module of yours: ``factory`` is an importable callable returning an ``nn.Module``
+    (called without arguments, torch's generator seeded with ``seed``), run on one random input of
+    ``input_shape``. Loading it runs your code, by design."""
+
+    name: str = knob("torch", NAME, "the model")
+    factory: str = knob(MISSING, rule(is_import_path, f"must be an import path {PATH_FORM} (a callable that "
+                                                      "returns an nn.Module)"),
+                        "the callable that builds the module: package.module:function")
+    input_shape: list[int] = knob([1, 3, 224, 224], each(rule(lambda v: is_int(v) and 0 < v <= 65536,
+                                                              "a positive integer up to 65536"), "a list"),
+                                  "the example input's shape (batch first)")
+    seed: int = knob(0, NONNEG_INT, "seeds torch's generator while the factory runs and the example input")
+
+    def check(self, prefix: str) -> None:
+        from tunebench.datasets.zoo import check_factory
+
+        check_factory(self.factory, f"{prefix}.factory")
+
+
+@dataclass
 class KernelModel(ModelSettings):
     """An FPGA kernel: its directive space (datasets/hls/<kernel>.yaml), one task, measured by an FPGA
     target."""
@@ -84,6 +108,7 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     **{name: ZooModel(name=name) for name in ZOO},
     "layers": LayersModel(),
     "ops": OpsModel(),
+    "torch": TorchModel(),
     **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
 }
 

@@ -31,10 +31,11 @@ from tvm import relax, s_tir
 from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract_tasks
 
 from tunebench.datasets.layer_spec import check_layer_list
+from tunebench.datasets.models import TorchModel
 from tunebench.datasets.operators import flops as op_flops
 from tunebench.datasets.operators import kind_of, prim_func, select_cases
 from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
-from tunebench.datasets.zoo import MODELS, build_model, layers_model
+from tunebench.datasets.zoo import MODELS, build_model, factory_model, layers_model
 from tunebench.task import Task
 
 log = logging.getLogger(__name__)
@@ -298,9 +299,19 @@ def operator_tasks(model, target_kind: str = "llvm") -> list[Task]:
 _CACHE: dict[tuple, tuple[list[Task], ImportedModel]] = {}
 
 
-def _cache_key(name: str, layers: list[dict] | None, seed: int, target_kind: str) -> tuple:
+def _cache_key(model, layers: list[dict] | None, target_kind: str) -> tuple:
     shapes = tuple(tuple(sorted(s.items())) for s in layers) if layers is not None else None
-    return name, shapes, seed, target_kind
+    user = (model.factory, tuple(model.input_shape)) if isinstance(model, TorchModel) else None
+    return model.name, shapes, user, model.seed, target_kind
+
+
+def _module(model, layers):
+    """The PyTorch module of ``model`` and its example input(s)."""
+    if layers is not None:
+        return layers_model(layers, model.seed)
+    if isinstance(model, TorchModel):
+        return factory_model(model.factory, model.input_shape, model.seed)
+    return build_model(model.name, model.seed)
 
 
 def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedModel]:
@@ -326,12 +337,12 @@ def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedM
     if isinstance(model, OpsModel):
         return operator_tasks(model, target_kind), None
     layers = check_layer_list(model.layers) if isinstance(model, LayersModel) else None
-    if layers is None and model.name not in MODELS:
+    if layers is None and model.name not in MODELS and not isinstance(model, TorchModel):
         raise ValueError(f"unknown model {model.name!r}; valid models: {', '.join(sorted(MODELS))}")
     make_target(target_kind)  # validate before the (slow) import
-    key = _cache_key(model.name, layers, model.seed, target_kind)
+    key = _cache_key(model, layers, target_kind)
     if key not in _CACHE:
-        module, example = layers_model(layers, model.seed) if layers is not None else build_model(model.name, model.seed)
+        module, example = _module(model, layers)
         imported = import_model(module, example, target_kind)
         _CACHE[key] = (extract_tasks(imported, target_kind), imported)
     tasks, imported = _CACHE[key]

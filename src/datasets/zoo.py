@@ -221,6 +221,43 @@ def build_model(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
     return module, torch.randn(getattr(module, "input_shape", IMAGENET_INPUT), generator=gen)
 
 
+# ---- a user's module -------------------------------------------------------------------------
+
+_CHECKED: dict[str, str] = {}  # factory -> class name of what it returned (checked once per process)
+
+
+def _call_factory(path: str, key: str, seed: int) -> nn.Module:
+    from tunebench.config.plugins import load_object
+    from tunebench.errors import UserError
+
+    factory = load_object(path, key)
+    if not callable(factory):
+        raise UserError(f"{key}={path}: {type(factory).__name__} is not callable")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            module = factory()
+        except Exception as exc:  # the user's code: its error, in one line
+            raise UserError(f"{key}={path}: calling it raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    if not isinstance(module, nn.Module):
+        raise UserError(f"{key}={path}: returned a {type(module).__name__}, not a torch.nn.Module")
+    return module
+
+
+def check_factory(path: str, key: str) -> None:
+    """Raise :class:`~tunebench.errors.UserError` unless ``path`` imports and returns an ``nn.Module``."""
+    if path not in _CHECKED:
+        _CHECKED[path] = type(_call_factory(path, key, 0)).__name__
+
+
+def factory_model(path: str, input_shape: Sequence[int], seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
+    """The module ``path`` (``package.module:function``) builds, in eval mode, and a random float32
+    input of ``input_shape`` (both seeded by ``seed``)."""
+    module = _call_factory(path, "model.factory", seed).eval()
+    gen = torch.Generator().manual_seed(seed)
+    return module, torch.randn(tuple(input_shape), generator=gen)
+
+
 # ---- per-layer model -------------------------------------------------------------------------
 
 # Layer specs (keys, defaults, checks): :mod:`tunebench.datasets.layer_spec`.
