@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from tunebench.config.experiment import ModelSettings
-from tunebench.config.knobs import NAME, NONNEG_INT, choice, each, is_int, knob, rule
+from tunebench.config.knobs import NAME, NONNEG_INT, bad, choice, each, is_int, knob, rule
 from tunebench.config.plugins import PATH_FORM, is_import_path
 
 HLS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hls")
@@ -94,6 +94,26 @@ class TorchModel(ModelSettings):
 
 
 @dataclass
+class OnnxModel(ModelSettings):
+    """An ONNX file, imported through TVM's ONNX frontend (datasets/onnx_import.py); its output is checked
+    against ONNX Runtime's, which is also a row of the end-to-end step."""
+
+    name: str = knob("onnx", NAME, "the model")
+    path: str = knob(MISSING, NAME, "the .onnx file (data only: nothing in it is executed)")
+    input_shapes: list[Any] = knob([], None, "one shape per input, in the graph's order, for inputs with "
+                                              "symbolic dimensions (default, []: the shapes the file declares)")
+    seed: int = knob(0, NONNEG_INT, "seeds the random example input")
+
+    def check(self, prefix: str) -> None:
+        from tunebench.datasets.onnx_import import check_onnx
+
+        for i, shape in enumerate(self.input_shapes):
+            if not (isinstance(shape, list) and shape and all(is_int(d) and 0 < d <= 65536 for d in shape)):
+                raise bad(f"{prefix}.input_shapes[{i}]", shape, "must be a list of positive integers up to 65536")
+        check_onnx(self.path, self.input_shapes)
+
+
+@dataclass
 class KernelModel(ModelSettings):
     """An FPGA kernel: its directive space (datasets/hls/<kernel>.yaml), one task, measured by an FPGA
     target."""
@@ -109,6 +129,7 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     "layers": LayersModel(),
     "ops": OpsModel(),
     "torch": TorchModel(),
+    "onnx": OnnxModel(),
     **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
 }
 

@@ -153,23 +153,38 @@ class ImportedModel:
         mod: the fused Relax ``IRModule`` (``main`` + one PrimFunc per fused op group).
         params: the weights, numpy arrays in the order ``main`` expects them after the inputs.
         torch_module: the PyTorch module that was exported: BatchNorm folded, Linear weights
-            pre-transposed (:func:`prepare_for_export`), eval mode.
+            pre-transposed (:func:`prepare_for_export`), eval mode; None for an ONNX model.
         example_input: the example input (a tensor, or a tuple of tensors for multi-input models).
         target_kind: the target the fusion passes ran under (``"llvm"`` or ``"cuda"``).
         import_s: seconds spent in :func:`import_model`.
+        onnx_path, input_names: an ONNX model's file and its inputs' names (its reference is ONNX
+            Runtime, :mod:`tunebench.datasets.onnx_import`).
     """
 
     mod: tvm.IRModule
     params: list[np.ndarray]
-    torch_module: nn.Module
+    torch_module: nn.Module | None
     example_input: Any
     target_kind: str = "llvm"
     import_s: float = 0.0
+    onnx_path: str | None = None
+    input_names: tuple[str, ...] = ()
 
     @property
     def inputs(self) -> tuple[torch.Tensor, ...]:
         """The example input(s) as a tuple."""
         return _as_tuple(self.example_input)
+
+    def reference_output(self) -> np.ndarray | list[np.ndarray]:
+        """What the tuned model's output is checked against: the PyTorch module's, or ONNX Runtime's
+        for an ONNX model."""
+        if self.torch_module is None:
+            from tunebench.protocol.model_worker import ort_session
+
+            feed = {name: x.numpy() for name, x in zip(self.input_names, self.inputs)}
+            out = [np.asarray(a) for a in ort_session(self.onnx_path, 1).run(None, feed)]
+            return out[0] if len(out) == 1 else out
+        return self.torch_output()
 
     def torch_output(self) -> np.ndarray | list[np.ndarray]:
         """The exported PyTorch module's (``torch_module``) output on the example input (numpy)."""

@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import hashlib
 import logging
+import os
 from typing import Any
 
 import tvm
@@ -31,7 +32,8 @@ from tvm import relax, s_tir
 from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract_tasks
 
 from tunebench.datasets.layer_spec import check_layer_list
-from tunebench.datasets.models import TorchModel
+from tunebench.datasets.models import OnnxModel, TorchModel
+from tunebench.datasets.onnx_import import import_onnx
 from tunebench.datasets.operators import flops as op_flops
 from tunebench.datasets.operators import kind_of, prim_func, select_cases
 from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
@@ -302,16 +304,22 @@ _CACHE: dict[tuple, tuple[list[Task], ImportedModel]] = {}
 def _cache_key(model, layers: list[dict] | None, target_kind: str) -> tuple:
     shapes = tuple(tuple(sorted(s.items())) for s in layers) if layers is not None else None
     user = (model.factory, tuple(model.input_shape)) if isinstance(model, TorchModel) else None
+    if isinstance(model, OnnxModel):
+        user = (os.path.abspath(model.path), os.path.getmtime(model.path), repr(model.input_shapes))
     return model.name, shapes, user, model.seed, target_kind
 
 
-def _module(model, layers):
-    """The PyTorch module of ``model`` and its example input(s)."""
+def _imported(model, layers, target_kind: str) -> ImportedModel:
+    """``model`` imported into Relax: an ONNX file, or a PyTorch module and its example input(s)."""
+    if isinstance(model, OnnxModel):
+        return import_onnx(model.path, model.input_shapes, model.seed, target_kind)
     if layers is not None:
-        return layers_model(layers, model.seed)
-    if isinstance(model, TorchModel):
-        return factory_model(model.factory, model.input_shape, model.seed)
-    return build_model(model.name, model.seed)
+        module, example = layers_model(layers, model.seed)
+    elif isinstance(model, TorchModel):
+        module, example = factory_model(model.factory, model.input_shape, model.seed)
+    else:
+        module, example = build_model(model.name, model.seed)
+    return import_model(module, example, target_kind)
 
 
 def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedModel]:
@@ -337,13 +345,12 @@ def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedM
     if isinstance(model, OpsModel):
         return operator_tasks(model, target_kind), None
     layers = check_layer_list(model.layers) if isinstance(model, LayersModel) else None
-    if layers is None and model.name not in MODELS and not isinstance(model, TorchModel):
+    if layers is None and model.name not in MODELS and not isinstance(model, (TorchModel, OnnxModel)):
         raise ValueError(f"unknown model {model.name!r}; valid models: {', '.join(sorted(MODELS))}")
     make_target(target_kind)  # validate before the (slow) import
     key = _cache_key(model, layers, target_kind)
     if key not in _CACHE:
-        module, example = _module(model, layers)
-        imported = import_model(module, example, target_kind)
+        imported = _imported(model, layers, target_kind)
         _CACHE[key] = (extract_tasks(imported, target_kind), imported)
     tasks, imported = _CACHE[key]
     return [dataclasses.replace(t, shape=copy.deepcopy(t.shape)) for t in tasks], imported

@@ -38,9 +38,21 @@ class LoadTorchInput:
     row: str = "row"  # the row's name (one worker may hold several rows)
 
 
+@dataclass(frozen=True)
+class LoadOrtInput:
+    """``"load_ort"``: an ONNX Runtime session (CPU execution provider) on an ONNX file, run once."""
+
+    path: str  # the .onnx file
+    names: list  # its inputs' names
+    inputs: list  # its inputs (numpy arrays)
+    threads: int  # intra-op threads (one inter-op thread, sequential execution)
+    row: str = "row"  # the row's name (one worker may hold several rows)
+    device: str = "cpu"  # where it runs: the CPU execution provider
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadResult(DeviceResult):
-    """What both loads answer."""
+    """What every load answers."""
 
     outputs: list  # the outputs of the one inference (numpy arrays)
     load_s: float  # seconds the load took

@@ -34,7 +34,14 @@ import time
 
 import numpy as np
 
-from tunebench.protocol.model_messages import LoadResult, LoadTorchInput, LoadTvmInput, TimeInput, TimeResult
+from tunebench.protocol.model_messages import (
+    LoadOrtInput,
+    LoadResult,
+    LoadTorchInput,
+    LoadTvmInput,
+    TimeInput,
+    TimeResult,
+)
 
 _ROWS: dict = {}  # row name -> the loaded row: "kind", "call" (runs one inference), "sync", ...
 
@@ -162,6 +169,30 @@ def _load_torch(request: LoadTorchInput) -> LoadResult:
     return LoadResult(outputs=out, load_s=time.perf_counter() - t0)
 
 
+def ort_session(path: str, threads: int):
+    """An ONNX Runtime session on the CPU execution provider with ``threads`` intra-op threads (one
+    inter-op thread, sequential execution: the same threads as the other rows)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = int(threads), 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _load_ort(request: LoadOrtInput) -> LoadResult:
+    t0 = time.perf_counter()
+    session = ort_session(request.path, request.threads)
+    feed = {name: np.ascontiguousarray(x) for name, x in zip(request.names, request.inputs)}
+
+    def call():
+        return session.run(None, feed)
+
+    out = [np.asarray(a) for a in call()]
+    _ROWS[request.row] = {"kind": "ort", "call": call, "sync": lambda: None}
+    return LoadResult(outputs=out, load_s=time.perf_counter() - t0)
+
+
 def forget_rows() -> None:
     """Drop every loaded row (a remote device's session ends with its rows)."""
     _ROWS.clear()
@@ -206,10 +237,10 @@ def _time(request: TimeInput) -> TimeResult:
     return TimeResult(samples=samples[warmup:])
 
 
-_HANDLERS = {"load_tvm": _load_tvm, "load_torch": _load_torch, "time": _time}
+_HANDLERS = {"load_tvm": _load_tvm, "load_torch": _load_torch, "load_ort": _load_ort, "time": _time}
 
 
-def handle(name: str, request: LoadTvmInput | LoadTorchInput | TimeInput):
+def handle(name: str, request: LoadTvmInput | LoadTorchInput | LoadOrtInput | TimeInput):
     """Entry point used by :class:`tunebench.targets.workers.Worker`: ``request`` is the input of
     request ``name`` (:mod:`tunebench.protocol.model_messages`)."""
     return _HANDLERS[name](request)

@@ -121,6 +121,7 @@ COLUMNS = (
     ("speedup vs PyTorch [×]", lambda r: speedup_cell(r, "speedup_vs_torch")),
     ("speedup vs torch.compile [×]", lambda r: speedup_cell(r, "speedup_vs_torch_compile")),
     ("speedup vs PyTorch TF32 [×]", lambda r: speedup_cell(r, "speedup_vs_torch_tf32")),
+    ("speedup vs ONNX Runtime [×]", lambda r: speedup_cell(r, "speedup_vs_onnxruntime")),
     ("TVM default [ms]", lambda r: mark(fmt_num(r["tvm_default_latency_ms_mean"], 4),
                                         flag(r["tvm_default_noisy_any"]))),
     ("% peak", lambda r: tasks_cell(fmt_num(r["pct_peak_mean"], 1), r)),

@@ -30,11 +30,12 @@ log = logging.getLogger(__name__)
 
 #: speedup metric -> prefix of its reference latency (``<prefix>_latency_ms``, ``<prefix>_noisy``)
 SPEEDUPS = {"speedup_vs_torch": "torch", "speedup_vs_torch_compile": "torch_compile",
-            "speedup_vs_torch_tf32": "torch_tf32"}
+            "speedup_vs_torch_tf32": "torch_tf32", "speedup_vs_onnxruntime": "onnxruntime"}
 #: timings the harness may mark noisy (run metric ``<source>_noisy``)
-NOISE_SOURCES = ("e2e", "torch", "torch_compile", "torch_tf32", "tvm_default")
+NOISE_SOURCES = ("e2e", "torch", "torch_compile", "torch_tf32", "onnxruntime", "tvm_default")
 #: run metrics of the measurement protocol (intervals, noise flags, peak)
 PROTOCOL_METRICS = (*(f"{s}_noisy" for s in NOISE_SOURCES), "torch_compile_latency_ms", "torch_tf32_latency_ms",
+                    "onnxruntime_latency_ms",
                     *(f"{k}{end}" for k in SPEEDUPS for end in ("", "_ci_low", "_ci_high")),
                     "n_noisy_tasks", "n_noisy_measurements", "calib_max_slowdown", "lock_wait_s",
                     "peak_gflops", "peak_mem_gbps", "tasks_gflops", "pct_peak")

@@ -2,7 +2,7 @@
 
 Rows (:mod:`tunebench.harness.e2e`): ``tuned``, ``tvm_default``, ``torch`` (eager FP32),
 ``torch_compile`` (FP32, when it compiles within ``torch_compile_timeout_s``) and, on cuda,
-``torch_tf32``. Protocol (:func:`model_latencies`):
+``torch_tf32``; for an ONNX model ``onnxruntime`` (CPU execution provider) instead of the PyTorch rows. Protocol (:func:`model_latencies`):
 
 1. compile the TVM rows here and export them; start one worker process per row, all with the
    target's thread count (``TVM_NUM_THREADS``, ``OMP_NUM_THREADS``, ``torch.set_num_threads``);
@@ -39,7 +39,7 @@ from tunebench.harness.e2e.build import (
     output_errors,
     tuned_module,
 )
-from tunebench.protocol.model_messages import LoadTorchInput, LoadTvmInput, TimeInput
+from tunebench.protocol.model_messages import LoadOrtInput, LoadTorchInput, LoadTvmInput, TimeInput
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
@@ -50,8 +50,8 @@ log = logging.getLogger(__name__)
 
 WORKER = "tunebench.protocol.model_worker:handle"
 ROW_PREFIX = {"tuned": "e2e", "tvm_default": "tvm_default", "torch": "torch", "torch_compile": "torch_compile",
-              "torch_tf32": "torch_tf32"}  # row -> MLflow metric prefix
-BASELINES = ("torch", "torch_compile", "torch_tf32", "tvm_default")  # speedup_vs_<row> of the tuned model
+              "torch_tf32": "torch_tf32", "onnxruntime": "onnxruntime"}  # row -> MLflow metric prefix
+BASELINES = ("torch", "torch_compile", "torch_tf32", "onnxruntime", "tvm_default")  # speedup_vs_<row> of the tuned model
 
 
 @dataclass
@@ -94,6 +94,12 @@ def _torch_row(name: str, imported, target, s: E2ESettings, compiled: bool = Fal
                ("load_torch", request), timeout)
 
 
+def _ort_row(imported, target, s: E2ESettings) -> Row:
+    request = LoadOrtInput(path=imported.onnx_path, names=list(imported.input_names),
+                           inputs=[flat_numpy(x)[0] for x in imported.inputs], threads=target.threads, row="onnxruntime")
+    return Row("onnxruntime", Worker(WORKER, env=_env(target, s)), s.n_runs, ("load_ort", request), s.load_timeout_s)
+
+
 def _build_rows(imported, tasks, schedules, target, s: E2ESettings, workdir: str, name: str) -> list[Row]:
     """Compile the TVM rows (here) and describe every row; nothing runs on the device yet.
     ``default_n_runs=0`` leaves TVM's default build out (neither compiled nor timed)."""
@@ -111,6 +117,12 @@ def _build_rows(imported, tasks, schedules, target, s: E2ESettings, workdir: str
                     "tuned is compared with TVM's default build" if s.default_n_runs
                     else "with e2e.default_n_runs=0 the tuned model is timed alone")
         return rows
+    if imported.onnx_path:  # an ONNX model: ONNX Runtime (CPU) is its baseline; there is no PyTorch module
+        if target.torch_device != "cpu":
+            log.warning("%s: the ONNX Runtime baseline is left out: it runs on the CPU, the model on %s", name,
+                        target.torch_device)
+            return rows
+        return [*rows, _ort_row(imported, target, s)]
     rows.append(_torch_row("torch", imported, target, s))
     if s.torch_compile:
         rows.append(_torch_row("torch_compile", imported, target, s, compiled=True))
@@ -240,7 +252,7 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
         with ThreadPoolExecutor(len(rows)) as pool:  # each imports TVM or PyTorch: start them together
             list(pool.map(lambda r: r.worker.start(), [r for r in rows if r.own_worker]))
         monitor = CpuMonitor(lambda: [r.worker.pid for r in rows if r.worker.pid] + target.worker_pids())
-        want = flat_numpy(imported.torch_output())
+        want = flat_numpy(imported.reference_output())
         with target.lock:
             for retry in range(1 + (REMOTE_RETRIES if target.device_worker() is not None else 0)):
                 try:
