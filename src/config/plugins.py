@@ -1,5 +1,5 @@
 """Classes from outside tunebench: a ``cls: package.module:Class`` in a config option, and installed
-packages' entry points (groups ``tunebench.methods``, ``tunebench.targets``).
+packages' entry points (groups ``tunebench.methods``, ``tunebench.targets``, ``tunebench.models``).
 
 Loading one runs the user's own code, by design: they named it. A class that does not import is one
 ``error:`` line when a run asks for it; an entry point that does not import is one warning line and
@@ -19,7 +19,8 @@ from tunebench.errors import UserError
 
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 PATH_FORM = "package.module:Class"
-GROUPS = {"method": "tunebench.methods", "target": "tunebench.targets"}  # config group -> entry point group
+GROUPS = {"method": "tunebench.methods", "target": "tunebench.targets",
+          "model": "tunebench.models"}  # config group -> entry point group
 
 
 def is_import_path(value) -> bool:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
 from tunebench.config.experiment import ModelSettings
 from tunebench.config.knobs import NAME, NONNEG_INT, bad, choice, each, is_int, knob, rule
-from tunebench.config.plugins import PATH_FORM, is_import_path
+from tunebench.config.plugins import GROUPS, PATH_FORM, is_import_path
 
 HLS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hls")
 HLS_KERNELS = tuple(sorted(f[:-5] for f in os.listdir(HLS_DIR) if f.endswith(".yaml")))
@@ -132,6 +133,26 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     "onnx": OnnxModel(),
     **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
 }
+
+
+@cache
+def installed_models() -> tuple[str, ...]:
+    """The models installed packages declare (entry point group ``tunebench.models``: name =
+    ``package.module:function``, a callable returning an ``nn.Module``), added as ``model=<name>``
+    options (:class:`TorchModel`); returns their names. Nothing is imported here: a factory that fails
+    is one error line when a run asks for its model. A name a shipped model has is refused (a warning)."""
+    import sys
+    from importlib.metadata import entry_points
+
+    added = []
+    for ep in entry_points(group=GROUPS["model"]):
+        if ep.name in MODEL_OPTIONS and not isinstance(MODEL_OPTIONS[ep.name], TorchModel):
+            print(f"warning: entry point {GROUPS['model']}:{ep.name}: model={ep.name} is a shipped model; "
+                  "yours is not available", file=sys.stderr, flush=True)
+            continue
+        MODEL_OPTIONS[ep.name] = TorchModel(name=ep.name, factory=ep.value)
+        added.append(ep.name)
+    return tuple(added)
 
 
 def model_settings(model, default: str | None = None) -> ModelSettings:

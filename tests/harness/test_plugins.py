@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from conftest import ROOT, TINY_LAYER_ARG
 from tunebench import methods, targets
 from tunebench.config.plugins import entry_point_classes
+from tunebench.datasets.models import MODEL_OPTIONS, installed_models
 from tunebench.errors import UserError
 from tunebench.harness.setup.load import load_experiment
 from tunebench.harness.setup.preflight import compose, preflight
@@ -29,15 +30,15 @@ FAST = [TINY_LAYER_ARG, "budget.trials_per_task=2", "e2e.enabled=false", "progre
 def plugins(tmp_path, monkeypatch):
     """The example method importable, a scratch folder for users' modules and configs on sys.path; the
     registries and entry points as they were afterwards."""
-    saved = dict(METHODS), dict(TARGETS), set(methods.FROM_YAML), set(targets.FROM_YAML)
+    saved = dict(METHODS), dict(TARGETS), set(methods.FROM_YAML), set(targets.FROM_YAML), dict(MODEL_OPTIONS)
     monkeypatch.syspath_prepend(EXAMPLE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    entry_point_classes.cache_clear()
+    entry_point_classes.cache_clear(), installed_models.cache_clear()
     yield tmp_path
-    for registry, before in zip((METHODS, TARGETS, methods.FROM_YAML, targets.FROM_YAML), saved):
+    for registry, before in zip((METHODS, TARGETS, methods.FROM_YAML, targets.FROM_YAML, MODEL_OPTIONS), saved):
         registry.clear()
         registry.update(before)
-    entry_point_classes.cache_clear()
+    entry_point_classes.cache_clear(), installed_models.cache_clear()
 
 
 def _yaml(folder, name: str, text: str) -> str:
@@ -98,6 +99,17 @@ def test_entry_points_register_methods_and_a_broken_one_is_a_warning_until_asked
         preflight(["method=broken", f"workdir={plugins}"])
 
 
+def test_an_installed_model_factory_is_a_model_option(plugins):
+    (plugins / "user_nets.py").write_text("import torch.nn as nn\n\n\ndef small():\n"
+                                          "    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())\n")
+    _dist(plugins, "[tunebench.models]\nsmall_net = user_nets:small\nbroken_net = user_nets:missing\n")
+    cfg = load_experiment(OmegaConf.to_container(compose(["model=small_net", "model.input_shape=[1,3,8,8]",
+                                                          f"workdir={plugins}"]), resolve=True))
+    assert cfg.model.factory == "user_nets:small" and cfg.model.input_shape == [1, 3, 8, 8]
+    with pytest.raises(UserError, match="model.factory=user_nets:missing: module 'user_nets' has no 'missing'"):
+        preflight(["model=broken_net", f"workdir={plugins}"])
+
+
 def _run(args, cwd, **kw):
     env = {**os.environ, "PYTHONPATH": EXAMPLE}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kw)
@@ -129,7 +141,7 @@ def test_the_example_installed_with_pip_is_found_by_its_entry_point(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    install = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", EXAMPLE],
+    install = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "-e", EXAMPLE],
                              capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-2000:]
     done = subprocess.run([py, os.path.join(ROOT, "run.py"), "method=my_sa", *FAST], cwd=tmp_path,

@@ -26,11 +26,12 @@ def _group(data: Mapping, group: str) -> Mapping:
 def settings_classes(data: Mapping) -> dict:
     """group -> the settings class (or instance to start from) of the option ``data`` names; a method
     or target from outside tunebench (its ``cls``) is imported and registered first."""
-    from tunebench.datasets.models import MODEL_OPTIONS
+    from tunebench.datasets.models import MODEL_OPTIONS, installed_models
     from tunebench.methods import method_class, plugin_method
     from tunebench.targets import plugin_target, target_class
 
     method, model, target = _group(data, "method"), _group(data, "model"), _group(data, "target")
+    installed_models()
     if model.get("name") not in MODEL_OPTIONS:
         raise UserError(f"model.name={short(model.get('name'))} is unknown; valid: {', '.join(MODEL_OPTIONS)}")
     method_cls = plugin_method(method["cls"], method.get("name")) if method.get("cls") else \

@@ -34,11 +34,11 @@ class ComposedExperiment(ExperimentConfig):
 
 def registered_options() -> dict[str, dict[str, object]]:
     """group -> option name -> its settings class or instance (methods, models, targets), installed
-    packages' entry points included (``tunebench.methods``, ``tunebench.targets``)."""
+    packages' entry points included (``tunebench.methods``, ``tunebench.targets``, ``tunebench.models``)."""
     from tunebench import methods, targets
-    from tunebench.datasets.models import MODEL_OPTIONS
+    from tunebench.datasets.models import MODEL_OPTIONS, installed_models
 
-    methods.installed_methods(), targets.installed_targets()
+    methods.installed_methods(), targets.installed_targets(), installed_models()
     return {"method": {name: cls.Settings(name=name) for name, cls in methods.METHODS.items()
                        if name not in methods.FROM_YAML},
             "model": dict(MODEL_OPTIONS),
