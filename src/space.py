@@ -340,6 +340,40 @@ class ExplicitSpace(Space):
                  if sum(a != b for a, b in zip(r, digits)) == 1]
         return cands[int(rng.integers(len(cands)))] if cands else index
 
+    def digit_array(self) -> np.ndarray:
+        """Every listed config's digits, shape (size, n_knobs), int64 (row i = ``digits(i)``)."""
+        if getattr(self, "_digit_array", None) is None:
+            self._digit_array = np.asarray(self._rows, dtype=np.int64).reshape(len(self._rows), len(self.knobs))
+        return self._digit_array
+
+    def lines(self, knob: int) -> list[np.ndarray]:
+        """Per listed config, the listed configs that differ from it in knob ``knob`` only (itself
+        included), as index arrays: the moves of a one-knob random walk."""
+        cache = self.__dict__.setdefault("_lines", {})
+        if knob not in cache:
+            groups: dict[tuple, list[int]] = {}
+            for i, r in enumerate(self._rows):
+                groups.setdefault(r[:knob] + r[knob + 1:], []).append(i)
+            arrays = {key: np.asarray(v, dtype=np.int64) for key, v in groups.items()}
+            cache[knob] = [arrays[r[:knob] + r[knob + 1:]] for r in self._rows]
+        return cache[knob]
+
+    def walk(self, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """:meth:`random_walk` of many points: each gets one knob chosen uniformly among the knobs with
+        more than one entity and moves to another listed config along it (stays where there is none)."""
+        movable = np.flatnonzero(self.dims > 1)
+        out = np.asarray(indices, dtype=np.int64).copy()
+        if len(movable) == 0:
+            return out
+        for j, k in enumerate(movable[rng.integers(len(movable), size=len(out))]):
+            line = self.lines(int(k))[out[j]]
+            if len(line) > 1:
+                pick = int(rng.integers(len(line) - 1))
+                others = line[line != out[j]]
+                out[j] = others[pick]
+        return out
+
+
     def __repr__(self) -> str:
         return (f"ExplicitSpace({', '.join(f'{k.name}:{len(k.entities)}' for k in self.knobs)}; "
                 f"size={self.size} of {self.full_size})")

@@ -115,6 +115,22 @@ class OnnxModel(ModelSettings):
 
 
 @dataclass
+class MeasuredModel(ModelSettings):
+    """A space measured once and replayed (``target=replay``): a Kernel Tuner cache file, one task."""
+
+    workload: ClassVar[str] = "measured_space"
+    name: str = knob("measured", NAME, "the model")
+    path: str = knob("kernel_tuner/convolution_MI50.json.gz", NAME,
+                     "a Kernel Tuner cache (.json or .json.gz); a relative path that is no file names a shipped one "
+                     "under data/ (default: Kernel Tuner's convolution kernel on an AMD MI50, data/kernel_tuner/)")
+
+    def check(self, prefix: str) -> None:
+        from tunebench.datasets.kt_cache import read_cache, resolve
+
+        read_cache(resolve(self.path))
+
+
+@dataclass
 class KernelModel(ModelSettings):
     """An FPGA kernel: its directive space (datasets/hls/<kernel>.yaml), one task, measured by an FPGA
     target."""
@@ -131,6 +147,7 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     "ops": OpsModel(),
     "torch": TorchModel(),
     "onnx": OnnxModel(),
+    "measured": MeasuredModel(),
     **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
 }
 

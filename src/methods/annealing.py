@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tunebench.space import Space
+from tunebench.space import ExplicitSpace, Space
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ def place_values(space: Space) -> np.ndarray:
 def index_digits(space: Space, indices: np.ndarray) -> np.ndarray:
     """Entity index of every knob for each config: shape (n, n_knobs), int64 (same as ``Space.digits``)."""
     indices = np.asarray(indices, dtype=np.int64)
+    if isinstance(space, ExplicitSpace):
+        return space.digit_array()[indices]
     return (indices[:, None] // place_values(space)[None, :]) % space.dims[None, :]
 
 
@@ -55,6 +57,8 @@ def random_walk(space: Space, indices: np.ndarray, rng: np.random.Generator) -> 
     uniformly chosen *other* entity. A space without such a knob (size 1) returns the points as is.
     """
     indices = np.asarray(indices, dtype=np.int64)
+    if isinstance(space, ExplicitSpace):  # a listed subset: move along the listed configs only
+        return space.walk(indices, rng)
     movable = np.flatnonzero(space.dims > 1)
     if len(movable) == 0 or len(indices) == 0:
         return indices.copy()

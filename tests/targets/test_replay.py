@@ -1,0 +1,133 @@
+"""``target=replay`` with ``model=measured``: a Kernel Tuner cache read as a measured space, replayed with
+its recorded latencies and seconds; random search on it against its analytic expectation; the TVM-space
+methods unchanged on a listed (explicit) space; bad caches are one line before any run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tunebench.config.experiment import Budget
+from tunebench.datasets.kt_cache import read_cache, resolve
+from tunebench.datasets.models import MeasuredModel
+from tunebench.errors import UserError
+from tunebench.harness.loop import tune_task
+from tunebench.harness.setup.preflight import preflight
+from tunebench.methods import make_method
+from tunebench.targets.replay import ReplaySettings, ReplayTarget
+
+SHIPPED = "kernel_tuner/convolution_MI50.json.gz"
+
+
+def _entry(a, b, mode, time, compile_ms=100.0, bench_ms=50.0):
+    return {"a": a, "b": b, "mode": mode, "time": time, "times": [time] * 3 if isinstance(time, float) else [],
+            "compile_time": compile_ms, "benchmark_time": bench_ms, "GFLOP/s": 2.0 / time if isinstance(time, float)
+            else 0}
+
+
+def small_cache() -> dict:
+    """8 of the 12 configs of a 3 x 2 x 2 space; one failed (InvalidConfig), times in ms."""
+    entries = [_entry(1, 1, "x", 4.0), _entry(1, 2, "x", 3.0), _entry(2, 1, "x", 2.5), _entry(2, 2, "x", 5.0),
+               _entry(3, 1, "x", "InvalidConfig", 20.0, 0.0), _entry(1, 1, "y", 1.5), _entry(2, 1, "y", 2.0),
+               _entry(3, 2, "y", 6.0, 300.0, 200.0)]
+    return {"device_name": "Test GPU", "kernel_name": "tiny", "tune_params_keys": ["a", "b", "mode"],
+            "tune_params": {"a": [1, 2, 3], "b": [1, 2], "mode": ["x", "y"]}, "objective": "time",
+            "cache": {f"{e['a']},{e['b']},{e['mode']}": e for e in entries}}
+
+
+@pytest.fixture
+def cache_file(tmp_path):
+    path = tmp_path / "tiny.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(small_cache()).encode()))
+    return str(path)
+
+
+def test_a_cache_is_read_as_a_measured_space(cache_file):
+    m = read_cache(cache_file)
+    assert (m.name, m.device, m.space.size, m.space.full_size, m.n_valid) == ("tiny", "Test GPU", 8, 12, 7)
+    assert [k.name for k in m.space.knobs] == ["a", "b", "mode"] and m.space.get(5).to_dict() == \
+        {"a": 1, "b": 1, "mode": "y"}
+    assert m.rows[4].latency_s is None and m.rows[4].error == "InvalidConfig"
+    assert math.isclose(m.rows[0].latency_s, 4e-3) and math.isclose(m.rows[7].compile_s + m.rows[7].benchmark_s, 0.5)
+    assert m.flops == 2_000_000  # GFLOP/s x time
+
+
+def _tune(path, method, trials, seed=0):
+    """One task of the measured space ``path`` tuned by ``method`` on a fresh replay target."""
+    target = ReplayTarget(ReplaySettings())
+    task = target.load_tasks(MeasuredModel(path=path))[0][0]
+    return task, tune_task(task, method, target, Budget(trials), np.random.default_rng(seed))
+
+
+def test_replay_gives_the_recorded_latencies_and_charges_the_recorded_seconds(cache_file):
+    _, result = _tune(cache_file, make_method("random"), 8)
+    rows = read_cache(cache_file).rows
+    assert len(result.measurements) == 8 and result.stop_reason in ("trials", "exhausted")
+    for m in result.measurements:
+        row = rows[m.config.index]
+        assert m.valid == (row.latency_s is not None) and (not m.valid or m.latency_s == row.latency_s)
+        assert m.cost_s == row.compile_s + row.benchmark_s
+    recorded = sum(r.compile_s + r.benchmark_s for r in rows)
+    assert recorded <= result.search_s < recorded + 5.0  # the replayed seconds, plus the harness's own time
+    assert min(m.latency_s for m in result.measurements) == 1.5e-3
+
+
+def expected_best(latencies: np.ndarray, k: int) -> float:
+    """E[min of k draws without replacement] from ``latencies`` (inf = invalid), analytically:
+    P(min rank >= j) = C(N - j + 1, k) / C(N, k) over the values sorted ascending."""
+    v = np.sort(latencies)
+    n = len(v)
+    surv = np.array([math.comb(n - j, k) / math.comb(n, k) for j in range(n + 1)])  # P(min rank > j)
+    p = surv[:-1] - surv[1:]
+    finite = np.isfinite(v)
+    return float(np.sum(p[finite] * v[finite]) + (np.inf if np.any(p[~finite] > 0) else 0.0))
+
+
+def test_random_search_on_replay_follows_the_analytic_expected_best_so_far():
+    lat = np.array([r.latency_s if r.latency_s is not None else np.inf for r in read_cache(resolve(SHIPPED)).rows])
+    seeds, trials = 40, 60
+    curves = []
+    for seed in range(seeds):
+        _, result = _tune(SHIPPED, make_method("random"), trials, seed)
+        curves.append(np.minimum.accumulate([m.latency_s if m.valid else np.inf for m in result.measurements]))
+    curves = np.array(curves)
+    for k in (1, 5, 20, 60):
+        got, sem = curves[:, k - 1].mean(), curves[:, k - 1].std(ddof=1) / math.sqrt(seeds)
+        want = expected_best(lat, k)
+        assert abs(got - want) <= 4 * sem + 1e-9, f"best after {k}: {got:.4g} vs analytic {want:.4g} (sem {sem:.2g})"
+
+
+FAST = {"autotvm": {"plan_size": 8, "sa_n_iter": 40, "sa_parallel_size": 16, "num_boost_round": 50},
+        "chameleon": {"plan_size": 8, "sa_n_iter": 40, "sa_parallel_size": 16, "num_boost_round": 50,
+                      "iteration_opt": 4, "episode_rl": 8, "step_rl": 20, "k_range": [2, 6]},
+        "flextensor": {"n_init": 8, "epochs": 2}, "random": {}}
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_tvm_space_methods_run_unchanged_on_a_listed_space(name):
+    task, result = _tune(SHIPPED, make_method(name, **FAST[name]), 24)
+    indices = [m.config.index for m in result.measurements]  # chameleon ends after its last iteration (exhausted)
+    assert 8 < len(indices) <= 24 and len(set(indices)) == len(indices) and result.stop_reason in ("trials", "exhausted")
+    assert all(0 <= i < task.space.size for i in indices)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "no such file"),
+    (b"\x1f\x8b\x08garbage", "not a readable JSON cache"),
+    (json.dumps({"results": []}).encode(), "not a Kernel Tuner cache \\(needs keys tune_params_keys"),
+    (json.dumps({**small_cache(), "cache": {"9,9,x": {"a": 9, "b": 9, "mode": "x", "time": 1.0}}}).encode(),
+     "cache entry '9,9,x' has parameters outside tune_params"),
+    (json.dumps({**small_cache(), "cache": {"1,1,x": {"a": 1, "b": 1, "mode": "x", "time": None}}}).encode(),
+     "has time None: neither milliseconds nor an error name"),
+])
+def test_a_bad_cache_is_one_line_before_any_run(tmp_path, content, message):
+    path = tmp_path / "cache.json"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(UserError, match=message):
+        preflight(["target=replay", "model=measured", f"model.path={path}", f"workdir={tmp_path}"])
+    assert not (tmp_path / "mlflow.db").exists()
