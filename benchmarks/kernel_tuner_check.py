@@ -1,0 +1,122 @@
+"""External check of the replay: Kernel Tuner's own strategies in its simulation mode and tunebench's
+methods on ``target=replay``, on the same Kernel Tuner cache, at the same evaluation budgets, over the
+same seeds. Random search must agree within the interval (that checks the replay itself); the table
+gives every method's best latency after k evaluations, mean over seeds with a 95 % bootstrap interval,
+and the fraction of the optimum (optimum / mean best).
+
+    python benchmarks/kernel_tuner_check.py [--seeds 30] [--budget 100] [--publish]
+
+Needs the bench extra (``make install EXTRAS=test,bench``: kernel-tuner). Kernel Tuner's search space is
+restricted to the cached configurations, which is tunebench's replay space (the cache lists 2,442 of
+the 5,120 combinations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json
+
+CACHE = "kernel_tuner/convolution_MI50.json.gz"
+KT_STRATEGIES = ("random_sample", "simulated_annealing", "genetic_algorithm", "greedy_ils", "mls", "diff_evo")
+TB_METHODS = {"random": {}, "autotvm": {}, "flextensor": {}}  # tunebench methods, their default settings
+CHECKPOINTS = (10, 25, 50, 100, 200)
+_LISTED: dict = {}  # keys (parameter order) and the cached configurations: Kernel Tuner's restriction
+
+
+def in_cache(params: dict) -> bool:
+    """Kernel Tuner restriction: the configuration is in the cache (a function: Kernel Tuner parses lambdas)."""
+    return tuple(params[k] for k in _LISTED["keys"]) in _LISTED["configs"]
+
+
+def kernel_tuner_curve(cache: dict, path: str, strategy: str, budget: int, seed: int) -> list[float]:
+    """Best time so far (ms) per unique evaluation of one Kernel Tuner strategy in simulation mode."""
+    from kernel_tuner import tune_kernel
+
+    keys = cache["tune_params_keys"]
+    _LISTED.update(keys=keys, configs={tuple(e[k] for k in keys) for e in cache["cache"].values()})
+    results, _ = tune_kernel(cache["kernel_name"], "", tuple(cache["problem_size"]), [], cache["tune_params"],
+                             restrictions=in_cache, strategy=strategy,
+                             strategy_options={"max_fevals": budget}, cache=path, simulation_mode=True,
+                             seed=seed, quiet=True, verbose=False)
+    seen, times = set(), []
+    for r in results:  # unique configurations, in the order evaluated
+        key = tuple(r[k] for k in keys)
+        if key not in seen:
+            seen.add(key)
+            times.append(r["time"] if isinstance(r["time"], (int, float)) else np.inf)
+    return list(np.minimum.accumulate(times[:budget]))
+
+
+def tunebench_curve(method: str, budget: int, seed: int) -> list[float]:
+    """Best latency so far (ms) per trial of a tunebench method on ``target=replay``."""
+    from tunebench.config.experiment import Budget
+    from tunebench.datasets.models import MeasuredModel
+    from tunebench.harness.loop import tune_task
+    from tunebench.harness.tuning import task_rng
+    from tunebench.methods import make_method
+    from tunebench.targets.replay import ReplaySettings, ReplayTarget
+
+    target = ReplayTarget(ReplaySettings())
+    task = target.load_tasks(MeasuredModel(path=CACHE))[0][0]
+    result = tune_task(task, make_method(method, **TB_METHODS[method]), target, Budget(budget), task_rng(seed, task))
+    return list(np.minimum.accumulate([m.latency_s * 1e3 if m.valid else np.inf for m in result.measurements]))
+
+
+def summarize(curves: list[list[float]], optimum: float, rng: np.random.Generator) -> dict:
+    """Per checkpoint k: mean best after k evaluations, 95 % bootstrap interval over seeds, fraction of
+    the optimum; seeds whose run ended before k count with their last best."""
+    out = {}
+    for k in CHECKPOINTS:
+        vals = np.array([c[min(k, len(c)) - 1] for c in curves if c])
+        if not len(vals) or k > max(len(c) for c in curves):
+            continue
+        boot = rng.choice(vals, size=(2000, len(vals))).mean(axis=1)
+        out[k] = {"mean_ms": float(vals.mean()), "ci_ms": [float(np.percentile(boot, 2.5)),
+                                                         float(np.percentile(boot, 97.5))],
+                  "fraction_of_optimum": float(optimum / vals.mean())}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--budget", type=int, default=200, help="evaluations per run")
+    add_out_args(ap, "kernel_tuner_check")
+    args = ap.parse_args()
+    from tunebench.datasets.kt_cache import read_cache, resolve
+
+    cache = json.load(gzip.open(resolve(CACHE)))
+    optimum = min(r.latency_s for r in read_cache(resolve(CACHE)).rows if r.latency_s is not None) * 1e3
+    rng = np.random.default_rng(0)
+    rows, load0, t0 = {}, loadavg(), time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cache.json")
+        json.dump(cache, open(path, "w"))
+        for s in KT_STRATEGIES:
+            tic = time.time()
+            curves = [kernel_tuner_curve(cache, path, s, args.budget, seed) for seed in range(args.seeds)]
+            rows[f"kernel_tuner:{s}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic}
+            print(f"kernel_tuner {s}: {rows[f'kernel_tuner:{s}']['checkpoints']}", flush=True)
+    for m in TB_METHODS:
+        tic = time.time()
+        curves = [tunebench_curve(m, args.budget, seed) for seed in range(args.seeds)]
+        rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic}
+        print(f"tunebench {m}: {rows[f'tunebench:{m}']['checkpoints']}", flush=True)
+    write_json(out_path(ap, args, "kernel_tuner_check"),
+               {"cache": CACHE, "optimum_ms": optimum, "seeds": args.seeds, "budget": args.budget, "rows": rows,
+                "wall_s": time.time() - t0, "loadavg": [load0, loadavg()], "machine": machine_info(),
+                **provenance()})
+
+
+if __name__ == "__main__":
+    main()
