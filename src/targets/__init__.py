@@ -9,6 +9,7 @@ from tunebench.targets.base import Target
 from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 from tunebench.targets.fpga.table_target import TableTarget
 from tunebench.targets.fpga.vivado import VivadoTarget
+from tunebench.targets.memory.target import MemoryTarget
 from tunebench.targets.tvm.cuda import CUDATarget
 from tunebench.targets.tvm.llvm import LLVMTarget
 
@@ -22,7 +23,7 @@ def register_target(cls: type[Target]) -> type[Target]:
     return cls
 
 
-for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget):
+for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget, MemoryTarget):
     register_target(_cls)
 
 
