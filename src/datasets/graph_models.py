@@ -20,7 +20,7 @@ from typing import ClassVar
 import torch
 
 from tunebench.config.experiment import ModelSettings
-from tunebench.config.knobs import NAME, NONNEG_INT, POS_INT, bounded, choice, each, knob
+from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, bounded, choice, each, knob
 from tunebench.errors import UserError
 
 GRAPH_DTYPES = ("float32", "float16", "bfloat16")
@@ -47,7 +47,7 @@ class RandWireModel(GraphModel):
     whole: bool = knob(False, None, "one task of all stages in a row (false: one task per stage)")
     nodes: int = knob(32, bounded(2, 256), "nodes per stage (WS n; [Xie-ICCV19]: 32)")
     k: int = knob(4, POS_INT, "WS k: each node's ring neighbours ([Xie-ICCV19]: 4)")
-    p: float = knob(0.75, bounded(0.0, 1.0), "WS rewiring probability ([Xie-ICCV19]: 0.75)")
+    p: float = knob(0.75, FRACTION, "WS rewiring probability ([Xie-ICCV19]: 0.75)")
 
     def check(self, prefix: str) -> None:
         from tunebench.config.knobs import bad
