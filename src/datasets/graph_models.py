@@ -5,10 +5,12 @@ schedules, each cell one task ([Ahn-PhD] §3.5.1 schedules cells).
   one task per stage, or one task of all listed stages (``whole=true``: the hourglass-shaped graph that
   divide-and-conquer splits, [Ahn-PhD] §3.4.2);
 - ``darts_v2``: the DARTS_V2 ImageNet normal cell;
+- ``nasnet_a``, ``pnasnet5``: the NASNet-A and PNASNet-5 normal cells at their large ImageNet models' sizes;
 - ``graph_<zoo model>``: a network of the zoo, traced at PyTorch's module granularity.
 
-NASNet-A and PNASNet (timm's ``nasnetalarge`` / ``pnasnet5large``) and SwiftNet are not offered:
-docs/DESIGN_NOTES.md §Memory-aware scheduling says why.
+The NASNet-A and PNASNet cells are written here, not traced from timm's ``nasnetalarge`` /
+``pnasnet5large`` (timm could not be installed beside the pinned CPU torch), and SwiftNet's cells are not
+public: docs/DESIGN_NOTES.md §Memory-aware scheduling says why.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from tunebench.errors import UserError
 
 GRAPH_DTYPES = ("float32", "float16", "bfloat16")
 RANDWIRE_CHANNELS = {"randwire_cifar10": 42, "randwire_cifar100": 84}
+# two-input normal cells: class, (channels of the older input, of the newer input, C, side) as the second
+# normal cell of nasnetalarge / pnasnet5large (331x331 input: cells at 42x42)
+CELLS = {"nasnet_a": ("NASNetANormalCell", (336, 1008, 168, 42)), "pnasnet5": ("PNASNetCell", (540, 1080, 216, 42))}
 
 
 @dataclass
@@ -63,6 +68,8 @@ def graph_options(zoo: tuple[str, ...]) -> dict[str, ModelSettings]:
     """The ``model`` group's graph options."""
     out: dict[str, ModelSettings] = {name: RandWireModel(name=name) for name in RANDWIRE_CHANNELS}
     out["darts_v2"] = GraphModel(name="darts_v2")
+    out["nasnet_a"] = GraphModel(name="nasnet_a")
+    out["pnasnet5"] = GraphModel(name="pnasnet5")
     out.update({f"graph_{z}": GraphModel(name=f"graph_{z}") for z in zoo})
     return out
 
@@ -78,6 +85,7 @@ def _seeded(ctor, seed: int):
 
 
 def _example(shape: tuple[int, ...], batch: int, dtype: str, seed: int) -> torch.Tensor:
+    """A seeded random input of ``shape`` with the batch in front, in ``dtype``."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randn((batch, *shape), generator=gen).to(_dtype(dtype))
 
@@ -106,6 +114,12 @@ def graph_modules(model: GraphModel) -> list[tuple[str, torch.nn.Module, torch.T
     if model.name == "darts_v2":
         mod = _seeded(lambda: ir.DartsNormalCell(48), model.seed)
         return [("darts_v2_normal", mod.to(dt), _example((48, 56, 56), model.batch, model.dtype, model.seed))]
+    if model.name in CELLS:
+        ctor, (c_pp, c_p, c, side) = CELLS[model.name]
+        mod = _seeded(lambda: getattr(ir, ctor)(c_pp, c_p, c), model.seed)
+        xs = (_example((c_pp, side, side), model.batch, model.dtype, model.seed),
+              _example((c_p, side, side), model.batch, model.dtype, model.seed + 1))
+        return [(f"{model.name}_normal", mod.to(dt), xs)]
     if model.name.startswith("graph_"):
         from tunebench.datasets.zoo import IMAGENET_INPUT, MODELS, build_model
 

@@ -38,7 +38,7 @@ class Graph:
         owner: per node, the node whose storage its output is (itself unless an alias).
         shapes: per node, its output shape (a tuple of shapes for a tuple output).
         ops: per node, a short op description (``conv2d``, ``add``, ``cat``, ...).
-        example: the example input (batch and dtype of the graph).
+        example: the example inputs, one per placeholder (batch and dtype of the graph).
     """
 
     name: str
@@ -49,7 +49,7 @@ class Graph:
     owner: list[int]
     shapes: list
     ops: list[str]
-    example: torch.Tensor
+    example: tuple[torch.Tensor, ...]
     succs: list[tuple[int, ...]] = field(init=False)
     users: list[frozenset[int]] = field(init=False)
 
@@ -173,8 +173,9 @@ def _shape(value):
     return None
 
 
-def trace_graph(module: torch.nn.Module, example: torch.Tensor, name: str, leaves: tuple[type, ...] = ()) -> Graph:
-    """Trace ``module`` (one tensor input) and annotate every node by running it once on ``example``."""
+def trace_graph(module: torch.nn.Module, example, name: str, leaves: tuple[type, ...] = ()) -> Graph:
+    """Trace ``module`` and annotate every node by running it once on ``example`` (a tensor, or a tuple
+    of tensors: one per input)."""
     _no_inplace(module)
     module.eval()
     tracer = _Tracer(leaves)
@@ -185,10 +186,12 @@ def trace_graph(module: torch.nn.Module, example: torch.Tensor, name: str, leave
     return annotate(gm, example, name)
 
 
-def annotate(gm: fx.GraphModule, example: torch.Tensor, name: str) -> Graph:
+def annotate(gm: fx.GraphModule, example, name: str) -> Graph:
     """The :class:`Graph` of ``gm``: run it node by node on ``example``, recording each node's output
     bytes (the storages it newly allocated) and which node owns a storage it shares."""
+    example = tuple(example) if isinstance(example, (tuple, list)) else (example,)
     nodes = [n for n in gm.graph.nodes if n.op not in ("output", "get_attr")]
+    inputs = iter(example)
     index = {n: i for i, n in enumerate(nodes)}
     env: dict[fx.Node, object] = {}
     storage_owner: dict[int, int] = {}
@@ -196,7 +199,7 @@ def annotate(gm: fx.GraphModule, example: torch.Tensor, name: str) -> Graph:
     attrs = {n: _fetch_attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
     with torch.no_grad():
         for i, node in enumerate(nodes):
-            value = example if node.op == "placeholder" else _run_node(gm, node, {**env, **attrs})
+            value = next(inputs) if node.op == "placeholder" else _run_node(gm, node, {**env, **attrs})
             env[node] = value
             stores = _storages(value)
             if not stores:
@@ -240,7 +243,8 @@ def run_node(graph: Graph, v: int, env: dict):
     """Run node ``v`` of ``graph`` with ``env`` (fx node -> value, parameters looked up here)."""
     node = _fx_nodes(graph)[v]
     if node.op == "placeholder":
-        return graph.example
+        placeholders = [n for n in graph.gm.graph.nodes if n.op == "placeholder"]
+        return graph.example[placeholders.index(node)]
     extra = {a: _fetch_attr(graph.gm, a.target) for a in node.all_input_nodes if a.op == "get_attr"}
     return _run_node(graph.gm, node, {**env, **extra})
 
@@ -308,7 +312,7 @@ def abstract_graph(preds: Sequence[Sequence[int]], nbytes: Sequence[int], name: 
     n = len(preds)
     return Graph(name, fx.GraphModule(torch.nn.Module(), fx.Graph()), [f"n{i}" for i in range(n)],
                  [tuple(p) for p in preds], list(nbytes), list(range(n)), [None] * n, ["op"] * n,
-                 torch.zeros(0))
+                 ())
 
 
 def all_topological_orders(graph: Graph):

@@ -9,6 +9,11 @@
 - DARTS ([Liu-ICLR19]): the DARTS_V2 ImageNet normal cell (genotype of the DARTS repository), C = 48,
   the first normal cell after the ImageNet stem (56x56 and 28x28 inputs), with the next cell's
   preprocessing (ReLU - 1x1 conv - BN on the cell's concatenated output) written as separate ops.
+- NASNet-A ([Zoph-CVPR18]) and PNASNet-5 ([Liu-ECCV18]) normal cells at the sizes of their large
+  ImageNet models (``nasnetalarge``: C = 168 on 42x42 with 336- and 1008-channel inputs;
+  ``pnasnet5large``: C = 216 on 42x42 with 540- and 1080-channel inputs), written here from the papers'
+  cell diagrams (timm's models of the same names could not be installed here: docs/DESIGN_NOTES.md),
+  also with the next cell's preprocessing as separate ops.
 
 Each RandWire node, each DARTS operation and each stem is one graph node (a leaf module when traced:
 :data:`LEAVES`); additions, concatenations and the 1x1 preprocessing are graph nodes of their own.
@@ -166,8 +171,91 @@ class DartsNormalCell(nn.Module):
         return self.next_bn(self.next_conv(self.next_relu(y)))
 
 
+# ---- NASNet-A and PNASNet-5 cells ----------------------------------------------------------------
+class Branch(nn.Module):
+    """NASNet's and PNASNet's separable branch: (ReLU - depthwise kxk - pointwise 1x1 - BN) twice."""
+
+    def __init__(self, c: int, kernel: int):
+        super().__init__()
+        self.op = SepConv(c, c, kernel, 1, repeat=2)
+
+    def forward(self, x):
+        return self.op(x)
+
+
+class Pool(nn.Module):
+    """3x3 stride-1 pooling that keeps the size (average without the padding, or max)."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.op = (nn.AvgPool2d(3, 1, 1, count_include_pad=False) if kind == "avg" else nn.MaxPool2d(3, 1, 1))
+
+    def forward(self, x):
+        return self.op(x)
+
+
+class _CellWithNext(nn.Module):
+    """A cell on two inputs (the two previous cells' outputs), its inputs' 1x1 preprocessing
+    (ReLUConvBN), and the next cell's 1x1 preprocessing of its concatenated output written as separate
+    ReLU, conv and BN nodes (the concat -> conv pattern of [Ahn-PhD] §3.4.3)."""
+
+    def __init__(self, c_prev_prev: int, c_prev: int, c: int, n_out: int):
+        super().__init__()
+        self.pre_prev, self.pre = ReLUConvBN(c_prev_prev, c), ReLUConvBN(c_prev, c)
+        self.next_relu = nn.ReLU()
+        self.next_conv = nn.Conv2d(c * n_out, c, 1, bias=False)
+        self.next_bn = nn.BatchNorm2d(c)
+
+    def next_cell(self, y):
+        return self.next_bn(self.next_conv(self.next_relu(y)))
+
+
+class NASNetANormalCell(_CellWithNext):
+    """NASNet-A's normal cell ([Zoph-CVPR18] Fig. 4): five blocks on h (this cell's previous output, after
+    its 1x1) and h_prev (the one before), output the concatenation of h_prev and the five blocks."""
+
+    def __init__(self, c_prev_prev: int, c_prev: int, c: int):
+        super().__init__(c_prev_prev, c_prev, c, 6)
+        self.b0 = nn.ModuleList([Branch(c, 5), Branch(c, 3)])  # sep5x5(h) + sep3x3(h_prev)
+        self.b1 = nn.ModuleList([Branch(c, 5), Branch(c, 3)])  # sep5x5(h_prev) + sep3x3(h_prev)
+        self.b2 = Pool("avg")                                   # avg3x3(h) + h_prev
+        self.b3 = nn.ModuleList([Pool("avg"), Pool("avg")])    # avg3x3(h_prev) + avg3x3(h_prev)
+        self.b4 = Branch(c, 3)                                  # sep3x3(h) + h
+
+    def forward(self, x_prev_prev, x_prev):
+        p, h = self.pre_prev(x_prev_prev), self.pre(x_prev)
+        y0 = self.b0[0](h) + self.b0[1](p)
+        y1 = self.b1[0](p) + self.b1[1](p)
+        y2 = self.b2(h) + p
+        y3 = self.b3[0](p) + self.b3[1](p)
+        y4 = self.b4(h) + h
+        return self.next_cell(torch.cat([p, y0, y1, y2, y3, y4], dim=1))
+
+
+class PNASNetCell(_CellWithNext):
+    """PNASNet-5's cell ([Liu-ECCV18] Fig. 1), stride 1: five blocks on the left input p (the older one)
+    and the right input h, output the concatenation of the five blocks."""
+
+    def __init__(self, c_prev_prev: int, c_prev: int, c: int):
+        super().__init__(c_prev_prev, c_prev, c, 5)
+        self.b0 = nn.ModuleList([Branch(c, 5), Pool("max")])   # sep5x5(p) + max3x3(p)
+        self.b1 = nn.ModuleList([Branch(c, 7), Pool("max")])   # sep7x7(h) + max3x3(h)
+        self.b2 = nn.ModuleList([Branch(c, 5), Branch(c, 3)])  # sep5x5(h) + sep3x3(h)
+        self.b3 = nn.ModuleList([Branch(c, 3), Pool("max")])   # sep3x3(block 2) + max3x3(h)
+        self.b4 = Branch(c, 3)                                  # sep3x3(p) + h
+
+    def forward(self, x_prev_prev, x_prev):
+        p, h = self.pre_prev(x_prev_prev), self.pre(x_prev)
+        y0 = self.b0[0](p) + self.b0[1](p)
+        y1 = self.b1[0](h) + self.b1[1](h)
+        y2 = self.b2[0](h) + self.b2[1](h)
+        y3 = self.b3[0](y2) + self.b3[1](h)
+        y4 = self.b4(p) + h
+        return self.next_cell(torch.cat([y0, y1, y2, y3, y4], dim=1))
+
+
 #: module classes that stay one graph node each when traced
-LEAVES = (SepConv, RandWireNode, Mean, FactorizedReduce, ReLUConvBN, Skip)
+LEAVES = (SepConv, RandWireNode, Mean, FactorizedReduce, ReLUConvBN, Skip, Branch, Pool)
 
 
 def init_bn(module: nn.Module) -> None:

@@ -145,3 +145,17 @@ def test_serenity_runs_through_the_driver_with_its_metrics(tmp_path):
     assert m["measured_peak_bytes"] == m["peak_bytes"] <= m["program_peak_bytes"]
     assert m["reduction_vs_program"] >= 1.0 and m["arena_bytes"] >= m["peak_bytes"] and m["check_ok"] == 1.0
     assert {"offchip_bytes", "schedule_s", "nodes_before", "nodes_after", "edges_after"} <= set(m)
+
+
+# ---- the cells' structure ------------------------------------------------------------------------
+@pytest.mark.parametrize("name,nodes,edges,concat", [("nasnet_a", 21, 29, 6), ("pnasnet5", 22, 29, 5),
+                                                      ("darts_v2", 20, 26, 4)])
+def test_cells_have_the_papers_structure(name, nodes, edges, concat):
+    """2 inputs (1 for DARTS, whose stem is in the cell), their 1x1 preprocessing, 5 blocks (DARTS: 4) of
+    two operations and an add (NASNet's identities and PNASNet's identity input are no node), the
+    concat of ``concat`` tensors and the next cell's ReLU - 1x1 conv - BN."""
+    g = load_graphs(_model(name))[0]
+    assert (len(g), g.n_edges) == (nodes, edges)
+    cat = g.ops.index("cat")
+    assert len(g.preds[cat]) == concat and g.ops[cat + 1:] == ["ReLU", "Conv2d", "BatchNorm2d"]
+    assert g.ops.count("input") == (1 if name == "darts_v2" else 2)

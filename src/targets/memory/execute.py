@@ -94,7 +94,7 @@ def execute(graph: Graph, order: Sequence[int]) -> Execution:
 def reference_outputs(graph: Graph) -> list:
     """The graph's outputs from its own module (the unscheduled program)."""
     with torch.no_grad():
-        out = graph.gm(graph.example)
+        out = graph.gm(*graph.example)
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
