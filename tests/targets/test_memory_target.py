@@ -145,6 +145,16 @@ def test_serenity_runs_through_the_driver_with_its_metrics(tmp_path):
     assert m["measured_peak_bytes"] == m["peak_bytes"] <= m["program_peak_bytes"]
     assert m["reduction_vs_program"] >= 1.0 and m["arena_bytes"] >= m["peak_bytes"] and m["check_ok"] == 1.0
     assert {"offchip_bytes", "schedule_s", "nodes_before", "nodes_after", "edges_after"} <= set(m)
+    # the run's memory metrics, and their leaderboard columns
+    assert run.data.metrics["peak_bytes"] == m["peak_bytes"] and run.data.metrics["peak_reduction_geomean"] >= 1.0
+    from tunebench.report.aggregate import aggregate
+    from tunebench.report.cells import group_tables
+    from tunebench.report.query import load_runs
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    table, _ = aggregate(load_runs(client), baseline="program_order")
+    (_, headers, cells), = list(group_tables(table))
+    assert "peak [KB]" in headers and cells[0][headers.index("peak [KB]")] == f"{m['peak_bytes'] / 1024:.1f}"
 
 
 # ---- the cells' structure ------------------------------------------------------------------------
