@@ -67,7 +67,8 @@ def machine_info() -> dict:
     """CPU model, host, logical CPUs, Python, TVM and PyTorch versions."""
     import torch
 
-    from tunebench.targets.tvm.target import cpu_model_name, tvm_version
+    from tunebench.targets.tvm.llvm import cpu_model_name
+    from tunebench.targets.tvm.target import tvm_version
 
     return {"cpu": cpu_model_name(), "host": platform.node(), "cores": os.cpu_count(),
             "python": sys.version.split()[0], "tvm": tvm_version(), "torch": torch.__version__}

@@ -61,6 +61,8 @@ def test_soft_budget_below_the_optimum_finds_nothing_and_a_timeout_halves_it():
     dp.soft_budget_schedule(g, False, kahn_order(g), step_limit_s=0.0, stats=stats, max_rounds=2)
     tau = stats.budgets
     assert tau[0] == peak_memory(g, kahn_order(g))[0] and tau[1] == tau[0] / 2 and tau[-1] == tau[0]
+    with pytest.raises(dp.Timeout):  # the whole search has a limit too
+        dp.soft_budget_schedule(g, False, kahn_order(g), step_limit_s=0.0, total_limit_s=0.0)
 
 
 def test_cut_nodes_split_an_hourglass_graph():

@@ -129,7 +129,7 @@ def schedule(graph: Graph, divide: bool, budget: float | None = None, step_limit
     """The DP (with divide-and-conquer when ``divide``) under a hard ``budget``; None: no order fits.
 
     Raises:
-        Timeout: one segment's DP ran longer than ``step_limit_s``.
+        Timeout: the DP (all segments together) ran longer than ``step_limit_s``.
     """
     stats = stats if stats is not None else DPStats()
     m = Masks(graph)
@@ -137,8 +137,8 @@ def schedule(graph: Graph, divide: bool, budget: float | None = None, step_limit
     stats.partitions = [bin(s).count("1") for s in segments]
     order: list[int] = []
     done, peak = 0, 0
+    deadline = time.perf_counter() + step_limit_s if step_limit_s is not None else None
     for seg in segments:
-        deadline = time.perf_counter() + step_limit_s if step_limit_s is not None else None
         got = dp_segment(m, done, seg, peak, budget, deadline, stats)
         if got is None:
             return None
@@ -149,15 +149,21 @@ def schedule(graph: Graph, divide: bool, budget: float | None = None, step_limit
 
 
 def soft_budget_schedule(graph: Graph, divide: bool, kahn_order: list[int], step_limit_s: float,
-                         hard_budget: float | None = None, max_rounds: int = 64,
+                         hard_budget: float | None = None, max_rounds: int = 64, total_limit_s: float | None = None,
                          stats: DPStats | None = None) -> tuple[list[int], int] | None:
     """Adaptive soft budgeting ([Ahn-PhD] Algorithm 3): the hard budget tau_max is the peak of Kahn's
     order (or ``hard_budget`` when smaller); a DP run under the soft budget tau that exceeds
     ``step_limit_s`` ('timeout') halves tau, one that finds no order ('no solution') moves tau halfway back
     to the previous value; the first solution is optimal (tau >= the optimal peak). After
-    ``max_rounds`` rounds the DP runs under tau_max without a time limit."""
+    ``max_rounds`` rounds the DP runs under tau_max with the time that is left.
+
+    Raises:
+        Timeout: ``total_limit_s`` passed (our addition: Algorithm 3 can alternate between 'timeout' and
+            'no solution' without end on a graph whose DP under the optimal budget takes longer than T).
+    """
     stats = stats if stats is not None else DPStats()
     stats.budgets = []
+    end = time.perf_counter() + total_limit_s if total_limit_s is not None else None
     tau_max = float(peak_memory(graph, kahn_order)[0])
     if hard_budget is not None:
         tau_max = min(tau_max, float(hard_budget))
@@ -169,8 +175,12 @@ def soft_budget_schedule(graph: Graph, divide: bool, kahn_order: list[int], step
         elif flag == "no solution":
             tau_old, tau_new = tau_new, (tau_new + tau_old) / 2
         stats.budgets.append(tau_new)
+        left = None if end is None else end - time.perf_counter()
+        if left is not None and left <= 0:
+            raise Timeout()
+        limit = step_limit_s if left is None else min(step_limit_s, left)
         try:
-            got = schedule(graph, divide, tau_new, step_limit_s, stats)
+            got = schedule(graph, divide, tau_new, limit, stats)
         except Timeout:
             flag = "timeout"
             continue
@@ -178,4 +188,4 @@ def soft_budget_schedule(graph: Graph, divide: bool, kahn_order: list[int], step
             return got
         flag = "no solution"
     stats.budgets.append(tau_max)
-    return schedule(graph, divide, tau_max, None, stats)
+    return schedule(graph, divide, tau_max, None if end is None else end - time.perf_counter(), stats)

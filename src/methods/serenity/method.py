@@ -88,7 +88,7 @@ class SerenitySettings(MethodSettings):
                                                           "concat->depthwise conv; [] = none")
     step_limit_s: float = knob(1.0, POS_NUM, "T of Algorithm 3: time limit of one DP run under a soft budget "
                                              "(our choice; the thesis gives no value)")
-    time_limit_s: float | None = knob(600.0, opt(POS_NUM), "DP without soft budgeting gives up after this long "
+    time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
                                                            "(no schedule: Table 3.2's N/A); null = never")
 
 
@@ -125,7 +125,8 @@ class Serenity(ScheduleMethod):
         t0 = time.perf_counter()
         try:
             if s.soft_budget:
-                got = dp.soft_budget_schedule(graph, s.divide, kahn_order(graph), s.step_limit_s, capacity, stats=stats)
+                got = dp.soft_budget_schedule(graph, s.divide, kahn_order(graph), s.step_limit_s, capacity,
+                                              total_limit_s=s.time_limit_s, stats=stats)
             else:
                 got = dp.schedule(graph, s.divide, capacity, s.time_limit_s, stats)
         except dp.Timeout:
