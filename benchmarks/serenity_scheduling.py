@@ -9,8 +9,8 @@ measured by running the schedule in PyTorch.
 Part 2, growth: one RandWire stage of 16..128 nodes (WS(n, 4, 0.75)), ①+② and ①+②+③, each under
 ``--limit`` seconds.
 
-    python benchmarks/serenity_scheduling.py [--repeat 3] [--limit 60] [--growth 16,32,48,64,96,128]
-        [--out PATH | --publish]
+    python benchmarks/serenity_scheduling.py [--repeat 3] [--limit 60] [--step-limit 10]
+        [--growth 16,32,48,64,96,128] [--out PATH | --publish]
 
 Writes ``benchmarks/results/local/serenity_scheduling.json`` (``--publish``: the tracked
 ``benchmarks/results/serenity_scheduling.json``) with the machine, load before and after, date and commit.
@@ -33,6 +33,7 @@ GRAPHS = [("darts_v2", {}), ("nasnet_a", {}), ("pnasnet5", {}),
           ("randwire_cifar10", {"stages": [1, 2, 3], "whole": True})]
 COMBOS = {"dp": (False, False), "dp+dc": (True, False), "dp+dc+sb": (True, True)}
 REWRITES = ("channel", "kernel")
+STEP_LIMIT = [10.0]  # T of Algorithm 3 (--step-limit)
 
 
 def _graphs(name: str, change: dict) -> list:
@@ -64,7 +65,8 @@ def _combo(graph, divide: bool, budget: bool, limit: float):
 
     stats = dp.DPStats()
     if budget:
-        got = dp.soft_budget_schedule(graph, divide, kahn_order(graph), 1.0, total_limit_s=limit, stats=stats)
+        got = dp.soft_budget_schedule(graph, divide, kahn_order(graph), STEP_LIMIT[0], total_limit_s=limit,
+                                      stats=stats)
     else:
         got = dp.schedule(graph, divide, None, limit, stats)
     return got, stats
@@ -151,9 +153,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--limit", type=float, default=60.0, help="seconds before a combination is N/A")
     ap.add_argument("--growth", default="16,32,48,64,96,128")
+    ap.add_argument("--step-limit", type=float, default=10.0, help="T of Algorithm 3 (method.step_limit_s)")
     add_out_args(ap, "serenity_scheduling")
     args = ap.parse_args(argv)
     path = out_path(ap, args, "serenity_scheduling")
+    STEP_LIMIT[0] = args.step_limit
     torch.set_num_threads(1)
     load0 = loadavg()
     graphs = []
@@ -162,7 +166,8 @@ def main(argv=None) -> int:
             graphs.append(bench_graph(g, args.repeat, args.limit))
     growth = bench_growth([int(n) for n in args.growth.split(",") if n], args.limit)
     data = {"benchmark": "serenity_scheduling", **provenance(), "machine": machine_info(), "load_before": load0,
-            "load_after": loadavg(), "repeat": args.repeat, "limit_s": args.limit, "torch_threads": 1,
+            "load_after": loadavg(), "repeat": args.repeat, "limit_s": args.limit, "step_limit_s": args.step_limit,
+            "torch_threads": 1,
             "summary": summary(graphs), "graphs": graphs, "growth": growth}
     write_json(path, data)
     print(f"wrote {path}: " + ", ".join(f"{k} {v:.3g}" for k, v in data["summary"].items()))

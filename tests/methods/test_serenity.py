@@ -57,10 +57,34 @@ def test_soft_budget_below_the_optimum_finds_nothing_and_a_timeout_halves_it():
     assert dp.schedule(g, False, budget=best) is not None
     with pytest.raises(dp.Timeout):
         dp.schedule(g, False, step_limit_s=-1.0)  # an expired deadline is a 'timeout'
-    stats = dp.DPStats()
-    dp.soft_budget_schedule(g, False, kahn_order(g), step_limit_s=0.0, stats=stats, max_rounds=2)
+    stats = dp.DPStats()  # every run times out: tau halves twice, then the DP runs under the last timed-out tau
+    dp.soft_budget_schedule(g, False, kahn_order(g), step_limit_s=-1.0, stats=stats, max_rounds=2)
     tau = stats.budgets
-    assert tau[0] == peak_memory(g, kahn_order(g))[0] and tau[1] == tau[0] / 2 and tau[-1] == tau[0]
+    assert tau[0] == peak_memory(g, kahn_order(g))[0] and tau[1] == tau[0] / 2 and tau[2] == tau[1]
+
+
+def test_soft_budgeting_raises_tau_after_no_solution():
+    """A binary search: 'no solution' raises tau halfway to the last timed-out tau, never lowers it."""
+    g = DAGS[7]
+    best = dp.schedule(g, False)[1]
+    tau_max = peak_memory(g, kahn_order(g))[0]
+    calls = []
+    real = dp.schedule
+
+    def scripted(graph, divide, budget=None, step_limit_s=None, stats=None):
+        calls.append(budget)
+        if budget == tau_max and len(calls) == 1:
+            raise dp.Timeout()  # the first run, under tau_max, times out
+        return real(graph, divide, budget, None, stats)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(dp, "schedule", scripted):
+        order, peak = dp.soft_budget_schedule(g, False, kahn_order(g), step_limit_s=1.0)
+    assert peak == best and calls[1] == tau_max / 2 and len(calls) >= 4
+    after = calls[1:]
+    for a, b in zip(after, after[1:]):  # each 'no solution' is followed by a larger tau
+        assert b > a
     with pytest.raises(dp.Timeout):  # the whole search has a limit too
         dp.soft_budget_schedule(g, False, kahn_order(g), step_limit_s=0.0, total_limit_s=0.0)
 

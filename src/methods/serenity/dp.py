@@ -148,18 +148,34 @@ def schedule(graph: Graph, divide: bool, budget: float | None = None, step_limit
     return order, peak
 
 
+def working_set_bound(graph: Graph) -> int:
+    """A lower bound of every order's peak: the largest node output plus the tensors it reads."""
+    return max((graph.nbytes[v] + sum(graph.nbytes[o] for o in {graph.owner[p] for p in graph.preds[v]})
+                for v in range(len(graph))), default=0)
+
+
 def soft_budget_schedule(graph: Graph, divide: bool, kahn_order: list[int], step_limit_s: float,
                          hard_budget: float | None = None, max_rounds: int = 64, total_limit_s: float | None = None,
                          stats: DPStats | None = None) -> tuple[list[int], int] | None:
-    """Adaptive soft budgeting ([Ahn-PhD] Algorithm 3): the hard budget tau_max is the peak of Kahn's
-    order (or ``hard_budget`` when smaller); a DP run under the soft budget tau that exceeds
-    ``step_limit_s`` ('timeout') halves tau, one that finds no order ('no solution') moves tau halfway back
-    to the previous value; the first solution is optimal (tau >= the optimal peak). After
-    ``max_rounds`` rounds the DP runs under tau_max with the time that is left.
+    """Adaptive soft budgeting ([Ahn-PhD] Algorithm 3): a binary search for the soft budget tau between
+    a lower bound of every order's peak (:func:`working_set_bound`) and the hard budget tau_max, the peak of Kahn's order (or ``hard_budget`` when
+    smaller). A DP run under tau prunes every partial order whose peak exceeds tau; a run longer than
+    ``step_limit_s`` (T) is a 'timeout' and lowers tau (to tau / 2, or halfway to the largest tau known to
+    give 'no solution' when tau / 2 is not above it); a run that finds nothing is a 'no solution' and raises
+    tau halfway to the smallest tau that timed out (at first tau_max). The first solution is optimal
+    (tau >= the optimal peak). When the bounds meet, or after ``max_rounds`` runs, the DP runs under the
+    smallest tau that timed out, then under tau_max, with the time that is left.
+
+    The algorithm's pseudo-code updates ``(tau_old, tau_new) <- (tau_new, (tau_new + tau_old) / 2)`` on 'no
+    solution', which lowers tau after two 'no solution's in a row although its text says the search raises
+    tau then; the bounds kept here are our reading of that text. A DP run under a tau below the optimum can
+    also time out (a cell's peak is often reached at its last node, so such a run explores nearly every
+    state before it fails): the smallest timed-out tau is then below the optimum and the final runs find
+    the order.
 
     Raises:
-        Timeout: ``total_limit_s`` passed (our addition: Algorithm 3 can alternate between 'timeout' and
-            'no solution' without end on a graph whose DP under the optimal budget takes longer than T).
+        Timeout: ``total_limit_s`` passed (our addition: with a T below the time of one DP run under the
+            optimal budget the search has no end).
     """
     stats = stats if stats is not None else DPStats()
     stats.budgets = []
@@ -167,25 +183,26 @@ def soft_budget_schedule(graph: Graph, divide: bool, kahn_order: list[int], step
     tau_max = float(peak_memory(graph, kahn_order)[0])
     if hard_budget is not None:
         tau_max = min(tau_max, float(hard_budget))
-    tau_old = tau_new = tau_max
-    flag = "no solution"
+    lo, hi, tau = float(working_set_bound(graph)) - 1.0, tau_max, tau_max
     for _ in range(max_rounds):
-        if flag == "timeout":
-            tau_old, tau_new = tau_new, tau_new / 2
-        elif flag == "no solution":
-            tau_old, tau_new = tau_new, (tau_new + tau_old) / 2
-        stats.budgets.append(tau_new)
+        if hi - lo < max(1.0, 1e-3 * tau_max):  # the bounds met (to 0.1 % of tau_max)
+            break
+        stats.budgets.append(tau)
         left = None if end is None else end - time.perf_counter()
         if left is not None and left <= 0:
             raise Timeout()
-        limit = step_limit_s if left is None else min(step_limit_s, left)
         try:
-            got = schedule(graph, divide, tau_new, limit, stats)
-        except Timeout:
-            flag = "timeout"
+            got = schedule(graph, divide, tau, step_limit_s if left is None else min(step_limit_s, left), stats)
+        except Timeout:  # 'timeout': a smaller budget prunes more
+            hi = tau
+            tau = tau / 2 if tau / 2 > lo else (lo + tau) / 2
             continue
         if got is not None:
             return got
-        flag = "no solution"
-    stats.budgets.append(tau_max)
-    return schedule(graph, divide, tau_max, None if end is None else end - time.perf_counter(), stats)
+        lo, tau = tau, (tau + hi) / 2  # 'no solution': the budget is below the optimum
+    for final in dict.fromkeys((hi, tau_max)):
+        stats.budgets.append(final)
+        got = schedule(graph, divide, final, None if end is None else end - time.perf_counter(), stats)
+        if got is not None:
+            return got
+    return None

@@ -86,8 +86,8 @@ class SerenitySettings(MethodSettings):
                                                           "kernel"), "identity rewrites (§3.4.3): channel-wise "
                                                           "partitioning of concat->conv, kernel-wise of "
                                                           "concat->depthwise conv; [] = none")
-    step_limit_s: float = knob(1.0, POS_NUM, "T of Algorithm 3: time limit of one DP run under a soft budget "
-                                             "(our choice; the thesis gives no value)")
+    step_limit_s: float = knob(10.0, POS_NUM, "T of Algorithm 3: time limit of one DP run under a soft budget "
+                                              "(our choice; the thesis gives no value)")
     time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
                                                            "(no schedule: Table 3.2's N/A); null = never")
 
