@@ -169,3 +169,10 @@ def test_cells_have_the_papers_structure(name, nodes, edges, concat):
     cat = g.ops.index("cat")
     assert len(g.preds[cat]) == concat and g.ops[cat + 1:] == ["ReLU", "Conv2d", "BatchNorm2d"]
     assert g.ops.count("input") == (1 if name == "darts_v2" else 2)
+
+
+def test_node_bytes_follow_batch_and_dtype(darts):
+    half = load_graphs(_model("darts_v2", dtype="float16", batch=2))[0]
+    assert half.nbytes == darts.nbytes and half.preds == darts.preds  # 2 x batch, 1/2 x element size
+    order = half.program_order()
+    assert execute(half, order).peak_bytes == peak_memory(half, order)[0] == peak_memory(darts, order)[0]
