@@ -68,6 +68,11 @@ class Graph:
                 users[o].add(v)
         self.users = [frozenset(u) for u in users]
         self.index = {name: i for i, name in enumerate(self.names)}
+        frees: list[list[int]] = [[] for _ in range(n)]
+        for p, us in enumerate(self.users):
+            for u in us:
+                frees[u].append(p)
+        self._frees = [tuple(f) for f in frees]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -82,11 +87,7 @@ class Graph:
 
     def frees(self) -> list[tuple[int, ...]]:
         """Per node ``u``: the nodes whose storage may be freed once ``u`` ran (those ``u`` is a user of)."""
-        out: list[list[int]] = [[] for _ in range(len(self))]
-        for p, us in enumerate(self.users):
-            for u in us:
-                out[u].append(p)
-        return [tuple(f) for f in out]
+        return self._frees
 
     def program_order(self) -> list[int]:
         return list(range(len(self)))
@@ -114,20 +115,6 @@ def peak_memory(graph: Graph, order: Sequence[int]) -> tuple[int, list[int]]:
             if remaining[p] == 0:
                 live -= graph.nbytes[p]
     return peak, trace
-
-
-def lifetimes(graph: Graph, order: Sequence[int]) -> list[tuple[int, int, int]]:
-    """``(first step, last step, bytes)`` of every allocated tensor along ``order`` (steps are positions
-    in ``order``; an output's last step is the last one)."""
-    pos = {v: i for i, v in enumerate(order)}
-    end = len(order) - 1
-    out = []
-    for v in range(len(graph)):
-        if graph.nbytes[v] == 0:
-            continue
-        last = max((pos[u] for u in graph.users[v]), default=end)
-        out.append((pos[v], last, graph.nbytes[v]))
-    return out
 
 
 # ---- tracing --------------------------------------------------------------------------------
@@ -320,6 +307,7 @@ def all_topological_orders(graph: Graph):
     n = len(graph)
     indeg = [len(p) for p in graph.preds]
     order: list[int] = []
+    placed: set[int] = set()
 
     def rec():
         if len(order) == n:
@@ -337,9 +325,8 @@ def all_topological_orders(graph: Graph):
                 order.pop()
                 placed.discard(v)
 
-    placed: set[int] = set()
     yield from rec()
 
 
 __all__ = ["DTYPES", "Graph", "abstract_graph", "all_topological_orders", "annotate", "check_acyclic",
-           "is_topological", "lifetimes", "peak_memory", "random_dag", "run_node", "trace_graph"]
+           "is_topological", "peak_memory", "random_dag", "run_node", "trace_graph"]
