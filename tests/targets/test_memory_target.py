@@ -176,3 +176,24 @@ def test_node_bytes_follow_batch_and_dtype(darts):
     assert half.nbytes == darts.nbytes and half.preds == darts.preds  # 2 x batch, 1/2 x element size
     order = half.program_order()
     assert execute(half, order).peak_bytes == peak_memory(half, order)[0] == peak_memory(darts, order)[0]
+
+
+def test_a_capacity_between_the_optima_needs_the_rewrite():
+    import numpy as np
+
+    from tunebench.harness.loop import tune_task
+    from tunebench.methods import make_method
+    from tunebench.methods.base import Budget
+    from tunebench.targets.memory.target import MemorySettings, MemoryTarget
+
+    target = MemoryTarget(MemorySettings(capacity_bytes=1_000_000))  # DARTS: 1204224 B, rewritten 903168 B
+    task = target.load_tasks(_model("darts_v2"))[0][0]
+
+    def run(**settings):
+        return tune_task(task, make_method({"name": "serenity", **settings}), target, Budget(4),
+                         np.random.default_rng(0)).measurements
+
+    assert [m.latency_s for m in run()] == [903168.0]
+    assert run(rewrite=[]) == []  # no order of the original graph fits: no schedule
+    (kahn,) = run(dp=False, rewrite=[])
+    assert not kahn.valid and "exceeds target.capacity_bytes=1000000" in kahn.error

@@ -103,14 +103,14 @@ class Serenity(ScheduleMethod):
 
         s = self.settings
         best = self._schedule_graph(self.graph, "")
-        if s.rewrite and best is not None:
+        if s.rewrite:
             rewritten = self._graph_after(s.rewrite)
             count = self.rewritten[2]
             self.info.update(rewrites_applied=count, nodes_rewritten=len(rewritten), edges_rewritten=rewritten.n_edges)
-            if count:
-                other = self._schedule_graph(rewritten, "rewritten_")
-                if other is not None and peak_memory(rewritten, other)[0] < peak_memory(self.graph, best)[0]:
-                    return other, tuple(s.rewrite)
+            other = self._schedule_graph(rewritten, "rewritten_") if count else None
+            if other is not None and (best is None or
+                                      peak_memory(rewritten, other)[0] < peak_memory(self.graph, best)[0]):
+                return other, tuple(s.rewrite)
         return None if best is None else (best, ())
 
     def _schedule_graph(self, graph, prefix: str) -> list[int] | None:

@@ -40,7 +40,8 @@ class MemorySettings(TargetSettings):
     onchip_kb: int = knob(256, POS_INT, "on-chip memory for the off-chip traffic ([Ahn-PhD] Fig. 3.11: 256 KB)")
     alignment: int = knob(64, POS_INT, "arena offset alignment (TFLite's kDefaultTensorAlignment: 64)")
     capacity_bytes: int | None = knob(None, opt(POS_INT), "the device's activation memory: a hard budget for the "
-                                                          "schedulers; null = none")
+                                                          "schedulers, an order whose peak exceeds it is invalid; "
+                                                          "null = none")
     execute: bool = knob(True, None, "run every schedule in PyTorch and measure its peak (false: computed only)")
     rtol: float = knob(1e-4, POS_NUM, "relative tolerance of a rewritten graph's outputs against the original")
     atol: float = knob(1e-5, POS_NUM, "absolute tolerance of the same check")
@@ -134,6 +135,8 @@ class MemoryTarget(Target):
         program = peak_memory(base, base.program_order())[0]
         peak = peak_memory(graph, order)[0]
         s = self.settings
+        if s.capacity_bytes is not None and peak > s.capacity_bytes:
+            raise ValueError(f"peak {peak} B exceeds target.capacity_bytes={s.capacity_bytes}")
         out = {"peak_bytes": peak, "arena_bytes": arena_peak(graph, order, s.alignment),
                "program_peak_bytes": program, "program_arena_bytes": arena_peak(base, base.program_order(), s.alignment),
                "reduction_vs_program": program / peak if peak else 1.0,
