@@ -64,4 +64,3 @@ def _best_text(best) -> str:
     if best.objectives and "latency_s" not in best.objectives and "delay_s" not in best.objectives:
         return ", ".join(f"{k} {v:g}" for k, v in best.objectives.items())
     return f"{best.latency_s * 1e3:.4f} ms, {best.gflops:.1f} GFLOPS"
-

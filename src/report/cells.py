@@ -108,6 +108,7 @@ FPGA_COLUMNS = (
     ("algorithm [s]", lambda r: fmt_num(r["algorithm_s_mean"], 2)),
 )
 
+
 def _kb(key: str):
     return lambda r: fmt_num(r[key] / 1024, 1) if finite(r.get(key)) else ""
 
