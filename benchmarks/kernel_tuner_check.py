@@ -87,6 +87,18 @@ def summarize(curves: list[list[float]], optimum: float, rng: np.random.Generato
     return out
 
 
+def calculated_random() -> dict:
+    """The expected best of random search without replacement at each checkpoint, computed from the
+    cache (:func:`tunebench.protocol.stats.expected_best_of_random`): what both random rows must match."""
+    from tunebench.datasets.kt_cache import read_cache, resolve
+    from tunebench.protocol.stats import expected_best_of_random
+
+    ms = [r.latency_s * 1e3 if r.latency_s is not None else np.inf for r in read_cache(resolve(CACHE)).rows]
+    best = min(ms)
+    return {k: {"mean_ms": expected_best_of_random(ms, k), "fraction_of_optimum": best / expected_best_of_random(ms, k)}
+            for k in CHECKPOINTS}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=30)
@@ -98,7 +110,7 @@ def main() -> None:
     cache = json.load(gzip.open(resolve(CACHE)))
     optimum = min(r.latency_s for r in read_cache(resolve(CACHE)).rows if r.latency_s is not None) * 1e3
     rng = np.random.default_rng(0)
-    rows, load0, t0 = {}, loadavg(), time.time()
+    rows, load0, t0 = {"calculated:random": {"checkpoints": calculated_random(), "wall_s": 0.0}}, loadavg(), time.time()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "cache.json")
         json.dump(cache, open(path, "w"))

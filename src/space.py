@@ -147,6 +147,28 @@ class TraceConfig:
         return {"trace": json.loads(self.trace)}
 
 
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """A candidate given as an execution order of a graph's nodes (``target=memory``).
+
+    Attributes:
+        index: the candidate's number within its task (order of discovery), unique per task.
+        order: node names in execution order (names of the graph after ``rewrites``).
+        rewrites: the identity rewrites applied to the graph first (rule names, in the order given).
+    """
+
+    index: int
+    order: tuple[str, ...]
+    rewrites: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"order": list(self.order), "rewrites": list(self.rewrites)}
+
+    @classmethod
+    def from_dict(cls, index: int, values: dict) -> ScheduleConfig:
+        return cls(int(index), tuple(values["order"]), tuple(values.get("rewrites", ())))
+
+
 def trace_to_json(trace) -> str:
     """A ``tvm.s_tir.schedule.Trace`` as plain JSON text (what :class:`TraceConfig` stores)."""
     import json

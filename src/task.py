@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunebench.space import Config, Space, TraceConfig
+from tunebench.space import Config, ScheduleConfig, Space, TraceConfig
 
 
 @dataclass
@@ -53,8 +53,9 @@ class Measurement:
 
     Attributes:
         task_id: the task measured.
-        config: the config measured: knob values (:class:`Config`) or a schedule trace
-            (:class:`TraceConfig`, MetaSchedule-based methods).
+        config: the config measured: knob values (:class:`Config`), a schedule trace
+            (:class:`TraceConfig`, MetaSchedule-based methods) or a graph's execution order
+            (:class:`ScheduleConfig`, ``target=memory``).
         valid: False when the config failed validation, build or run (see ``error``).
         latency_s: median (or mean, as configured) run time in seconds; ``inf`` when invalid.
         latency_std_s: standard deviation of the repeats in seconds.
@@ -82,7 +83,7 @@ class Measurement:
     """
 
     task_id: str
-    config: Config | TraceConfig
+    config: Config | TraceConfig | ScheduleConfig
     valid: bool
     latency_s: float = float("inf")
     latency_std_s: float = 0.0
@@ -126,6 +127,8 @@ class Measurement:
     def from_record(cls, rec: dict, space: Space) -> Measurement:
         if "trace" in rec["config"]:
             cfg = TraceConfig(int(rec["index"]), json.dumps(rec["config"]["trace"], separators=(",", ":")))
+        elif "order" in rec["config"]:
+            cfg = ScheduleConfig.from_dict(rec["index"], rec["config"])
         else:
             cfg = space.get(int(rec["index"]))
             if cfg.to_dict() != rec["config"]:

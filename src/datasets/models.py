@@ -7,7 +7,9 @@
 - ``layers``: conv2d / dense layers given as specs (:mod:`tunebench.datasets.layer_spec`);
 - ``ops``: single operators of FlexTensor's suite (:mod:`tunebench.datasets.operators`);
 - ``hls_<kernel>``: an FPGA kernel's directive space (``datasets/hls/<kernel>.yaml``), measured by
-  the FPGA targets.
+  the FPGA targets;
+- graph models (``randwire_cifar10``, ``randwire_cifar100``, ``darts_v2``, ``graph_<zoo model>``:
+  :mod:`tunebench.datasets.graph_models`): networks as graphs of operations, scheduled by ``target=memory``.
 
 A model's ``workload`` says which targets can measure its tasks (``Target.workloads``).
 """
@@ -24,6 +26,7 @@ from omegaconf import MISSING
 from tunebench.config.experiment import ModelSettings
 from tunebench.config.knobs import NAME, NONNEG_INT, bad, choice, each, is_int, knob, rule
 from tunebench.config.plugins import GROUPS, PATH_FORM, is_import_path
+from tunebench.datasets.graph_models import graph_options
 
 HLS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hls")
 HLS_KERNELS = tuple(sorted(f[:-5] for f in os.listdir(HLS_DIR) if f.endswith(".yaml")))
@@ -149,6 +152,7 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     "onnx": OnnxModel(),
     "measured": MeasuredModel(),
     **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
+    **graph_options(ZOO),
 }
 
 

@@ -134,14 +134,16 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
     result = TaskResult(task, measurements=list(prior))
     clock_offset = prior[-1].search_s if prior else 0.0
     t0 = time.perf_counter()
-    waited0 = target.stats["lock_wait_s"]
+    waited0, checked0 = target.stats["lock_wait_s"], target.stats["check_s"]
 
     charged = [0.0]  # simulated targets (table replay): recorded tool seconds added to the clock
 
     def clock() -> float:
-        """The search clock: wall time, minus waiting for another process's device lock, plus
-        the tool seconds charged by simulated targets."""
-        waited = target.stats["lock_wait_s"] - waited0
+        """The search clock: wall time, minus waiting for another process's device lock and minus the
+        target's output checks (``check_s``: not search; a target that checks while it measures, as
+        ``target=memory`` runs each schedule, counts them there), plus the tool seconds charged by
+        simulated targets."""
+        waited = target.stats["lock_wait_s"] - waited0 + target.stats["check_s"] - checked0
         return clock_offset + time.perf_counter() - t0 - waited + charged[0]
 
     info = target.task_info(task)

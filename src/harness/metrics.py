@@ -56,6 +56,7 @@ def task_metrics(task: Task, result, best, checks, check: bool, protocol, calib)
     share = None
     if best is not None:
         metrics.update(best_latency_ms=best.latency_s * 1e3, best_gflops=best.gflops)
+        metrics.update(protocol.target.best_metrics(task, best))
         share = 100.0 * best.gflops / protocol.peak["fma_gflops"] if protocol.peak else None
     metrics.update(protocol.task_metrics(best, *calib, share))
     return metrics

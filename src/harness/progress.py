@@ -50,8 +50,17 @@ class TuningProgress:
     def finish_task(self, row: int, result, best) -> None:
         self.update(row, result)
         self._done += 1
-        text = (f"{best.latency_s * 1e3:.4f} ms, {best.gflops:.1f} GFLOPS" if best is not None
-                else "no valid, output-checked config")
+        text = _best_text(best)
         log.info("task %d/%d %s: %d trials (%d invalid) in %.1f s -> %s [%s]", self._done, self.n_tasks,
                  result.task.name, len(result.measurements), result.n_invalid, result.search_s, text,
                  result.stop_reason)
+
+
+def _best_text(best) -> str:
+    """A task's best for the log line: its latency and GFLOPS, or its objectives where latency is not one
+    of them (``target=memory``: ``peak_bytes``)."""
+    if best is None:
+        return "no valid, output-checked config"
+    if best.objectives and "latency_s" not in best.objectives and "delay_s" not in best.objectives:
+        return ", ".join(f"{k} {v:g}" for k, v in best.objectives.items())
+    return f"{best.latency_s * 1e3:.4f} ms, {best.gflops:.1f} GFLOPS"

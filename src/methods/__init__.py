@@ -1,6 +1,6 @@
 """Tuning methods, grouped by family: ``autotvm/``, ``chameleon/``, ``dgp/``, ``gat/``, ``flextensor/``,
-``mfgp/`` (multi-fidelity GP BO), ``dse/`` (FPGA DSE baselines), plus random search, exhaustive search
-and MetaSchedule.
+``mfgp/`` (multi-fidelity GP BO), ``dse/`` (FPGA DSE baselines), ``serenity/`` (graph schedulers for
+``target=memory``), plus random search, exhaustive search and MetaSchedule.
 :data:`METHODS` registers each by name; ``make_method(settings)`` builds the one its settings name."""
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from tunebench.methods.mfgp.dcgp import DCGP
 from tunebench.methods.mfgp.fpl18 import FPL18
 from tunebench.methods.mfgp.mes import MES
 from tunebench.methods.random_search import RandomSearch
+from tunebench.methods.serenity.method import SCHEDULE_METHODS
 from tunebench.targets.base import TargetInfo
 
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,
                                     "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
                                     "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon,
-                                    "flextensor": FlexTensor}
+                                    "flextensor": FlexTensor, **SCHEDULE_METHODS}
 
 
 #: names of the methods registered from an option's ``cls`` (their option is the user's YAML, which

@@ -40,11 +40,15 @@ class TargetNeeds:
             front), or ``"any"``.
         min_fidelities: fewest fidelities the target must offer (multi-fidelity methods: 2).
         compiles: the method generates TVM schedules itself (needs ``target_info.tvm_target``).
+        graphs: the method orders a graph's nodes (needs a target whose tasks are graphs:
+            ``target_info.graph_schedules``); a method without it needs a knob space, which such a
+            target's tasks do not have.
     """
 
     objectives: str = "any"
     min_fidelities: int = 1
     compiles: bool = False
+    graphs: bool = False
 
     def problems(self, info: TargetInfo) -> list[str]:
         """What the target described by ``info`` lacks; empty when the method can run on it."""
@@ -58,6 +62,10 @@ class TargetNeeds:
             out.append(f"at least {self.min_fidelities} fidelities (the target has {', '.join(fidelities) or 'none'})")
         if self.compiles and not info.tvm_target:
             out.append("a TVM target that compiles schedules (llvm, cuda)")
+        if self.graphs and not info.graph_schedules:
+            out.append("a target whose tasks are graphs to order (memory)")
+        if info.graph_schedules and not self.graphs:
+            out.append("a target whose tasks have a knob space (its tasks are graphs to order)")
         return out
 
 

@@ -158,3 +158,19 @@ def reduction_product_ci(t: Sequence[float], lat: Sequence[float], t_base: Seque
     hv = np.prod(1.0 - ms / bs, axis=1) * 100.0
     q = (1.0 - level) / 2.0
     return point, float(np.quantile(hv, q)), float(np.quantile(hv, 1.0 - q))
+
+
+def expected_best_of_random(values: Sequence[float], k: int) -> float:
+    """The expected best (smallest) of ``k`` draws without replacement from ``values`` (inf: an invalid
+    config), computed, not sampled: with the values sorted ascending, the best is the j-th smallest
+    with probability C(N - j, k - 1) / C(N, k). The calculated random-search baseline of a measured space."""
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(v)
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k}: must be between 1 and the number of values ({n})")
+    total = math.comb(n, k)
+    p = np.array([math.comb(n - j, k - 1) / total for j in range(1, n + 1)])
+    finite = np.isfinite(v)
+    if np.any(p[~finite] > 0):
+        return math.inf
+    return float(np.sum(p[finite] * v[finite]))

@@ -108,6 +108,26 @@ FPGA_COLUMNS = (
     ("algorithm [s]", lambda r: fmt_num(r["algorithm_s_mean"], 2)),
 )
 
+
+def _kb(key: str):
+    return lambda r: fmt_num(r[key] / 1024, 1) if finite(r.get(key)) else ""
+
+
+# Memory groups (target=memory): peaks, traffic and scheduling time of each method's schedules.
+MEMORY_COLUMNS = (
+    ("method", lambda r: r["method"]),
+    ("seeds", lambda r: f"{r['n_seeds']} ({r['seeds']})"),
+    ("peak [KB]", _kb("peak_bytes_mean")),
+    ("arena [KB]", _kb("arena_bytes_mean")),
+    ("program order peak [KB]", _kb("program_peak_bytes_mean")),
+    ("reduction vs program [×]", lambda r: fmt_num(r["peak_reduction_geomean_mean"], 3)),
+    ("off-chip [KB]", _kb("offchip_bytes_mean")),
+    ("off-chip reduction [×]", lambda r: fmt_num(r["offchip_reduction_mean"], 3)),
+    ("measured peak [KB]", _kb("measured_peak_bytes_mean")),
+    ("scheduling [s]", lambda r: pm(r["schedule_s_mean"], r["schedule_s_std"], 3)),
+    ("nodes before → after", lambda r: f"{fmt_num(r['nodes_before_mean'], 0)} → {fmt_num(r['nodes_after_mean'], 0)}"),
+)
+
 # (header, formatter of a table row): the table view of the CSV rows.
 COLUMNS = (
     ("method", lambda r: r["method"] + (" (baseline)" if r["is_baseline"] else "")),
@@ -144,7 +164,8 @@ def group_tables(table: pd.DataFrame) -> Iterator[tuple[tuple[str, str], list[st
     for (model, target), rows in table.groupby(["model", "target"], sort=False):
         baseline = rows["baseline"].iloc[0]
         records = rows.to_dict("records")
-        cols = FPGA_COLUMNS if rows["hypervolume_mean"].notna().any() else COLUMNS
+        cols = (FPGA_COLUMNS if rows["hypervolume_mean"].notna().any() else
+                MEMORY_COLUMNS if rows["peak_bytes_mean"].notna().any() else COLUMNS)
         cols = [(h, fmt) for h, fmt in cols
                 if h not in OPTIONAL or any((OPTIONAL[h] or fmt)(r) for r in records)]
         cells = [[fmt(r) for _, fmt in cols] for r in records]

@@ -22,7 +22,12 @@ COLUMNS_NOTE = (
     "pre-training (Sun et al., ICCV 2021, report search time this way when a history is given). FPGA groups: ADRS "
     "against the exhaustive table's true Pareto front and normalized hypervolume (reference point from "
     "the target config), both of the designs measured at the highest fidelity; tool = tool seconds "
-    "charged, algorithm = search − tool.")
+    "charged, algorithm = search − tool. Memory groups (target=memory): peak = largest peak of live "
+    "activations over the model's cells (no allocator), arena = TFLite's simple memory arena for the same "
+    "order, program order peak = the network's own order, reduction = geometric mean over cells of program "
+    "peak / peak, off-chip = traffic at the target's on-chip size with Belady's replacement (summed over "
+    "cells), measured peak = the peak of the tensors the scheduled graph held when run in PyTorch, "
+    "scheduling = the method's seconds to compute its orders.")
 
 FOOTNOTE = (
     "e2e and PyTorch latencies are the medians of each run's timing samples (older runs: means). speedup vs "

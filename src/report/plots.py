@@ -125,6 +125,8 @@ def make_plots(client, runs: pd.DataFrame, methods, notes: dict, fpga: bool = Fa
                 if fpga:
                     plots[(model, target)] = fpga_group_plots(client, model, target, group, files, methods)
                 continue
+            if group["peak_bytes"].notna().any():
+                continue  # memory groups (target=memory): one schedule per task, no search curve to draw
             plots[(model, target)] = _group_plots(model, target, group, files, methods,
                                                   notes.setdefault((model, target), []))
     return plots

@@ -10,6 +10,7 @@ from tunebench.targets.base import Target
 from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 from tunebench.targets.fpga.table_target import TableTarget
 from tunebench.targets.fpga.vivado import VivadoTarget
+from tunebench.targets.memory.target import MemoryTarget
 from tunebench.targets.replay import ReplayTarget
 from tunebench.targets.tvm.cuda import CUDATarget
 from tunebench.targets.tvm.llvm import LLVMTarget
@@ -36,7 +37,7 @@ def register_target(cls: type[Target]) -> type[Target]:
     return cls
 
 
-for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget, ReplayTarget):
+for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget, MemoryTarget, ReplayTarget):
     register_target(_cls)
 
 

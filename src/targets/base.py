@@ -64,6 +64,8 @@ class TargetInfo:
         reference_point: hypervolume reference point in scaled units, one per objective; None elsewhere.
         details: the rest of the device description (TVM: mcpu, cores, host, GPU limits; FPGA:
             device, tools, part, clock, table), recorded as is.
+        graph_schedules: a task is a graph (``task.mod``) and a config its execution order
+            (:class:`~tunebench.space.ScheduleConfig`), not a point of a knob space (``target=memory``).
         fidelity_costs: seconds to a report at each fidelity from scratch (T_i of [Sun-PhD] Eq. 3.15:
             the cumulative tool time of the stages it needs), from the target's measured stage seconds
             (``Target.task_info``: per task); None where unknown or not applicable.
@@ -85,6 +87,7 @@ class TargetInfo:
     reference_point: tuple[float, ...] | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     fidelity_costs: Mapping[str, float] | None = None
+    graph_schedules: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "objectives", tuple(self.objectives))
@@ -139,6 +142,7 @@ class Target(ABC):
     workloads: ClassVar[tuple[str, ...]] = ()
     compiles: ClassVar[bool] = False
     end_to_end: ClassVar[bool] = False  # whole models run on it: the run ends with the end-to-end step
+    graph_schedules: ClassVar[bool] = False  # tasks are graphs, configs execution orders (TargetInfo)
     objectives: tuple[str, ...] | list[str] = ("latency_s",)
     fidelities: tuple[str, ...] | list[str] = ("hw",)
     batch_size: int = 1
@@ -160,7 +164,8 @@ class Target(ABC):
         return TargetInfo(kind=cls.kind, name=settings.name, device_name=settings.name,
                           objectives=tuple(getattr(settings, "objectives", cls.objectives)),
                           fidelities=tuple(getattr(settings, "fidelities", cls.fidelities)),
-                          tvm_target={"kind": cls.kind} if cls.compiles else None)
+                          tvm_target={"kind": cls.kind} if cls.compiles else None,
+                          graph_schedules=cls.graph_schedules)
 
     @classmethod
     def check_model(cls, settings: TargetSettings, model: ModelSettings, own_schedules: bool) -> None:
@@ -179,7 +184,8 @@ class Target(ABC):
         return {"kind": self.kind, "name": self.name, "device_name": self.name, "objectives": tuple(self.objectives),
                 "fidelities": tuple(self.fidelities), "batch_size": int(self.batch_size),
                 "times_kernels": bool(self.times_kernels), "simulated_clock": bool(self.simulated_clock),
-                "tvm_target": self.tvm_target, "threads": self.threads, "precision": self.precision}
+                "tvm_target": self.tvm_target, "threads": self.threads, "precision": self.precision,
+                "graph_schedules": bool(self.graph_schedules)}
 
     def task_info(self, task: Task) -> TargetInfo:
         """The description a method tuning ``task`` is given: :attr:`info` plus what depends on the
@@ -234,6 +240,11 @@ class Target(ABC):
         """Cumulative seconds per phase (keys :data:`STAT_KEYS`): builds and tool runs, timed runs,
         output checks, tool time (FPGA), protocol work, waiting for another process's device lock."""
         return dict(self._stats)
+
+    def best_metrics(self, task: Task, best: Measurement) -> dict[str, float]:
+        """The target's own numbers about a task's reported best (logged as ``<task_id>.<key>`` metrics and
+        kept in the task's ``tasks.json`` entry); none by default."""
+        return {}
 
     def table_for(self, task: Task):
         """The design-space table this target replays for ``task`` (its true Pareto front for

@@ -6,7 +6,9 @@ method declares it needs (:class:`~tunebench.methods.base.TargetNeeds`), never f
   directive space pruned to a listed subset (:class:`~tunebench.space.ExplicitSpace`);
 - ``min_fidelities`` -> that many fidelities (cheapest first);
 - ``compiles`` -> a tiny GEMM as real TIR (the method makes its own schedules) and a target with a
-  ``tvm_target`` that "measures" a schedule trace by a function of its text, compiling nothing.
+  ``tvm_target`` that "measures" a schedule trace by a function of its text, compiling nothing;
+- ``graphs`` -> a random DAG to order (normal: 10 nodes, small: 4, empty: none) on a target whose tasks
+  are graphs (``graph_schedules``), measuring an order by its config index like any other config.
 
 Every value is a deterministic function of the config (its index, or its trace text), so two runs
 with the same seed must measure the same configs in the same order.
@@ -80,8 +82,10 @@ def target_for(needs: TargetNeeds, fail: bool = False) -> FakeTarget:
     if needs.objectives == "multi":
         return FakeTarget(name="fake_pareto", objectives=OBJECTIVES, fidelities=fids, values=pareto_values(fids),
                           fail=inject, reference_point=[1.0] * len(OBJECTIVES), capacity=CAPACITY)
-    return FakeTarget(latency, name="fake_latency", fidelities=fids, fail=inject,
-                      tvm_target=TVM_TARGET if needs.compiles else None)
+    target = FakeTarget(latency, name="fake_latency", fidelities=fids, fail=inject,
+                        tvm_target=TVM_TARGET if needs.compiles else None)
+    target.graph_schedules = needs.graphs
+    return target
 
 
 def knob_space(size: str) -> Space:
@@ -103,9 +107,23 @@ def task_for(needs: TargetNeeds, size: str = "normal") -> Task:
     """A task for the target of ``target_for(needs)``; ``size`` one of :data:`SIZES`."""
     if needs.compiles:
         return _gemm_task(GEMM[size])
+    if needs.graphs:
+        return _graph_task(size)
     space = directive_space(size) if needs.objectives == "multi" else knob_space(size)
     return Task(id=f"c0f{SIZES.index(size)}00000001", name=f"conformance_{size}", kind="dense", mod=None,
                 shape={}, flops=2 * 10**6, space=space)
+
+
+GRAPH_NODES = {"normal": 10, "small": 4, "empty": 0}
+
+
+def _graph_task(size: str) -> Task:
+    from tunebench.datasets.graphs import abstract_graph, random_dag
+
+    preds, nbytes = random_dag(GRAPH_NODES[size], 0.3, seed=3) if GRAPH_NODES[size] else ([], [])
+    graph = abstract_graph(preds, nbytes, f"conformance_dag_{size}")
+    return Task(id=f"c0d{SIZES.index(size)}00000001", name=f"conformance_dag_{size}", kind="graph", mod=graph,
+                shape={"nodes": len(graph)}, flops=0)
 
 
 def _gemm_task(shape: dict) -> Task:

@@ -6,7 +6,7 @@ import sys
 from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import _common  # noqa: E402
+import _common
 
 
 def test_machine_info_and_provenance_name_the_machine_and_commit():

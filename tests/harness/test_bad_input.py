@@ -115,6 +115,14 @@ RUN_CASES = [
     (["target.handler=nocolon"], "target.handler='nocolon'"),
     ([*FPGA, "target.fidelities=[]"], "target.fidelities=[]"),
     ([*FPGA, "target.table=/nonexistent/t.csv"], "target.table='/nonexistent/t.csv' does not exist"),
+    # graphs and their schedules (target=memory)
+    (["target=memory", "model=darts_v2", "method=serenity", "target.capacity_bytes=1000"],
+     "target.capacity_bytes=1000: below the largest tensor of darts_v2_normal (602112 B)"),
+    (["target=memory", "model=darts_v2", "method=random"], "method=random cannot run on target=memory"),
+    (["method=serenity"], "method=serenity cannot run on target=llvm"),
+    (["target=memory"], "model=layers and target=memory do not go together"),
+    (["target=memory", "model=randwire_cifar10", "model.stages=[1,3]", "method=kahn"], "model.stages=[1, 3]"),
+    (["target=memory", "model=darts_v2", "method=serenity", "method.rewrite=[winograd]"], "method.rewrite="),
     # e2e and measure
     (["e2e.rounds=0"], "e2e.rounds=0"),
     (["e2e.default_n_runs=-1"], "e2e.default_n_runs=-1"),
@@ -226,7 +234,10 @@ def test_method_needs_are_checked_against_the_target():
     assert METHODS["metaschedule"].needs.problems(info["table"])  # schedules need TVM
     assert not METHODS["metaschedule"].needs.problems(info["llvm"])
     assert METHODS["cgp"].needs.problems(info["cuda"]) and not METHODS["cgp"].needs.problems(info["vivado"])
-    assert all(not METHODS[m].needs.problems(info[t]) for m in ("random", "exhaustive") for t in info)
+    knob_targets = [t for t in info if not info[t].graph_schedules]  # target=memory's tasks are graphs to order
+    assert all(not METHODS[m].needs.problems(info[t]) for m in ("random", "exhaustive") for t in knob_targets)
+    assert METHODS["random"].needs.problems(info["memory"]) and METHODS["serenity"].needs.problems(info["llvm"])
+    assert not METHODS["serenity"].needs.problems(info["memory"])
 
 
 def test_enough_distinct_cases():

@@ -18,6 +18,7 @@ from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.harness.setup.preflight import preflight
 from tunebench.methods import make_method
+from tunebench.protocol.stats import expected_best_of_random
 from tunebench.targets.replay import ReplaySettings, ReplayTarget
 
 SHIPPED = "kernel_tuner/convolution_MI50.json.gz"
@@ -76,17 +77,6 @@ def test_replay_gives_the_recorded_latencies_and_charges_the_recorded_seconds(ca
     assert min(m.latency_s for m in result.measurements) == 1.5e-3
 
 
-def expected_best(latencies: np.ndarray, k: int) -> float:
-    """E[min of k draws without replacement] from ``latencies`` (inf = invalid), analytically:
-    P(min rank >= j) = C(N - j + 1, k) / C(N, k) over the values sorted ascending."""
-    v = np.sort(latencies)
-    n = len(v)
-    surv = np.array([math.comb(n - j, k) / math.comb(n, k) for j in range(n + 1)])  # P(min rank > j)
-    p = surv[:-1] - surv[1:]
-    finite = np.isfinite(v)
-    return float(np.sum(p[finite] * v[finite]) + (np.inf if np.any(p[~finite] > 0) else 0.0))
-
-
 def test_random_search_on_replay_follows_the_analytic_expected_best_so_far():
     lat = np.array([r.latency_s if r.latency_s is not None else np.inf for r in read_cache(resolve(SHIPPED)).rows])
     seeds, trials = 40, 60
@@ -97,7 +87,7 @@ def test_random_search_on_replay_follows_the_analytic_expected_best_so_far():
     curves = np.array(curves)
     for k in (1, 5, 20, 60):
         got, sem = curves[:, k - 1].mean(), curves[:, k - 1].std(ddof=1) / math.sqrt(seeds)
-        want = expected_best(lat, k)
+        want = expected_best_of_random(lat, k)
         assert abs(got - want) <= 4 * sem + 1e-9, f"best after {k}: {got:.4g} vs analytic {want:.4g} (sem {sem:.2g})"
 
 
@@ -131,3 +121,9 @@ def test_a_bad_cache_is_one_line_before_any_run(tmp_path, content, message):
     with pytest.raises(UserError, match=message):
         preflight(["target=replay", "model=measured", f"model.path={path}", f"workdir={tmp_path}"])
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_the_calculated_random_baseline_on_a_hand_made_case():
+    # 4 values, 2 draws: the best is 1 unless both draws miss it (3 of 6 pairs: {2,3}, {2,inf}, {3,inf})
+    assert math.isclose(expected_best_of_random([3.0, 1.0, np.inf, 2.0], 2), (3 * 1.0 + 2 * 2.0 + 1 * 3.0) / 6)
+    assert expected_best_of_random([5.0, 4.0], 2) == 4.0 and expected_best_of_random([np.inf, 1.0], 1) == math.inf

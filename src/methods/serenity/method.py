@@ -1,0 +1,224 @@
+"""``method=serenity`` and the scheduling baselines: methods that order a graph's nodes
+(``needs.graphs``: ``target=memory``). Each computes one schedule in its first ``ask`` (the scheduling
+time is the task's search clock) and then asks for nothing more: the loop ends the task as
+``exhausted``, with no special path.
+
+- ``serenity`` ([Ahn-PhD] §3.4; [Ahn-MLSys20]): identity graph rewriting (§3.4.3) when ``rewrite``
+  lists rules, then the dynamic-programming scheduler (§3.4.1, Algorithm 2), split at the graph's cut
+  nodes when ``divide`` (§3.4.2, Fig. 3.7), under adaptive soft budgeting when ``soft_budget``
+  (Algorithm 3, ``step_limit_s`` = its T). With rewriting, the better of the rewritten and the original
+  graph's schedules is proposed (a rewrite that does not lower the peak is not kept).
+- ``program_order``, ``kahn``, ``dfs_order``, ``inductor`` (``order``: lpmf, bfs, dfs), ``brute_force``
+  (at most ``max_nodes`` nodes): the baselines of :mod:`.orders`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from tunebench.config.experiment import MethodSettings
+from tunebench.config.knobs import NAME, POS_NUM, bounded, choice, each, knob, opt
+from tunebench.methods.base import Method, TargetNeeds
+from tunebench.space import ScheduleConfig
+
+log = logging.getLogger(__name__)
+
+
+class ScheduleMethod(Method):
+    """A method whose answer is one execution order per task (computed in the first ``ask``)."""
+
+    needs = TargetNeeds(objectives="single", graphs=True)
+
+    def setup(self, task, target_info, history, budget, rng):
+        super().setup(task, target_info, history, budget, rng)
+        self.graph = task.mod
+        self.rewritten = None  # (rules, graph) once rewritten
+        self.done = False
+        self.info: dict = {}
+
+    def tell(self, measurements):
+        super().tell(measurements)
+        if measurements:  # resumed with its schedule measured: nothing left to do
+            self.done = True
+
+    def ask(self, n):
+        if self.done or n < 1:
+            return []
+        self.done = True
+        t0 = time.perf_counter()
+        got = self.schedule()
+        self.info["schedule_s"] = time.perf_counter() - t0
+        if got is None:
+            return []
+        order, rewrites = got
+        graph = self._graph_after(rewrites)
+        return [ScheduleConfig(0, tuple(graph.names[v] for v in order), tuple(rewrites))]
+
+    def _graph_after(self, rewrites):
+        """The graph after ``rewrites`` (rewritten once per task)."""
+        if not rewrites:
+            return self.graph
+        if self.rewritten is None or self.rewritten[0] != tuple(rewrites):
+            from tunebench.datasets.graph_rewrite import rewrite
+
+            self.rewritten = (tuple(rewrites), *rewrite(self.graph, tuple(rewrites)))
+        return self.rewritten[1]
+
+    def schedule(self) -> tuple[list[int], tuple[str, ...]] | None:
+        """``(order of node indices, rewrites applied first)``, or None when there is no answer."""
+        raise NotImplementedError
+
+    def report(self) -> dict:
+        return dict(self.info)
+
+
+@dataclass
+class SerenitySettings(MethodSettings):
+    """SERENITY ([Ahn-PhD] §3.4): rewriting, DP scheduling, divide-and-conquer, adaptive soft budgeting."""
+
+    name: str = knob("serenity", NAME, "the method")
+    dp: bool = knob(True, None, "dynamic-programming scheduler (§3.4.1); false = Kahn's order (to isolate rewriting)")
+    divide: bool = knob(True, None, "divide-and-conquer at the graph's cut nodes (§3.4.2, Fig. 3.7)")
+    soft_budget: bool = knob(True, None, "adaptive soft budgeting (§3.4.2, Algorithm 3)")
+    rewrite: list[str] = knob(["channel", "kernel"], each(choice("channel", "kernel"), "rewrite rules: channel, "
+                                                          "kernel"), "identity rewrites (§3.4.3): channel-wise "
+                                                          "partitioning of concat->conv, kernel-wise of "
+                                                          "concat->depthwise conv; [] = none")
+    step_limit_s: float = knob(10.0, POS_NUM, "T of Algorithm 3: time limit of one DP run under a soft budget "
+                                              "(our choice; the thesis gives no value)")
+    time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
+                                                           "(no schedule: Table 3.2's N/A); null = never")
+
+
+class Serenity(ScheduleMethod):
+    """Settings: :class:`SerenitySettings`."""
+
+    name = "serenity"
+    Settings = SerenitySettings
+
+    def schedule(self):
+        from tunebench.datasets.graphs import peak_memory
+
+        s = self.settings
+        best = self._schedule_graph(self.graph, "")
+        if s.rewrite:
+            rewritten = self._graph_after(s.rewrite)
+            count = self.rewritten[2]
+            self.info.update(rewrites_applied=count, nodes_rewritten=len(rewritten), edges_rewritten=rewritten.n_edges)
+            other = self._schedule_graph(rewritten, "rewritten_") if count else None
+            if other is not None and (best is None or
+                                      peak_memory(rewritten, other)[0] < peak_memory(self.graph, best)[0]):
+                return other, tuple(s.rewrite)
+        return None if best is None else (best, ())
+
+    def _schedule_graph(self, graph, prefix: str) -> list[int] | None:
+        from tunebench.methods.serenity import dp
+        from tunebench.methods.serenity.orders import kahn_order
+
+        s = self.settings
+        if not s.dp:
+            return kahn_order(graph)
+        stats = dp.DPStats()
+        capacity = (self.target_info.capacity or {}).get("bytes")
+        t0 = time.perf_counter()
+        try:
+            if s.soft_budget:
+                got = dp.soft_budget_schedule(graph, s.divide, kahn_order(graph), s.step_limit_s, capacity,
+                                              total_limit_s=s.time_limit_s, stats=stats)
+            else:
+                got = dp.schedule(graph, s.divide, capacity, s.time_limit_s, stats)
+        except dp.Timeout:
+            got = None
+            self.info[f"{prefix}timed_out"] = 1.0
+            log.warning("serenity: the DP ran past time_limit_s=%s on %s (%d nodes): no schedule",
+                        s.time_limit_s, graph.name, len(graph))
+        self.info.update({f"{prefix}dp_s": time.perf_counter() - t0, f"{prefix}dp_states": stats.states,
+                          f"{prefix}dp_runs": stats.runs, f"{prefix}partitions": len(stats.partitions or []),
+                          f"{prefix}largest_partition": max(stats.partitions or [0])})
+        if stats.budgets:
+            self.info[f"{prefix}soft_budgets_tried"] = len(stats.budgets)
+        if got is None and capacity is not None:
+            log.warning("serenity: no order of %s fits target.capacity_bytes=%d", graph.name, capacity)
+        return None if got is None else got[0]
+
+
+# ---- baselines ------------------------------------------------------------------------------
+@dataclass
+class BaselineSettings(MethodSettings):
+    """A fixed topological order: no hyperparameters."""
+
+    name: str = knob("program_order", NAME, "the method")
+
+
+class _FixedOrder(ScheduleMethod):
+    Settings = BaselineSettings
+    order_name = "program"
+
+    def schedule(self):
+        from tunebench.methods.serenity.orders import BASELINES
+
+        return BASELINES[self.order_name](self.graph), ()
+
+
+def _baseline(method_name: str, order_name: str, doc: str) -> type[ScheduleMethod]:
+    settings = dataclass(type(f"{order_name.title().replace('_', '')}Settings", (BaselineSettings,),
+                              {"__annotations__": {"name": str}, "__doc__": doc,
+                               "name": knob(method_name, NAME, "the method")}))
+    return type(f"{order_name.title().replace('_', '')}Order", (_FixedOrder,),
+                {"name": method_name, "Settings": settings, "order_name": order_name, "__doc__": doc})
+
+
+ProgramOrder = _baseline("program_order", "program", "The program order (the network's forward; TFLite keeps it).")
+KahnOrder = _baseline("kahn", "kahn", "Kahn's topological order, FIFO ([Kahn-CACM62]).")
+DFSOrder = _baseline("dfs_order", "dfs", "A depth-first topological order (the latest ready node runs next).")
+
+
+@dataclass
+class InductorSettings(MethodSettings):
+    """PyTorch Inductor's memory-aware topological sorts (``torch._inductor.memory``)."""
+
+    name: str = knob("inductor", NAME, "the method")
+    order: str = knob("lpmf", choice("lpmf", "bfs", "dfs"), "lpmf: least peak memory first; bfs; dfs "
+                                                          "(Inductor's reorder_for_peak_memory candidates)")
+
+
+class InductorOrder(ScheduleMethod):
+    """Settings: :class:`InductorSettings`."""
+
+    name = "inductor"
+    Settings = InductorSettings
+
+    def schedule(self):
+        from tunebench.methods.serenity.orders import inductor_order
+
+        return inductor_order(self.graph, self.settings.order), ()
+
+
+@dataclass
+class BruteForceSettings(MethodSettings):
+    """Every topological order of a small graph ([Ahn-PhD] §3.3: Theta(|V|!))."""
+
+    name: str = knob("brute_force", NAME, "the method")
+    max_nodes: int = knob(12, bounded(1, 16), "largest graph enumerated (a larger one gets no schedule)")
+
+
+class BruteForce(ScheduleMethod):
+    """Settings: :class:`BruteForceSettings`."""
+
+    name = "brute_force"
+    Settings = BruteForceSettings
+
+    def schedule(self):
+        from tunebench.methods.serenity.orders import brute_force
+
+        if len(self.graph) > self.settings.max_nodes:
+            log.warning("brute_force: %s has %d nodes > max_nodes=%d: no schedule", self.graph.name, len(self.graph),
+                        self.settings.max_nodes)
+            self.info["skipped"] = 1.0
+            return None
+        return brute_force(self.graph)[0], ()
+
+
+SCHEDULE_METHODS = {cls.name: cls for cls in (Serenity, ProgramOrder, KahnOrder, DFSOrder, InductorOrder, BruteForce)}
