@@ -199,14 +199,16 @@ def classify(mod: tvm.IRModule) -> tuple[str, dict, int] | None:
             return "conv2d", shape, flops
         if groups == shape["in_channels"]:
             return "depthwise_conv2d", shape, flops
-        log.warning("skipping grouped conv (groups=%d, not depthwise): %s", groups, shape)
-        return None
+        return None  # a grouped conv that is not depthwise: no template (reported by extract_tasks)
     if name in DENSE_BLOCKS:
         shape = dense_shape(block)
         if shape is None:
             return None
         return "dense", shape, 2 * shape["batch"] * shape["in_features"] * shape["out_features"]
     return None
+
+
+LAYER_WORDS = ("conv", "matmul", "dense")  # anchor blocks of layers (others: elementwise, pooling, ...)
 
 
 # ---- ids and order ------------------------------------------------------------------------------
@@ -255,11 +257,14 @@ def extract_tasks(imported: ImportedModel, target_kind: str | None = None) -> li
     for pos, name in enumerate(order):
         first_call.setdefault(_func_hash(imported.mod[name]), (pos, name))
 
-    found = []
+    found, untemplated = [], []
     for ext in ms_extract_tasks(imported.mod, target):
         func = ext.dispatched[0]["main"]
         info = classify(tvm.IRModule({"main": func}))
         if info is None:
+            anchor = s_tir.analysis.find_anchor_sblock(tvm.IRModule({"main": func}))
+            if anchor is not None and any(w in anchor.name_hint for w in LAYER_WORDS):
+                untemplated.append(f"{ext.task_name} ({anchor.name_hint}) x{int(ext.weight)}")
             continue
         kind, shape, flops = info
         pos, name = first_call.get(_func_hash(func), (len(order), ext.task_name))
@@ -270,6 +275,9 @@ def extract_tasks(imported: ImportedModel, target_kind: str | None = None) -> li
     tasks = [t for _, t in found]
     log.info("extracted %d tasks for %s: %s", len(tasks), target_kind,
              ", ".join(f"{t.name}x{t.weight}" for t in tasks))
+    if untemplated:
+        log.warning("%d layer(s) of a kind no template covers run TVM's default schedule, untuned: %s",
+                    len(untemplated), ", ".join(untemplated))
     return tasks
 
 

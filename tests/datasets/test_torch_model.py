@@ -22,6 +22,10 @@ def make():
                          nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
 
 
+def grouped():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, groups=2))
+
+
 def number():
     return 3
 
@@ -69,3 +73,13 @@ def test_a_bad_factory_is_one_line_before_any_run(user_module, factory, message)
 def test_a_torch_model_without_a_factory_says_so(user_module):
     with pytest.raises(UserError, match="model.factory"):
         preflight(["model=torch", f"workdir={user_module}"])
+
+
+def test_a_layer_no_template_covers_is_reported_once_and_left_to_the_default_schedule(user_module, caplog):
+    from tunebench.datasets.models import TorchModel
+    from tunebench.datasets.tasks import model_tasks
+
+    tasks, _ = model_tasks(TorchModel(factory="user_net:grouped", input_shape=[1, 3, 8, 8]))
+    assert [t.kind for t in tasks] == ["conv2d"]
+    lines = [r.getMessage() for r in caplog.records if "no template covers" in r.getMessage()]
+    assert len(lines) == 1 and "group_conv2d_nchw" in lines[0] and "default schedule" in lines[0], lines
