@@ -115,7 +115,9 @@ def _run(args, cwd, **kw):
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kw)
 
 
-# ~60 s on 2 idle cores: two tuning runs of one tiny layer and the leaderboard
+# ~60 s on 2 idle cores: two tuning runs of one tiny layer and the leaderboard; the option's composition and
+# typing are the in-process tests above, the method's loop the check-method test below
+@pytest.mark.slow
 def test_the_example_method_against_autotvm_in_one_sweep_and_its_leaderboard_row(tmp_path):
     done = _run([os.path.join(ROOT, "run.py"), "-m", EXAMPLE_CONF, "method=my_sa,autotvm", *FAST], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
