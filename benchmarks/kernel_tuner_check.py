@@ -103,6 +103,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--budget", type=int, default=200, help="evaluations per run")
+    ap.add_argument("--strategies", default=",".join(KT_STRATEGIES), help="Kernel Tuner strategies (comma-separated)")
+    ap.add_argument("--methods", default=",".join(TB_METHODS), help="tunebench methods (comma-separated)")
     add_out_args(ap, "kernel_tuner_check")
     args = ap.parse_args()
     from tunebench.datasets.kt_cache import read_cache, resolve
@@ -110,24 +112,29 @@ def main() -> None:
     cache = json.load(gzip.open(resolve(CACHE)))
     optimum = min(r.latency_s for r in read_cache(resolve(CACHE)).rows if r.latency_s is not None) * 1e3
     rng = np.random.default_rng(0)
+
+    def save(rows: dict) -> None:  # after every row: a long run that is stopped keeps what it finished
+        write_json(out_path(ap, args, "kernel_tuner_check"),
+                   {"cache": CACHE, "optimum_ms": optimum, "seeds": args.seeds, "budget": args.budget, "rows": rows,
+                    "wall_s": time.time() - t0, "loadavg": [load0, loadavg()], "machine": machine_info(),
+                    **provenance()})
+
     rows, load0, t0 = {"calculated:random": {"checkpoints": calculated_random(), "wall_s": 0.0}}, loadavg(), time.time()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "cache.json")
         json.dump(cache, open(path, "w"))
-        for s in KT_STRATEGIES:
+        for s in args.strategies.split(","):
             tic = time.time()
             curves = [kernel_tuner_curve(cache, path, s, args.budget, seed) for seed in range(args.seeds)]
             rows[f"kernel_tuner:{s}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic}
             print(f"kernel_tuner {s}: {rows[f'kernel_tuner:{s}']['checkpoints']}", flush=True)
-    for m in TB_METHODS:
+            save(rows)
+    for m in args.methods.split(","):
         tic = time.time()
         curves = [tunebench_curve(m, args.budget, seed) for seed in range(args.seeds)]
         rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic}
         print(f"tunebench {m}: {rows[f'tunebench:{m}']['checkpoints']}", flush=True)
-    write_json(out_path(ap, args, "kernel_tuner_check"),
-               {"cache": CACHE, "optimum_ms": optimum, "seeds": args.seeds, "budget": args.budget, "rows": rows,
-                "wall_s": time.time() - t0, "loadavg": [load0, loadavg()], "machine": machine_info(),
-                **provenance()})
+        save(rows)
 
 
 if __name__ == "__main__":
