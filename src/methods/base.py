@@ -40,11 +40,14 @@ class TargetNeeds:
             front), or ``"any"``.
         min_fidelities: fewest fidelities the target must offer (multi-fidelity methods: 2).
         compiles: the method generates TVM schedules itself (needs ``target_info.tvm_target``).
+        mapspace: the method searches a task by its loop-nest structure: the task's ``mod`` is a
+            :class:`~tunebench.targets.accel.mapspace.MapSpace` (targets whose ``details`` say ``mapspace``).
     """
 
     objectives: str = "any"
     min_fidelities: int = 1
     compiles: bool = False
+    mapspace: bool = False
 
     def problems(self, info: TargetInfo) -> list[str]:
         """What the target described by ``info`` lacks; empty when the method can run on it."""
@@ -58,6 +61,8 @@ class TargetNeeds:
             out.append(f"at least {self.min_fidelities} fidelities (the target has {', '.join(fidelities) or 'none'})")
         if self.compiles and not info.tvm_target:
             out.append("a TVM target that compiles schedules (llvm, cuda)")
+        if self.mapspace and not info.details.get("mapspace"):
+            out.append("tasks that are loop nests on a memory hierarchy, with their mapspace (target=accel)")
         return out
 
 

@@ -5,6 +5,7 @@ facts (``Settings``, ``workloads``, objectives, fidelities, templates, how a mod
 from __future__ import annotations
 
 from tunebench.errors import UserError
+from tunebench.targets.accel.target import AccelTarget
 from tunebench.targets.base import Target
 from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 from tunebench.targets.fpga.table_target import TableTarget
@@ -22,7 +23,7 @@ def register_target(cls: type[Target]) -> type[Target]:
     return cls
 
 
-for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget):
+for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget, AccelTarget):
     register_target(_cls)
 
 

@@ -1,0 +1,34 @@
+"""Settings of the mapspace methods: ``mapspace_bo`` ([Dinh-MLArchSys23]) and ZigZag's mappers ``loma``
+and ``salsa`` ([Mei-TC23], [Symons-AICAS22])."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunebench.config.experiment import MethodSettings
+from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, POS_NUM, choice, knob, rule
+
+ORDER_ENCODINGS = ("scores", "categorical")
+
+
+@dataclass
+class MapspaceBOSettings(MethodSettings):
+    """GP Bayesian optimization over the valid-by-construction encoding (docs/METHODS.md §mapspace_bo)."""
+
+    name: str = knob("mapspace_bo", NAME, "the method")
+    order_encoding: str = knob("scores", choice(*ORDER_ENCODINGS),
+                               "loop orders as sorted per-dimension scores or as one categorical per level "
+                               "([Dinh-MLArchSys23] §II-A; §III-A: categorical better for matmul, scores for conv)")
+    n_init: int = knob(8, POS_INT, "initial points from a scrambled Sobol sequence before the GP (our choice)")
+    n_candidates: int = knob(2048, POS_INT, "points scored by the acquisition per proposal: half Sobol, half "
+                                            "perturbations of the best points (our choice)")
+    n_perturbed: int = knob(5, POS_INT, "best points whose neighbourhoods are sampled (our choice)")
+    perturb_sigma: float = knob(0.1, POS_NUM, "standard deviation of the Gaussian perturbations in the unit cube")
+    max_train: int = knob(300, rule(lambda v: isinstance(v, int) and v >= 8, "must be an integer >= 8"),
+                          "most observations the GP is fitted on (the best half and the latest half): bounds a step")
+    fit_maxiter: int = knob(100, POS_INT, "L-BFGS-B iterations of a GP fit (BoTorch's default: until converged; "
+                                          "bounded here so that a step stays under 2 s at 100 observations)")
+    sobol_samples: int = knob(128, NONNEG_INT, "base samples N of the surrogate's Sobol analysis (SALib; "
+                                               "N (d + 2) GP means); 0: none")
+    xi: float = knob(0.0, FRACTION, "least improvement expected improvement counts, in log units of the objective "
+                                    "(0: any improvement; BoTorch's default)")
