@@ -55,6 +55,8 @@ class MapspaceBO(Method):
 
     def ask(self, n: int) -> list[Config]:
         out: list[Config] = []
+        if self.space.size == 0:
+            return out
         for _ in range(n):
             x, config = self._next()
             if config is None:

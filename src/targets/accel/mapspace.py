@@ -50,7 +50,8 @@ class MapSpace:
         stride: the convolution's stride (1 for dense layers).
         spatial: unrolling per dimension on the array (C on rows, K on columns; 1 elsewhere).
         capacity_bits: capacity of each buffer level (indices 0..2 of :data:`LEVELS`).
-        bits: precision of W, I and O (partial sums) in bits.
+        bits: precision of W, I, O (partial sums) and O_final in bits.
+        hardware: the accelerator's settings (for methods that run ZigZag's own mappers).
     """
 
     loops: dict
@@ -58,6 +59,7 @@ class MapSpace:
     spatial: dict
     capacity_bits: tuple
     bits: dict = field(default_factory=lambda: {"W": 8, "I": 8, "O": 32, "O_final": 8})
+    hardware: object = None  # the target's settings (AccelSettings): ZigZag's mappers rebuild the model from them
 
     @cached_property
     def temporal(self) -> dict:
@@ -147,8 +149,3 @@ class MapSpace:
 
     def fits(self, config: Config) -> bool:
         return all(u <= 1.0 + 1e-12 for u in self.utilization(config))
-
-    def smallest_fits(self) -> bool:
-        """Whether the mapping with every temporal loop in DRAM fits (else no mapping does)."""
-        factors = [dict.fromkeys(self.dims, 1) for _ in LEVELS]
-        return all(self.footprint_bits(lv, t) <= self.capacity_bits[lv] for lv, t in enumerate(self.tiles(factors)))
