@@ -15,7 +15,7 @@ import hashlib
 import json
 import time
 
-from tunebench.datasets.layer_spec import check_layer_list
+from tunebench.datasets.layer_spec import check_layer_list, normalize_layer
 from tunebench.errors import UserError
 from tunebench.targets.accel.layers import loops_of, zoo_layer_specs
 from tunebench.targets.accel.mapspace import LEVELS, MapSpace
@@ -33,7 +33,7 @@ def layer_specs(model) -> list[dict]:
 
 def make_mapspace(settings: AccelSettings, spec: dict) -> MapSpace:
     """The mapspace of one layer spec on the accelerator of ``settings`` (pure Python, no ZigZag)."""
-    loops, stride = loops_of(spec)
+    loops, stride = loops_of(normalize_layer({k: v for k, v in spec.items() if k != "count"}))
     spatial = {"C": min(settings.array_rows, loops["C"]), "K": min(settings.array_cols, loops["K"])}
     caps = (settings.weight_reg_bits, settings.accumulator_kib * 8192, settings.scratchpad_kib * 8192)
     return MapSpace(loops={d: loops.get(d, 1) for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}, stride=stride,
