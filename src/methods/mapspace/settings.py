@@ -1,5 +1,5 @@
 """Settings of the mapspace methods: ``mapspace_bo`` ([Dinh-MLArchSys23]) and ZigZag's mappers ``loma``
-and ``salsa`` ([Mei-TC23], [Symons-AICAS22])."""
+and ``salsa`` ([Mei-TC21], [Jung-AICAS23])."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""ZigZag's own temporal mappers as methods ([Mei-TC23]): ``loma`` (loop-order based memory allocation:
+"""ZigZag's own temporal mappers as methods ([Mei-TC21]): ``loma`` (loop-order based memory allocation:
 every ordering of the loops' prime factors, merged to ``lpf_limit`` loops, allocated bottom-up to the
-memories; [Symons-JSSC21]... see docs/REFERENCES.md) and ``salsa`` (simulated annealing over the same
-orderings, [Symons-AICAS22]).
+memories; [Symons-AICAS21]) and ``salsa`` (simulated annealing over the same
+orderings, [Jung-AICAS23]).
 
 Both are model-based mappers: they search with ZigZag's cost model itself (their *model evaluations*,
 reported), then propose their mappings to the target best first (the *trials*). A ZigZag mapping lives in

@@ -1,5 +1,5 @@
 """``target=accel``: mappings of DNN layers on a Gemmini-like accelerator, evaluated by ZigZag's analytical
-cost model ([Mei-TC23]) in place of Timeloop ([Parashar-ISPASS19]), the model of [Dinh-MLArchSys23].
+cost model ([Mei-TC21]) in place of Timeloop ([Parashar-ISPASS19]), the model of [Dinh-MLArchSys23].
 
 Each task is one layer (a loop nest, :mod:`tunebench.targets.accel.layers`) with its mapspace
 (:class:`~tunebench.targets.accel.mapspace.MapSpace`: tile factors per memory level and loop orders; the

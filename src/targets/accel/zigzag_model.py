@@ -1,4 +1,4 @@
-"""The ZigZag side of ``target=accel`` ([Mei-TC23]): the accelerator, a layer and the fixed spatial
+"""The ZigZag side of ``target=accel`` ([Mei-TC21]): the accelerator, a layer and the fixed spatial
 mapping as ZigZag objects, built through ZigZag's own validators and factories, and one temporal mapping
 evaluated by its ``CostModelEvaluation``.
 
