@@ -136,3 +136,31 @@ def test_a_layer_the_array_cannot_map_is_refused():
     model = LayersModel(name="t", layers=[{**SMALL_CONV, "groups": 32}])
     with pytest.raises(UserError, match="groups=32 cannot be mapped on target=accel"):
         AccelTarget.check_model(AccelSettings(), model, False)
+
+
+def test_a_run_through_the_harness_tracks_energy(tmp_path):
+    """``run.py target=accel model=layers method=mapspace_bo``: the MLflow run has each task's best energy per
+    MAC, its best-so-far curve, a passed check of the best mapping; tasks.json the best's objectives."""
+    import json
+    import os
+
+    from mlflow.tracking import MlflowClient
+
+    from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config, layers_override
+
+    cfg = compose_config([f"workdir={tmp_path}", "experiment=accel", "progress=false", "target=accel",
+                          "method=mapspace_bo", "method.n_init=3", "method.n_candidates=64", "method.sobol_samples=4",
+                          "budget.trials_per_task=5", layers_override([{"batch": 8, "in_features": 64,
+                                                                        "out_features": 64}])])
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    run = client.get_run(run_experiment(cfg))
+    assert run.info.status == "FINISHED"
+    task_id = next(k.split(".")[0] for k in run.data.metrics if k.endswith(".best_energy_pj_per_mac"))
+    m = run.data.metrics
+    assert m[f"{task_id}.check_ok"] == 1.0 and m[f"{task_id}.invalid"] == 0.0
+    curve = client.get_metric_history(run.info.run_id, f"{task_id}.search_best_energy_pj_per_mac")
+    assert len(curve) == 5 and curve[-1].value == pytest.approx(m[f"{task_id}.best_energy_pj_per_mac"])
+    tasks_json = next(os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "tasks.json")
+    entry = json.load(open(tasks_json))[0]
+    assert entry["best_objectives"]["energy_pj_per_mac"] == pytest.approx(m[f"{task_id}.best_energy_pj_per_mac"])
