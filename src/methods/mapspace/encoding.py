@@ -17,7 +17,6 @@ lowest innermost) or ``categorical`` (one feature per level: the permutation's i
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
@@ -138,7 +137,3 @@ class Encoding:
         if self.cat_dims:
             out[:, self.cat_dims] = np.minimum(np.floor(out[:, self.cat_dims] * self.n_perms), self.n_perms - 1)
         return out
-
-
-def log_energy_gap(value: float, best: float) -> float:
-    return math.log(value) - math.log(best)
