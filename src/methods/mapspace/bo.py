@@ -93,6 +93,10 @@ class MapspaceBO(Method):
         best = X[np.argsort(y)[:s.n_perturbed]]
         half = s.n_candidates // 2
         noise = self.rng.normal(0.0, s.perturb_sigma, size=(half, self.enc.d))
+        if s.perturb_share < 1.0:  # move a random subset of the coordinates (at least one)
+            moved = self.rng.random((half, self.enc.d)) < s.perturb_share
+            moved[np.arange(half), self.rng.integers(self.enc.d, size=half)] = True
+            noise *= moved
         local = np.clip(best[self.rng.integers(len(best), size=half)] + noise, 1e-6, 1.0)
         if self.enc.cat_dims:  # a categorical feature moves to a random category, one in d at a time
             flip = self.rng.random((half, len(self.enc.cat_dims))) < 1.0 / len(self.enc.cat_dims)
