@@ -9,6 +9,7 @@ the share of invalid draws (random), evaluations to beat a value. Printed: mean 
 
 Usage: python benchmarks/accel_mapspace.py [--seeds 5] [--bo-trials 100] [--random-trials 4000]
            [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1]
+           [--transfer --transfer-samples 24]
            [--out PATH | --publish]
   default output: benchmarks/results/local/accel_mapspace.json (untracked).
 """
@@ -106,6 +107,27 @@ def resnet18(args, target) -> dict:
     return {"layers": rows}
 
 
+#: the four source memory configurations of the transfer run (the target keeps the default 256 / 64 KiB)
+SOURCES = [{"scratchpad_kib": 64, "accumulator_kib": 16}, {"scratchpad_kib": 128, "accumulator_kib": 32},
+           {"scratchpad_kib": 512, "accumulator_kib": 128}, {"scratchpad_kib": 1024, "accumulator_kib": 256}]
+
+
+def transfer(args, target, tasks) -> dict:
+    """§III-B: mapspace_bo pre-trained on four other memory configurations (``transfer_samples`` points
+    each) against cold mapspace_bo, 20 trials on the default accelerator."""
+    out = {}
+    for task in tasks:
+        res = {}
+        for name, extra in (("transfer", {"transfer_from": SOURCES, "transfer_samples": args.transfer_samples}),
+                            ("cold", {})):
+            runs = [tune(task, target, {"name": "mapspace_bo", "sobol_samples": 0, **extra}, 20, s)
+                    for s in range(args.seeds)]
+            res[name] = {"runs": runs, "summary": summary(runs)}
+            print(task.name, name, summary(runs), flush=True)
+        out[task.name] = res
+    return {"sources": SOURCES, "transfer_samples": args.transfer_samples, "tasks": out}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -115,9 +137,12 @@ def main() -> int:
     ap.add_argument("--resnet18", action="store_true", help="the per-layer ResNet-18 table instead")
     ap.add_argument("--layer-trials", type=int, default=100)
     ap.add_argument("--layer-seeds", type=int, default=1)
+    ap.add_argument("--transfer", action="store_true", help="the transfer run (§III-B) instead")
+    ap.add_argument("--transfer-samples", type=int, default=24)
     add_out_args(ap, "accel_mapspace")
     args = ap.parse_args()
-    path = out_path(ap, args, "accel_mapspace_resnet18" if args.resnet18 else "accel_mapspace")
+    name = "accel_mapspace_resnet18" if args.resnet18 else "accel_mapspace_transfer" if args.transfer else "accel_mapspace"
+    path = out_path(ap, args, name)
 
     from tunebench.datasets.models import MODEL_OPTIONS
     from tunebench.targets.accel.settings import AccelSettings
@@ -128,6 +153,8 @@ def main() -> int:
     start = time.time()
     if args.resnet18:
         results = resnet18(args, target)
+    elif args.transfer:
+        results = transfer(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
     else:
         results = paper(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
     write_json(path, {**provenance(), "machine": {"cores": os.cpu_count(), "load_before": load0,

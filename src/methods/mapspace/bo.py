@@ -20,7 +20,7 @@ from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.mapspace.encoding import Encoding
 from tunebench.methods.mapspace.sensitivity import sobol_report
 from tunebench.methods.mapspace.settings import MapspaceBOSettings
-from tunebench.methods.mapspace.surrogate import fit_gp, score_candidates
+from tunebench.methods.mapspace.surrogate import fit_gp, fit_multitask_gp, score_candidates
 from tunebench.space import Config
 
 
@@ -49,6 +49,16 @@ class MapspaceBO(Method):
         import torch
 
         self._sobol = torch.quasirandom.SobolEngine(self.enc.d, scramble=True, seed=self.seed % (2**31))
+        self.source = None
+        self.pretrain_s = 0.0
+        if s.transfer_from:
+            from tunebench.methods.mapspace.transfer import source_data
+
+            start = time.perf_counter()
+            sob = torch.quasirandom.SobolEngine(self.enc.d, scramble=True, seed=(self.seed + 1) % (2**31))
+            points = np.clip(sob.draw(s.transfer_samples).double().numpy(), 1e-6, 1.0)
+            self.source = source_data(task, target_info.objectives[0], s.order_encoding, s.transfer_from, points)
+            self.pretrain_s = time.perf_counter() - start
 
     def _unit(self, n: int) -> np.ndarray:
         return np.clip(self._sobol.draw(n).double().numpy(), 1e-6, 1.0)
@@ -68,7 +78,8 @@ class MapspaceBO(Method):
 
     def _next(self):
         observed = [i for i, v in enumerate(self.y) if math.isfinite(v)]
-        if len(self.X) + len(self.point_of) < self.settings.n_init or len(observed) < 2:
+        n_init = 1 if self.source is not None else self.settings.n_init  # transfer: the sources' data stand in
+        if len(self.X) + len(self.point_of) < n_init or len(observed) < (1 if self.source is not None else 2):
             cands = self._unit(max(64, self.settings.n_init))
         else:
             cands = self._ranked_candidates(observed)
@@ -89,7 +100,14 @@ class MapspaceBO(Method):
         X = np.stack([self.X[observed[i]] for i in keep])
         y = np.array([self.y[observed[i]] for i in keep])
         start = time.perf_counter()
-        self.model = fit_gp(self.enc.gp_inputs(X), y, self.enc.cat_dims, s.fit_maxiter)
+        if self.source is not None:
+            sx, sy, src = self.source
+            k = len(s.transfer_from)
+            self.model = fit_multitask_gp(self.enc.gp_inputs(np.concatenate([sx.reshape(-1, self.enc.d), X])),
+                                          np.concatenate([sy, y]), np.concatenate([src, np.full(len(y), k)]), k,
+                                          s.fit_maxiter)
+        else:
+            self.model = fit_gp(self.enc.gp_inputs(X), y, self.enc.cat_dims, s.fit_maxiter)
         best = X[np.argsort(y)[:s.n_perturbed]]
         half = s.n_candidates // 2
         noise = self.rng.normal(0.0, s.perturb_sigma, size=(half, self.enc.d))
@@ -121,6 +139,9 @@ class MapspaceBO(Method):
         out = {"order_encoding": self.settings.order_encoding, "encoding_dims": self.enc.d,
                "fallback_draws": self.n_fallback,
                "invalid_proposals": int(sum(not math.isfinite(v) for v in self.y))}
+        if self.source is not None:
+            out.update(transfer_sources=len(self.settings.transfer_from), source_evaluations=len(self.source[1]),
+                       pretrain_s=self.pretrain_s)
         if self.fit_s:
             out["step_s_median"] = float(np.median(self.fit_s))
         if self.model is not None and self.settings.sobol_samples > 0:

@@ -32,5 +32,10 @@ class MapspaceBOSettings(MethodSettings):
                                           "bounded here so that a step stays under 2 s at 100 observations)")
     sobol_samples: int = knob(128, NONNEG_INT, "base samples N of the surrogate's Sobol analysis (SALib; "
                                                "N (d + 2) GP means); 0: none")
+    transfer_from: list[dict] = knob([], None, "hardware configurations to transfer from ([Dinh-MLArchSys23] §III-B): "
+                                               "each a mapping of target knobs changed (e.g. {scratchpad_kib: 64}); "
+                                               "[]: no transfer (a single-task GP)")
+    transfer_samples: int = knob(32, POS_INT, "source observations per configuration: Sobol points of the encoding, "
+                                              "evaluated by ZigZag inside the method (pre-training, our choice)")
     xi: float = knob(0.0, FRACTION, "least improvement expected improvement counts, in log units of the objective "
                                     "(0: any improvement; BoTorch's default)")

@@ -50,6 +50,28 @@ def fit_gp(X: np.ndarray, y: np.ndarray, cat_dims: list[int], maxiter: int = 100
     return model
 
 
+def fit_multitask_gp(X: np.ndarray, y: np.ndarray, tasks: np.ndarray, target_task: int, maxiter: int = 100):
+    """A multi-task GP ([Dinh-MLArchSys23] §III-B; BoTorch's ``MultiTaskGP``, an ICM kernel: a Matern
+    kernel over the inputs times a learned task covariance) on observations of several hardware
+    configurations (``tasks``: one index per row), predicting ``target_task``; fitted as :func:`fit_gp`."""
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models import MultiTaskGP
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    train_x = torch.as_tensor(np.column_stack([X, tasks]), dtype=DTYPE)
+    train_y = torch.as_tensor(-y, dtype=DTYPE).unsqueeze(-1)
+    model = MultiTaskGP(train_x, train_y, task_feature=-1, output_tasks=[int(target_task)])
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    with warnings.catch_warnings(), one_thread():
+        warnings.simplefilter("ignore")
+        try:
+            fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": maxiter}})
+        except Exception:  # the optimizer's failure leaves the prior's hyperparameters
+            pass
+    model.eval()
+    return model
+
+
 def score_candidates(model, X: np.ndarray, best_y: float, xi: float = 0.0) -> np.ndarray:
     """Log expected improvement of each candidate row of ``X`` over the best (lowest) ``best_y``."""
     from botorch.acquisition import LogExpectedImprovement

@@ -42,6 +42,12 @@ def make_mapspace(settings: AccelSettings, spec: dict) -> MapSpace:
                           "O_final": settings.output_bits}, hardware=settings)
 
 
+def objective_values(settings: AccelSettings, energy_pj: float, cycles: float, macs: int) -> dict:
+    """Every objective of :data:`~tunebench.targets.accel.settings.OBJECTIVES` of one evaluation."""
+    latency = cycles / settings.clock_hz
+    return {"energy_pj_per_mac": energy_pj / macs, "latency_s": latency, "edp": energy_pj * 1e-12 * latency}
+
+
 class AccelTarget(Target):
     """A Gemmini-like accelerator as ZigZag models it (module docstring)."""
 
@@ -169,8 +175,7 @@ class AccelTarget(Target):
         if not r["fits"]:
             over = {op: [round(u, 3) for u in v] for op, v in r["utilization"].items() if max(v) > 1.0 + 1e-9}
             return Measurement(task.id, config, valid=False, error=f"does not fit: utilization {over}", cost_s=spent)
-        latency = r["cycles"] / self.settings.clock_hz
-        energy_j = r["energy_pj"] * 1e-12
-        values = {"energy_pj_per_mac": r["energy_pj"] / r["macs"], "latency_s": latency, "edp": energy_j * latency}
+        values = objective_values(self.settings, r["energy_pj"], r["cycles"], r["macs"])
+        latency = values["latency_s"]
         return Measurement(task.id, config, valid=True, latency_s=latency, gflops=task.flops / latency / 1e9,
                            cost_s=spent, run_s=spent, objectives={o: values[o] for o in self.objectives})
