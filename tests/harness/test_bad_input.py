@@ -155,6 +155,8 @@ RUN_CASES = [
     (["method=mapspace_bo"], "method=mapspace_bo cannot run on target=llvm"),
     (["method=loma", "target=accel", "target.objectives=[energy_pj_per_mac,edp]"], "method=loma cannot run"),
     (["method=mapspace_bo", "target=accel", "method.order_encoding=sorted"], "method.order_encoding='sorted'"),
+    (["method=mapspace_bo", "target=accel", "method.transfer_from=[{scratchpad:64}]"],
+     "method.transfer_from[0]={'scratchpad': 64}: must change knobs of target=accel"),
 ]
 
 CLI_CASES = [

@@ -98,3 +98,26 @@ def test_report_has_the_surrogates_sobol_indices():
     assert set(rep["sobol_st"]) == set(enc.names()) and len(enc.names()) == 3 * 3 + len(LEVELS) * 3
     assert rep["sobol_tiles_st"] >= 0 and rep["sobol_order_st"] >= 0 and len(rep["sobol_top"]) == 3
     assert rep["invalid_proposals"] == 0 and rep["fallback_draws"] == 0
+
+
+def test_transfer_pretrains_on_other_memory_configurations():
+    """§III-B: observations of the same layer on two other accelerators (ZigZag on Sobol points) and the
+    target's own, in one multi-task GP; a changed knob that is no target knob is one error line."""
+    from tunebench.errors import UserError
+    from tunebench.targets.accel.target import AccelTarget
+
+    target = AccelTarget(AccelSettings())
+    ms = make_mapspace(target.settings, MATMUL)
+    spec = {"batch": 64, "in_features": 128, "out_features": 512, "relu": True}
+    task = Task(id="transfer_map", name="transfer", kind="dense", mod=ms, shape=spec, flops=1, space=ms.space)
+    sources = [{"scratchpad_kib": 64}, {"scratchpad_kib": 1024}]
+    method = make_method({"name": "mapspace_bo", "transfer_from": sources, "transfer_samples": 8, "n_candidates": 64,
+                          "sobol_samples": 0, "fit_maxiter": 20})
+    result = tune_task(task, method, target, Budget(4), np.random.default_rng(0))
+    rep = result.report
+    assert rep["transfer_sources"] == 2 and 0 < rep["source_evaluations"] <= 16 and rep["pretrain_s"] > 0
+    assert result.n_invalid == 0 and len(result.measurements) == 4
+    with pytest.raises(UserError, match=r"method.transfer_from\[0\]=\{'scratchpad': 64\}: must change knobs"):
+        make_method({"name": "mapspace_bo", "transfer_from": [{"scratchpad": 64}]})
+    with pytest.raises(UserError, match=r"method.transfer_from\[0\].scratchpad_kib=0.1: too small"):
+        make_method({"name": "mapspace_bo", "transfer_from": [{"scratchpad_kib": 0.1}]})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, POS_NUM, choice, knob, rule
+from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, POS_NUM, bad, choice, join, knob, rule
 
 ORDER_ENCODINGS = ("scores", "categorical")
 
@@ -39,3 +39,17 @@ class MapspaceBOSettings(MethodSettings):
                                               "evaluated by ZigZag inside the method (pre-training, our choice)")
     xi: float = knob(0.0, FRACTION, "least improvement expected improvement counts, in log units of the objective "
                                     "(0: any improvement; BoTorch's default)")
+
+    def check(self, prefix: str) -> None:
+        """Each ``transfer_from`` entry changes knobs of ``target=accel`` to valid values."""
+        import dataclasses
+
+        from tunebench.config.knobs import validate
+        from tunebench.targets.accel.settings import AccelSettings
+
+        fields = {f.name for f in dataclasses.fields(AccelSettings)} - {"name", "kind", "objectives", "scale"}
+        for k, change in enumerate(self.transfer_from):
+            at = join(prefix, f"transfer_from[{k}]")
+            if not isinstance(change, dict) or not change or set(change) - fields:
+                raise bad(at, change, f"must change knobs of target=accel; valid keys: {', '.join(sorted(fields))}")
+            validate(dataclasses.replace(AccelSettings(), **change), at)
