@@ -109,6 +109,14 @@ class Measurement:
         if not self.valid:
             self.objectives = {}
 
+    @property
+    def score(self) -> float:
+        """What a one-objective search minimizes: the measurement's only objective (``latency_s`` on
+        targets that time kernels; e.g. ``energy_pj_per_mac`` on ``target=accel``), else ``latency_s``."""
+        if len(self.objectives) == 1:
+            return float(next(iter(self.objectives.values())))
+        return self.latency_s if self.valid else float("inf")
+
     def to_record(self) -> dict:
         """One JSON-serializable record line."""
         return {"task_id": self.task_id, "trial": self.trial, "index": self.config.index,

@@ -5,6 +5,8 @@
   BatchNorm is folded into the convolutions, the model imported into Relax and fused; the tasks are
   the unique conv2d / depthwise conv2d / dense fused functions, each with its weight (occurrences);
 - ``layers``: conv2d / dense layers given as specs (:mod:`tunebench.datasets.layer_spec`);
+- ``accel_paper``: the matrix product and convolution of [Dinh-MLArchSys23] §III-A as layer specs
+  (``target=accel``; they run on every target that takes layer specs);
 - ``ops``: single operators of FlexTensor's suite (:mod:`tunebench.datasets.operators`);
 - ``hls_<kernel>``: an FPGA kernel's directive space (``datasets/hls/<kernel>.yaml``), measured by
   the FPGA targets;
@@ -143,10 +145,19 @@ class KernelModel(ModelSettings):
     kernel: str = knob("gemm", choice(*HLS_KERNELS), "the kernel (datasets/hls/<kernel>.yaml)")
 
 
+#: [Dinh-MLArchSys23] §III-A's problems as layer specs: the 64 x 512 x 128 matrix product (M = batch 64,
+#: K = in_features 128, N = out_features 512) and a 2D convolution; the paper does not give the
+#: convolution's shape, ours is ResNet-18's conv4_x 3x3 layer (256 -> 256 channels at 14 x 14), whose
+#: weights alone exceed Gemmini's 256 KiB scratchpad, so that tiling matters
+ACCEL_PAPER_LAYERS = [{"batch": 64, "in_features": 128, "out_features": 512, "relu": False},
+                      {"in_channels": 256, "height": 14, "width": 14, "out_channels": 256, "kernel": 3, "stride": 1,
+                       "padding": 1}]
+
 #: option name -> its settings (the ``model`` group's options)
 MODEL_OPTIONS: dict[str, ModelSettings] = {
     **{name: ZooModel(name=name) for name in ZOO},
     "layers": LayersModel(),
+    "accel_paper": LayersModel(name="accel_paper", layers=ACCEL_PAPER_LAYERS),
     "ops": OpsModel(),
     "torch": TorchModel(),
     "onnx": OnnxModel(),

@@ -31,7 +31,7 @@ class TaskResult:
     search_s: float = 0.0
     stop_reason: str = ""
     lock_wait_s: float = 0.0
-    best_so_far: list[float] = field(default_factory=list)  # fastest valid latency up to each measurement
+    best_so_far: list[float] = field(default_factory=list)  # best valid score (Measurement.score) so far
     report: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -43,11 +43,12 @@ class TaskResult:
         """Add a measurement; the best-so-far curve is kept here, and only here."""
         best = self.best_latency_s
         self.measurements.append(m)
-        self.best_so_far.append(min(best, m.latency_s) if m.valid else best)
+        self.best_so_far.append(min(best, m.score) if m.valid else best)
 
     @property
     def best_latency_s(self) -> float:
-        """The fastest valid latency so far (inf before the first valid measurement)."""
+        """The best valid score so far (``Measurement.score``: the latency, or the target's one
+        objective; inf before the first valid measurement)."""
         return self.best_so_far[-1] if self.best_so_far else math.inf
 
     @property
@@ -55,8 +56,8 @@ class TaskResult:
         return [m for m in self.measurements if m.valid]
 
     def ranked(self, fidelity: str | None = None) -> list[Measurement]:
-        """Valid measurements (at ``fidelity`` when given), fastest first."""
-        return sorted((m for m in self.valid if fidelity is None or m.fidelity == fidelity), key=lambda m: m.latency_s)
+        """Valid measurements (at ``fidelity`` when given), best score (fastest) first."""
+        return sorted((m for m in self.valid if fidelity is None or m.fidelity == fidelity), key=lambda m: m.score)
 
     @property
     def n_invalid(self) -> int:
@@ -68,7 +69,7 @@ def _dominates(a: dict, b: dict, names) -> bool:
 
 
 def _trials_since_best(measurements: list[Measurement], top_fidelity: str | None = None) -> int:
-    """Trials since the last improvement. One objective: a lower latency. Several objectives
+    """Trials since the last improvement. One objective: a lower score (``Measurement.score``). Several objectives
     (``top_fidelity`` given): a valid design at ``top_fidelity`` that no earlier one dominates."""
     best, best_trial = math.inf, -1
     front: list[dict] = []
@@ -76,8 +77,8 @@ def _trials_since_best(measurements: list[Measurement], top_fidelity: str | None
         if not m.valid:
             continue
         if top_fidelity is None:
-            if m.latency_s < best:
-                best, best_trial = m.latency_s, i
+            if m.score < best:
+                best, best_trial = m.score, i
         elif m.fidelity == top_fidelity:
             names = list(m.objectives)
             if not any(_dominates(f, m.objectives, names) or f == m.objectives for f in front):

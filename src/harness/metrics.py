@@ -57,6 +57,7 @@ def task_metrics(task: Task, result, best, checks, check: bool, protocol, calib)
     if best is not None:
         metrics.update(best_latency_ms=best.latency_s * 1e3, best_gflops=best.gflops)
         metrics.update(protocol.target.best_metrics(task, best))
+        metrics.update({f"best_{k}": float(v) for k, v in best.objectives.items() if k != "latency_s"})
         share = 100.0 * best.gflops / protocol.peak["fma_gflops"] if protocol.peak else None
     metrics.update(protocol.task_metrics(best, *calib, share))
     return metrics
@@ -87,6 +88,7 @@ def task_summary(task: Task, result, best, checks, retimed, metrics: dict) -> di
             "best_latency_search_ms": search_best * 1e3 if search_best is not None else None,
             "best_latency_min_ms": best.latency_min_s * 1e3 if best and math.isfinite(best.latency_min_s) else None,
             "best_gflops": best.gflops if best else None,
+            "best_objectives": dict(best.objectives) if best else None,
             "best_noisy": bool(metrics.get("best_noisy", 0.0)), "best_trial": best.trial if best else None,
             "best_config": best.config.to_dict() if best else None,
             "best_index": best.config.index if best else None, "retimed": retimed or None,

@@ -55,15 +55,20 @@ class HistoryFeed(Observer):
 
 
 class SearchCurve(Observer):
-    """The search's best-so-far latency and GFLOPS as MLflow metric histories (step = trial)."""
+    """The search's best-so-far latency and GFLOPS as MLflow metric histories (step = trial); on a target
+    whose one objective is another (``target=accel``: energy per MAC), ``search_best_<objective>``."""
 
     def __init__(self, tracker, task):
         self.tracker, self.task = tracker, task
 
     def batch_measured(self, batch, result) -> None:
         start = len(result.measurements) - len(batch)
+        names = next((list(m.objectives) for m in result.measurements if m.valid), [])
+        other = names[0] if len(names) == 1 and names[0] != "latency_s" else None
         for m, best in zip(batch, result.best_so_far[start:]):
-            if math.isfinite(best):
+            if math.isfinite(best) and other:
+                self.tracker.metric(f"{self.task.id}.search_best_{other}", best, m.trial)
+            elif math.isfinite(best):
                 self.tracker.metric(f"{self.task.id}.search_best_latency_ms", best * 1e3, m.trial)
                 self.tracker.metric(f"{self.task.id}.search_best_gflops", self.task.flops / best / 1e9, m.trial)
         self.tracker.flush()

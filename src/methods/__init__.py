@@ -22,6 +22,8 @@ from tunebench.methods.dse.nsga2 import NSGA2
 from tunebench.methods.exhaustive import Exhaustive
 from tunebench.methods.flextensor.tuner import FlexTensor
 from tunebench.methods.gat.method import GAT
+from tunebench.methods.mapspace.bo import MapspaceBO
+from tunebench.methods.mapspace.zigzag_mappers import LOMA, SALSA
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.mfgp.cgp import CGP
 from tunebench.methods.mfgp.dcgp import DCGP
@@ -35,7 +37,8 @@ METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, 
                                     "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
                                     "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon,
-                                    "flextensor": FlexTensor, **SCHEDULE_METHODS}
+                                    "flextensor": FlexTensor, "mapspace_bo": MapspaceBO,
+                                    "loma": LOMA, "salsa": SALSA, **SCHEDULE_METHODS}
 
 
 #: names of the methods registered from an option's ``cls`` (their option is the user's YAML, which

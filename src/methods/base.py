@@ -43,12 +43,15 @@ class TargetNeeds:
         graphs: the method orders a graph's nodes (needs a target whose tasks are graphs:
             ``target_info.graph_schedules``); a method without it needs a knob space, which such a
             target's tasks do not have.
+        mapspace: the method searches a task by its loop-nest structure: the task's ``mod`` is a
+            :class:`~tunebench.targets.accel.mapspace.MapSpace` (targets whose ``details`` say ``mapspace``).
     """
 
     objectives: str = "any"
     min_fidelities: int = 1
     compiles: bool = False
     graphs: bool = False
+    mapspace: bool = False
 
     def problems(self, info: TargetInfo) -> list[str]:
         """What the target described by ``info`` lacks; empty when the method can run on it."""
@@ -66,6 +69,8 @@ class TargetNeeds:
             out.append("a target whose tasks are graphs to order (memory)")
         if info.graph_schedules and not self.graphs:
             out.append("a target whose tasks have a knob space (its tasks are graphs to order)")
+        if self.mapspace and not info.details.get("mapspace"):
+            out.append("tasks that are loop nests on a memory hierarchy, with their mapspace (target=accel)")
         return out
 
 

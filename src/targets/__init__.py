@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tunebench.config.plugins import GROUPS, EntryPoints, install, load_class
 from tunebench.errors import UserError
+from tunebench.targets.accel.target import AccelTarget
 from tunebench.targets.base import Target
 from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 from tunebench.targets.fpga.table_target import TableTarget
@@ -37,7 +38,8 @@ def register_target(cls: type[Target]) -> type[Target]:
     return cls
 
 
-for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget, MemoryTarget, ReplayTarget):
+for _cls in (LLVMTarget, CUDATarget, FPGAOpenTarget, VivadoTarget, TableTarget, MemoryTarget, ReplayTarget,
+             AccelTarget):
     register_target(_cls)
 
 

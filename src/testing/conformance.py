@@ -65,6 +65,8 @@ FAST = {
     "mes": {"max_iterations": 3, "fit_steps": 5, "refit_steps": 2, "mes_samples": 3, "mes_pool": 60},
     "flextensor": {"n_init": 8, "epochs": 2},
     "metaschedule": {"num_trials_per_iter": 8, "population_size": 32, "init_min_unmeasured": 8},
+    "mapspace_bo": {"n_init": 4, "n_candidates": 128, "sobol_samples": 8, "fit_maxiter": 20},
+    "salsa": {"iterations": 10, "max_idle_runs": 30},
     "gat": {"num_trials_per_iter": 8, "population_size": 32, "init_min_unmeasured": 8,
             "epochs": 3, "online_epochs": 2, "graph_hidden": 16, "batch_size": 16},
 }

@@ -9,6 +9,8 @@ method declares it needs (:class:`~tunebench.methods.base.TargetNeeds`), never f
   ``tvm_target`` that "measures" a schedule trace by a function of its text, compiling nothing;
 - ``graphs`` -> a random DAG to order (normal: 10 nodes, small: 4, empty: none) on a target whose tasks
   are graphs (``graph_schedules``), measuring an order by its config index like any other config.
+- ``mapspace`` -> a small matrix product's mapspace on ``target=accel``'s default accelerator (the
+  task's ``mod``) and a target whose details say ``mapspace``.
 
 Every value is a deterministic function of the config (its index, or its trace text), so two runs
 with the same seed must measure the same configs in the same order.
@@ -83,7 +85,8 @@ def target_for(needs: TargetNeeds, fail: bool = False) -> FakeTarget:
         return FakeTarget(name="fake_pareto", objectives=OBJECTIVES, fidelities=fids, values=pareto_values(fids),
                           fail=inject, reference_point=[1.0] * len(OBJECTIVES), capacity=CAPACITY)
     target = FakeTarget(latency, name="fake_latency", fidelities=fids, fail=inject,
-                        tvm_target=TVM_TARGET if needs.compiles else None)
+                        tvm_target=TVM_TARGET if needs.compiles else None,
+                        details={"mapspace": True} if needs.mapspace else None)
     target.graph_schedules = needs.graphs
     return target
 
@@ -109,6 +112,8 @@ def task_for(needs: TargetNeeds, size: str = "normal") -> Task:
         return _gemm_task(GEMM[size])
     if needs.graphs:
         return _graph_task(size)
+    if needs.mapspace:
+        return _mapspace_task(size)
     space = directive_space(size) if needs.objectives == "multi" else knob_space(size)
     return Task(id=f"c0f{SIZES.index(size)}00000001", name=f"conformance_{size}", kind="dense", mod=None,
                 shape={}, flops=2 * 10**6, space=space)
@@ -124,6 +129,21 @@ def _graph_task(size: str) -> Task:
     graph = abstract_graph(preds, nbytes, f"conformance_dag_{size}")
     return Task(id=f"c0d{SIZES.index(size)}00000001", name=f"conformance_dag_{size}", kind="graph", mod=graph,
                 shape={"nodes": len(graph)}, flops=0)
+
+
+def _mapspace_task(size: str) -> Task:
+    """A matrix product on the accelerator (normal: temporal B 4, K 2, C 2, 207 360 mappings; small: C 2
+    only, 4 mappings; empty: the same task with an empty space)."""
+    from tunebench.space import ExplicitSpace
+    from tunebench.targets.accel.settings import AccelSettings
+    from tunebench.targets.accel.target import make_mapspace
+
+    spec = {"batch": 4, "in_features": 32, "out_features": 32} if size == "normal" else \
+        {"batch": 1, "in_features": 32, "out_features": 16}
+    ms = make_mapspace(AccelSettings(), spec)
+    space = ExplicitSpace(ms.space.knobs, []) if size == "empty" else ms.space
+    return Task(id=f"c0f{SIZES.index(size)}00000002", name=f"conformance_map_{size}", kind="dense", mod=ms,
+                shape=spec, flops=2 * 4 * 32 * 32, space=space)
 
 
 def _gemm_task(shape: dict) -> Task:

@@ -47,7 +47,7 @@ class FakeTarget(Target):
                  fidelities=("hw",), values: Callable | None = None, fail: Callable | None = None,
                  batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0, times_kernels: bool = False,
                  simulated_clock: bool = False, reference_point=None, scale=None, capacity=None,
-                 tvm_target: dict | None = None):
+                 tvm_target: dict | None = None, details: dict | None = None):
         super().__init__()
         self.name, self.objectives, self.fidelities = name, tuple(objectives), tuple(fidelities)
         self.latency, self.values, self.fail = latency or _index_latency, values, fail
@@ -55,6 +55,7 @@ class FakeTarget(Target):
         self.times_kernels, self.simulated_clock = times_kernels, simulated_clock
         self.reference_point, self.scale, self.capacity = reference_point, scale, capacity
         self.tvm_target = tvm_target
+        self.details = dict(details or {})
         self.calls: list[tuple[str, list[int]]] = []
         self.measured: list[int] = []
         self.checked: list[int] = []
@@ -62,7 +63,7 @@ class FakeTarget(Target):
 
     def info_fields(self) -> dict:
         return {**super().info_fields(), "reference_point": self.reference_point, "scale": self.scale,
-                "capacity": self.capacity}
+                "capacity": self.capacity, "details": self.details}
 
     def start(self) -> None:
         self.n_started += 1

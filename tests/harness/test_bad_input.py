@@ -154,6 +154,17 @@ RUN_CASES = [
     (["measure.retime.top_k=4096"], "measure.retime.top_k=4096"),
     ([_layer(in_channels=4096, out_channels=65536, height=2048, width=2048)], "model.layers[0]: its input, weights"),
     (["progress=false", "model.layers=[{in_features:300000,out_features:300000}]"], "model.layers[0]: its input"),
+    # target=accel: impossible architectures, a layer its array cannot map, methods that need its mapspace
+    (["target=accel", "target.scratchpad_kib=0.1"], "target.scratchpad_kib=0.1: too small for one tile"),
+    (["target=accel", "target.array_rows=0"], "target.array_rows=0: must be a positive integer"),
+    (["target=accel", "target.accumulator_kib=0"], "target.accumulator_kib=0.0: must be a positive number"),
+    (["target=accel", "target.objectives=[joules]"], "target.objectives=['joules']"),
+    (["target=accel", _layer(groups=4)], "groups=4 cannot be mapped on target=accel"),
+    (["method=mapspace_bo"], "method=mapspace_bo cannot run on target=llvm"),
+    (["method=loma", "target=accel", "target.objectives=[energy_pj_per_mac,edp]"], "method=loma cannot run"),
+    (["method=mapspace_bo", "target=accel", "method.order_encoding=sorted"], "method.order_encoding='sorted'"),
+    (["method=mapspace_bo", "target=accel", "method.transfer_from=[{scratchpad:64}]"],
+     "method.transfer_from[0]={'scratchpad': 64}: must change knobs of target=accel"),
 ]
 
 CLI_CASES = [

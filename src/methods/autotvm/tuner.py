@@ -37,7 +37,12 @@ log = logging.getLogger(__name__)
 
 
 def throughput(m: Measurement, flops: int) -> float:
-    """GFLOPS of a measurement, 0 when invalid (from the latency when the target left ``gflops`` at 0)."""
+    """GFLOPS of a measurement, 0 when invalid (from the latency when the target left ``gflops`` at 0). On a
+    target whose one objective is not the latency (``target=accel``: energy per MAC), the throughput of that
+    objective instead: ``flops / score / 1e9``, higher for a lower value, as the model ranks."""
+    if len(m.objectives) == 1 and "latency_s" not in m.objectives:
+        score = m.score
+        return (flops or 1e9) / score / 1e9 if m.valid and math.isfinite(score) and score > 0 else 0.0
     if not m.valid or not math.isfinite(m.latency_s) or m.latency_s <= 0:
         return 0.0
     if m.gflops > 0:

@@ -28,6 +28,7 @@ from tunebench.methods.dse.optuna_storage import (
     storage_problem,
     study_problem,
 )
+from tunebench.space import ExplicitSpace
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,15 @@ class OptunaMethod(Method):
         sampler = self.make_sampler(int(rng.integers(2**31)))
         self.study = self._study(task, sampler)
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self.pending: dict[int, object] = {}  # config index -> optuna trial
+        self.product = not isinstance(self.space, ExplicitSpace)
+        if self.product:  # every combination of knob values is a config: no table of the space
+            self.dists, self._digit_of = {}, {}
+            for kn in self.space.knobs:
+                if len(kn.entities) > 1:
+                    self._digit_of[kn.name] = {_choice(e): d for d, e in enumerate(kn.entities)}
+                    self.dists[kn.name] = CategoricalDistribution(list(self._digit_of[kn.name]))
+            return
         digits = np.array([self.space.digits(i) for i in range(self.space.size)],
                           dtype=np.int64).reshape(self.space.size, len(self.space.knobs))  # 2-D when empty too
         self._digits = digits
@@ -102,9 +112,15 @@ class OptunaMethod(Method):
             if len(present) > 1:
                 self._digit_of[kn.name] = {_choice(kn.entities[d]): d for d in present}
                 self.dists[kn.name] = CategoricalDistribution(list(self._digit_of[kn.name]))
-        self.pending: dict[int, object] = {}  # config index -> optuna trial
 
     def _repair(self, params: dict) -> int:
+        if self.product:  # the config the trial names; once measured, an unmeasured one at random
+            i = self.space.index_of_digits([self._digit_of[kn.name][params[kn.name]] if kn.name in params else 0
+                                            for kn in self.space.knobs])
+            if i not in self.visited:
+                return i
+            left = self.space.sample(self.rng, 1, exclude=self.visited)
+            return left[0] if left else -1
         row = []
         for k, kn in enumerate(self.space.knobs):
             v = params.get(kn.name)

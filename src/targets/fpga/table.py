@@ -27,7 +27,10 @@ def default_table(kernel: str) -> str:
 
 def shipped_table(task, fidelities: list[str], objectives: list[str]) -> pd.DataFrame | None:
     """The shipped table of ``task``'s kernel (``data/fpga/<kernel>.csv``, checked against its space);
-    None when the kernel has none. A table of another space raises :class:`UserError`."""
+    None when the kernel has none, or the task is no FPGA kernel (e.g. a layer's mapspace on
+    ``target=accel``). A table of another space raises :class:`UserError`."""
+    if not isinstance(task.mod, dict) or "name" not in task.mod:
+        return None
     path = default_table(task.mod["name"])
     return read_table(path, task.space, fidelities, objectives) if os.path.exists(path) else None
 

@@ -1,0 +1,168 @@
+"""[Dinh-MLArchSys23] §III re-measured on ``target=accel`` (ZigZag's model of a Gemmini-like accelerator):
+``mapspace_bo`` against the Timeloop-style random mapper (``method=random`` on the raw mapspace) and
+ZigZag's LOMA, on the paper's matrix product and convolution (``model=accel_paper``), and per layer of
+ResNet-18 (``--resnet18``).
+
+Each (task, method, seed) is one ``tune_task`` of the harness's loop on the real target, energy per MAC
+(pJ) the objective. Per run: the best-so-far curve, the best at 20/30/50/100/420/600/4000 evaluations,
+the share of invalid draws (random), evaluations to beat a value. Printed: mean +- std over the seeds.
+
+Usage: python benchmarks/accel_mapspace.py [--seeds 5] [--bo-trials 100] [--random-trials 4000]
+           [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1]
+           [--transfer --transfer-samples 24]
+           [--out PATH | --publish]
+  default output: benchmarks/results/local/accel_mapspace.json (untracked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import add_out_args, loadavg, out_path, provenance, run_main, write_json
+
+CHECKPOINTS = (10, 20, 30, 50, 100, 420, 600, 1600, 4000)
+
+
+def tune(task, target, method: dict, trials: int, seed: int) -> dict:
+    import torch
+
+    from tunebench.harness.loop import tune_task
+    from tunebench.methods import Budget, make_method
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    r = tune_task(task, make_method(method), target, Budget(trials), np.random.default_rng(seed))
+    curve = [float(v) for v in r.best_so_far]
+    return {"method": method, "seed": seed, "trials": len(r.measurements), "invalid": r.n_invalid,
+            "wall_s": time.perf_counter() - start, "best": curve[-1] if curve else None,
+            "at": {n: curve[n - 1] for n in CHECKPOINTS if n <= len(curve)},
+            "curve": curve if len(curve) <= 100 else curve[:100] + curve[100::20],
+            "report": {k: v for k, v in r.report.items() if k != "sobol_st"}}
+
+
+def summary(runs: list[dict]) -> dict:
+    out = {}
+    for n in CHECKPOINTS:
+        vals = [r["at"][n] for r in runs if n in r["at"]]
+        if vals:
+            out[n] = [float(np.mean(vals)), float(np.std(vals))]
+    out["invalid_share"] = float(np.mean([r["invalid"] / max(r["trials"], 1) for r in runs]))
+    return out
+
+
+def evals_to_beat(runs: list[dict], value: float) -> list[int | None]:
+    """Per run, the first evaluation whose best-so-far is at most ``value`` (None: never)."""
+    out = []
+    for r in runs:
+        full = r["curve"]
+        out.append(next((i + 1 for i, v in enumerate(full[:100]) if v <= value), None)
+                   if len(full) <= 100 or full[99] <= value else
+                   next((100 + 20 * j + 1 for j, v in enumerate(full[100:]) if v <= value), None))
+    return out
+
+
+def paper(args, target, tasks) -> dict:
+    out = {}
+    for task in tasks:
+        res: dict = {"task": task.name, "shape": task.shape}
+        for enc in args.encodings:
+            runs = [tune(task, target, {"name": "mapspace_bo", "order_encoding": enc}, args.bo_trials, s)
+                    for s in range(args.seeds)]
+            res[f"mapspace_bo_{enc}"] = {"runs": runs, "summary": summary(runs)}
+            print(task.name, enc, summary(runs), flush=True)
+        runs = [tune(task, target, {"name": "random"}, args.random_trials, s) for s in range(args.seeds)]
+        res["random"] = {"runs": runs, "summary": summary(runs)}
+        print(task.name, "random", summary(runs), flush=True)
+        loma = tune(task, target, {"name": "loma"}, args.bo_trials, 0)
+        res["loma"] = {"runs": [loma], "summary": summary([loma])}
+        print(task.name, "loma", loma["best"], loma["report"], flush=True)
+        for enc in args.encodings:
+            bo = res[f"mapspace_bo_{enc}"]["runs"]
+            target_value = float(np.mean([r["best"] for r in bo]))
+            res[f"random_evals_to_beat_bo_{enc}"] = evals_to_beat(runs, target_value)
+        out[task.name] = res
+    return out
+
+
+def resnet18(args, target) -> dict:
+    from tunebench.datasets.models import MODEL_OPTIONS
+
+    tasks, _ = target.load_tasks(MODEL_OPTIONS["resnet18"])
+    rows = []
+    for task in tasks:
+        row = {"task": task.name, "shape": task.shape, "weight": task.weight}
+        for method in ({"name": "mapspace_bo", "order_encoding": "scores"}, {"name": "random"}, {"name": "loma"}):
+            seeds = 1 if method["name"] == "loma" else args.layer_seeds
+            runs = [tune(task, target, method, args.layer_trials, s) for s in range(seeds)]
+            row[method["name"]] = {"best": [r["best"] for r in runs], "invalid": [r["invalid"] for r in runs],
+                                   "report": runs[0]["report"]}
+        print(row["task"], {k: v["best"] for k, v in row.items() if isinstance(v, dict) and "best" in v}, flush=True)
+        rows.append(row)
+    return {"layers": rows}
+
+
+#: the four source memory configurations of the transfer run (the target keeps the default 256 / 64 KiB)
+SOURCES = [{"scratchpad_kib": 64, "accumulator_kib": 16}, {"scratchpad_kib": 128, "accumulator_kib": 32},
+           {"scratchpad_kib": 512, "accumulator_kib": 128}, {"scratchpad_kib": 1024, "accumulator_kib": 256}]
+
+
+def transfer(args, target, tasks) -> dict:
+    """§III-B: mapspace_bo pre-trained on four other memory configurations (``transfer_samples`` points
+    each) against cold mapspace_bo, 20 trials on the default accelerator."""
+    out = {}
+    for task in tasks:
+        res = {}
+        for name, extra in (("transfer", {"transfer_from": SOURCES, "transfer_samples": args.transfer_samples}),
+                            ("cold", {})):
+            runs = [tune(task, target, {"name": "mapspace_bo", "sobol_samples": 0, **extra}, 20, s)
+                    for s in range(args.seeds)]
+            res[name] = {"runs": runs, "summary": summary(runs)}
+            print(task.name, name, summary(runs), flush=True)
+        out[task.name] = res
+    return {"sources": SOURCES, "transfer_samples": args.transfer_samples, "tasks": out}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--bo-trials", type=int, default=100)
+    ap.add_argument("--random-trials", type=int, default=4000)
+    ap.add_argument("--encodings", nargs="+", default=["scores", "categorical"])
+    ap.add_argument("--resnet18", action="store_true", help="the per-layer ResNet-18 table instead")
+    ap.add_argument("--layer-trials", type=int, default=100)
+    ap.add_argument("--layer-seeds", type=int, default=1)
+    ap.add_argument("--transfer", action="store_true", help="the transfer run (§III-B) instead")
+    ap.add_argument("--transfer-samples", type=int, default=24)
+    add_out_args(ap, "accel_mapspace")
+    args = ap.parse_args()
+    name = "accel_mapspace_resnet18" if args.resnet18 else "accel_mapspace_transfer" if args.transfer else "accel_mapspace"
+    path = out_path(ap, args, name)
+
+    from tunebench.datasets.models import MODEL_OPTIONS
+    from tunebench.targets.accel.settings import AccelSettings
+    from tunebench.targets.accel.target import AccelTarget
+
+    target = AccelTarget(AccelSettings())
+    load0 = loadavg()
+    start = time.time()
+    if args.resnet18:
+        results = resnet18(args, target)
+    elif args.transfer:
+        results = transfer(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
+    else:
+        results = paper(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
+    write_json(path, {**provenance(), "machine": {"cores": os.cpu_count(), "load_before": load0,
+                                                  "load_after": loadavg()},
+                      "args": vars(args), "wall_s": time.time() - start, "results": results})
+    print("written", path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_main(main))

@@ -1,0 +1,139 @@
+"""The valid-by-construction mapspace encoding of [Dinh-MLArchSys23] §II-A: a point of the unit cube
+becomes a mapping that fits every memory.
+
+Tile part (eqs. 1-3): for each buffer level, outer to inner (scratchpad, accumulator, register), one
+feature per dimension, ``f_d`` in (0, 1]. The dimensions the level's capacity depends on (eq. 1 for the
+scratchpad: weights plus inputs; the accumulator: partial sums; the register: weights) get tiles
+``t_d = alpha f_d`` with one common ``alpha`` (eq. 2) chosen so that the footprint fills the capacity
+(eq. 3, solved for this hierarchy's footprints by bisection, since the input halo ``s (OY - 1) + FY`` makes
+it no plain monomial); each tile is clipped to [1, the tile of the level above] and rounded down to a
+divisor of it, so the footprint only shrinks and the mapping fits. A dimension the capacity does not
+depend on is a plain bound, ``t_d = f_d x (tile above)`` rounded down alike (the "simple constant bound" of
+§II-A). The DRAM level takes what is left.
+
+Loop-order part, per level (four): ``scores`` (one feature per dimension; loops sorted by score,
+lowest innermost) or ``categorical`` (one feature per level: the permutation's index, ``floor(v P)``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from tunebench.space import Config
+from tunebench.targets.accel.mapspace import BUFFERS, LEVEL_OPERANDS, LEVELS, RELEVANT, MapSpace
+
+ORDER_ENCODINGS = ("scores", "categorical")
+_EPS = 1e-6
+
+
+@lru_cache(maxsize=4096)
+def _divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
+
+
+def floor_divisor(n: int, value: float) -> int:
+    """The largest divisor of ``n`` that is <= ``value`` (1 at least)."""
+    best = 1
+    for d in _divisors(n):
+        if d <= value + 1e-9:
+            best = d
+        else:
+            break
+    return best
+
+
+class Encoding:
+    """The map from (0, 1]^d to the mappings of one :class:`MapSpace` (module docstring)."""
+
+    def __init__(self, mapspace: MapSpace, order: str = "scores"):
+        if order not in ORDER_ENCODINGS:
+            raise ValueError(f"order encoding {order!r}; valid: {', '.join(ORDER_ENCODINGS)}")
+        self.ms, self.order = mapspace, order
+        self.dims = mapspace.dims
+        n = len(self.dims)
+        self.n_tile = len(BUFFERS) * n
+        self.n_order = len(LEVELS) * (n if order == "scores" else 1)
+        self.d = self.n_tile + self.n_order
+        self.n_perms = len(mapspace.permutations)
+        #: feature indices that are categorical (the permutation index per level)
+        self.cat_dims = list(range(self.n_tile, self.d)) if order == "categorical" else []
+        self.constrained = {lv: {d for op in LEVEL_OPERANDS[lv] for d in RELEVANT[op]} for lv in BUFFERS}
+
+    def names(self) -> list[str]:
+        """One name per feature: ``tile_<level>_<dim>``, ``order_<level>_<dim>`` or ``order_<level>``."""
+        out = [f"tile_{LEVELS[lv]}_{d}" for lv in BUFFERS for d in self.dims]
+        if self.order == "scores":
+            return out + [f"order_{lv}_{d}" for lv in LEVELS for d in self.dims]
+        return out + [f"order_{lv}" for lv in LEVELS]
+
+    # ---- tiles --------------------------------------------------------------------------------
+    def _footprint(self, lv: int, tile: dict) -> float:
+        full = {d: 1.0 for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}
+        for d in self.dims:
+            full[d] = tile[d]
+        if lv > 0:
+            for d, s in self.ms.spatial.items():
+                full[d] *= s
+        return self.ms.footprint_bits(lv, full)  # partial sums at full width: a safe bound
+
+    def _level_tiles(self, lv: int, f: np.ndarray, outer: dict) -> dict:
+        cap = self.ms.capacity_bits[lv]
+        tiles, cons = {}, []
+        for d, fd in zip(self.dims, f):
+            fd = min(max(float(fd), _EPS), 1.0)
+            if d in self.constrained[lv]:
+                cons.append((d, fd))
+            else:
+                tiles[d] = floor_divisor(outer[d], fd * outer[d])
+        def real(alpha: float) -> dict:
+            return {**{d: 1 for d in tiles}, **{d: min(max(alpha * fd, 1.0), outer[d]) for d, fd in cons}}
+        lo, hi = 0.0, max((outer[d] / fd for d, fd in cons), default=0.0)
+        if cons and self._footprint(lv, real(hi)) > cap:
+            for _ in range(60):  # bisection: the footprint grows with alpha (eq. 3)
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if self._footprint(lv, real(mid)) <= cap else (lo, mid)
+            alpha = lo
+        else:
+            alpha = hi
+        for d, t in real(alpha).items():
+            if d not in tiles:
+                tiles[d] = floor_divisor(outer[d], t)
+        return tiles
+
+    def factors(self, x: np.ndarray) -> list[dict]:
+        """Per level (inner to outer) the factor of each dimension of point ``x``."""
+        n = len(self.dims)
+        outer = {d: self.ms.temporal[d] for d in self.dims}
+        cum = {}
+        for k, lv in enumerate(BUFFERS):
+            cum[lv] = self._level_tiles(lv, x[k * n:(k + 1) * n], outer)
+            outer = cum[lv]
+        below = dict.fromkeys(self.dims, 1)
+        out = []
+        for lv in range(len(LEVELS)):
+            tile = cum.get(lv, {d: self.ms.temporal[d] for d in self.dims})
+            out.append({d: tile[d] // below[d] for d in self.dims})
+            below = tile
+        return out
+
+    # ---- orders -------------------------------------------------------------------------------
+    def orders(self, x: np.ndarray) -> list[tuple]:
+        n, part = len(self.dims), x[self.n_tile:]
+        if self.order == "scores":
+            return [tuple(self.dims[i] for i in np.argsort(part[lv * n:(lv + 1) * n], kind="stable"))
+                    for lv in range(len(LEVELS))]
+        return [self.ms.permutations[min(int(v * self.n_perms), self.n_perms - 1)] for v in part]
+
+    def decode(self, x) -> Config:
+        """The (fitting) mapping of point ``x`` in (0, 1]^d, as a config of the task's space."""
+        x = np.asarray(x, dtype=float)
+        return self.ms.config_of(self.factors(x), self.orders(x))
+
+    def gp_inputs(self, x: np.ndarray) -> np.ndarray:
+        """The GP's view of points ``x`` (n, d): categorical features as category indices."""
+        out = np.array(x, dtype=float, copy=True)
+        if self.cat_dims:
+            out[:, self.cat_dims] = np.minimum(np.floor(out[:, self.cat_dims] * self.n_perms), self.n_perms - 1)
+        return out

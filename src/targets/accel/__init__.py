@@ -1,0 +1,1 @@
+"""``target=accel``: a Gemmini-like DNN accelerator through ZigZag's analytical cost model."""

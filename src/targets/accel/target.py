@@ -1,0 +1,181 @@
+"""``target=accel``: mappings of DNN layers on a Gemmini-like accelerator, evaluated by ZigZag's analytical
+cost model ([Mei-TC21]) in place of Timeloop ([Parashar-ISPASS19]), the model of [Dinh-MLArchSys23].
+
+Each task is one layer (a loop nest, :mod:`tunebench.targets.accel.layers`) with its mapspace
+(:class:`~tunebench.targets.accel.mapspace.MapSpace`: tile factors per memory level and loop orders; the
+task's ``mod``, for methods that search it by its structure). A measurement is one ZigZag cost-model
+evaluation of the mapping (milliseconds): energy per MAC, latency and EDP; a mapping some memory of which
+would hold more than its capacity (ZigZag's utilization > 1) is invalid, as in Timeloop's mapper. The model is
+deterministic: nothing is timed, the evaluation's seconds are its cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+from tunebench.datasets.layer_spec import check_layer_list, normalize_layer
+from tunebench.errors import UserError
+from tunebench.targets.accel.layers import loops_of, zoo_layer_specs
+from tunebench.targets.accel.mapspace import LEVELS, MapSpace
+from tunebench.targets.accel.settings import AccelSettings
+from tunebench.targets.base import Target, TargetInfo
+from tunebench.task import Measurement, Task
+
+
+def layer_specs(model) -> list[dict]:
+    """The layer specs of a model this target maps: ``model=layers``-like (specs) or a zoo network."""
+    if hasattr(model, "layers"):
+        return [{**s, "count": 1} for s in check_layer_list(model.layers)]
+    return zoo_layer_specs(model.name, getattr(model, "seed", 0))
+
+
+def make_mapspace(settings: AccelSettings, spec: dict) -> MapSpace:
+    """The mapspace of one layer spec on the accelerator of ``settings`` (pure Python, no ZigZag)."""
+    loops, stride = loops_of(normalize_layer({k: v for k, v in spec.items() if k != "count"}))
+    spatial = {"C": min(settings.array_rows, loops["C"]), "K": min(settings.array_cols, loops["K"])}
+    caps = (settings.weight_reg_bits, settings.accumulator_kib * 8192, settings.scratchpad_kib * 8192)
+    return MapSpace(loops={d: loops.get(d, 1) for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}, stride=stride,
+                    spatial=spatial, capacity_bits=caps,
+                    bits={"W": settings.input_bits, "I": settings.input_bits, "O": settings.psum_bits,
+                          "O_final": settings.output_bits}, hardware=settings)
+
+
+def objective_values(settings: AccelSettings, energy_pj: float, cycles: float, macs: int) -> dict:
+    """Every objective of :data:`~tunebench.targets.accel.settings.OBJECTIVES` of one evaluation."""
+    latency = cycles / settings.clock_hz
+    return {"energy_pj_per_mac": energy_pj / macs, "latency_s": latency, "edp": energy_pj * 1e-12 * latency}
+
+
+class AccelTarget(Target):
+    """A Gemmini-like accelerator as ZigZag models it (module docstring)."""
+
+    kind = "accel"
+    Settings = AccelSettings
+    workloads = ("tensor_program",)
+    simulated_clock = False
+
+    def __init__(self, settings: AccelSettings, measure=None):
+        super().__init__()
+        self.settings, self.name, self.batch_size = settings, settings.name, settings.batch_size
+        self.objectives = list(settings.objectives)
+        self._layers: dict = {}
+
+    @classmethod
+    def nominal_info(cls, settings: AccelSettings | None = None) -> TargetInfo:
+        settings = settings if settings is not None else cls.Settings()
+        multi = len(settings.objectives) > 1
+        return TargetInfo(kind=cls.kind, name=settings.name, device_name=settings.name,
+                          objectives=tuple(settings.objectives), batch_size=settings.batch_size,
+                          scale={o: float(settings.scale[o]) for o in settings.objectives} if multi else None,
+                          reference_point=(10.0,) * len(settings.objectives) if multi else None,
+                          details=cls.describe_hardware(settings))
+
+    @staticmethod
+    def describe_hardware(s: AccelSettings) -> dict:
+        return {"model": "zigzag-dse 3.9.1 CostModelEvaluation", "mapspace": True, "levels": list(LEVELS),
+                "array": f"{s.array_rows}x{s.array_cols} weight-stationary (C rows, K columns)",
+                "accumulator_kib": s.accumulator_kib, "scratchpad_kib": s.scratchpad_kib,
+                "weight_reg_bits": s.weight_reg_bits}
+
+    def info_fields(self) -> dict:
+        info = self.nominal_info(self.settings)
+        return {**super().info_fields(), "scale": info.scale, "reference_point": info.reference_point,
+                "details": info.details}
+
+    @classmethod
+    def check_model(cls, settings: AccelSettings, model, own_schedules: bool) -> None:
+        """Every layer must map: a convolution without groups or a dense layer. (Its smallest tile, one
+        array's worth, fits every buffer: the settings' own check.)"""
+        if not hasattr(model, "layers") and getattr(model, "workload", "") != "tensor_program":
+            return
+        for spec in layer_specs(model):
+            loops_of(spec)
+
+    # ---- tasks ------------------------------------------------------------------------------
+    def load_tasks(self, model, own_schedules: bool = False) -> tuple[list[Task], None]:
+        tasks = []
+        for i, spec in enumerate(layer_specs(model)):
+            space = make_mapspace(self.settings, spec)
+            count = spec.pop("count")
+            key = json.dumps({"loops": space.loops, "stride": space.stride, "hw": self.describe_hardware(self.settings)},
+                             sort_keys=True)
+            macs = 1
+            for v in space.loops.values():
+                macs *= v
+            kind = "dense" if space.loops["OY"] * space.loops["OX"] * space.loops["FY"] == 1 else "conv2d"
+            task = Task(id=hashlib.sha1(key.encode()).hexdigest()[:16], name=f"layer{i}_{kind}", kind=kind,
+                        mod=space, shape=spec, flops=2 * macs, weight=count, target_kind=self.kind, space=space.space)
+            tasks.append(task)
+        if not tasks:
+            raise UserError(f"model={model.name} has no conv2d or dense layer for target=accel")
+        return tasks, None
+
+    # ---- measuring ----------------------------------------------------------------------------
+    def layer_model(self, task: Task):
+        """ZigZag's layer, spatial mappings and accelerator for ``task`` (built once per task)."""
+        if task.id not in self._layers:
+            from tunebench.targets.accel.zigzag_model import build_layer
+
+            self._layers[task.id] = build_layer(self.settings, task.mod.loops, task.mod.stride)
+        return self._layers[task.id]
+
+    def evaluate(self, task: Task, config) -> dict:
+        """ZigZag's figures of one mapping: energy (pJ), cycles, MACs, utilization per operand and
+        level, whether it fits (every utilization <= 1), DRAM word accesses per operand."""
+        from tunebench.targets.accel.zigzag_model import evaluate
+
+        layer, sm, smi, acc = self.layer_model(task)
+        cme = evaluate(layer, sm, smi, acc, task.mod.nest(config))
+        util = {str(op): [float(u) for u in v] for op, v in cme.mem_utili_shared.items()}
+        from zigzag.mapping.data_movement import DataDirection
+
+        dram = {str(op): {d.name: int(v[-1].get(d)) for d in DataDirection} for op, v in cme.memory_word_access.items()}
+        return {"energy_pj": float(cme.energy_total), "cycles": float(cme.latency_total2),
+                "macs": int(layer.total_mac_count), "utilization": util,
+                "fits": all(u <= 1.0 + 1e-9 for v in util.values() for u in v), "dram_accesses": dram}
+
+    def check(self, task: Task, config) -> tuple[bool | None, str]:
+        """The reported mapping re-derived from scratch: a complete tiling of the layer (factors times the
+        spatial unrolling cover every dimension), evaluated again by ZigZag on an accelerator and layer
+        built anew from the settings, to the same energy and cycles, every memory within capacity."""
+        from tunebench.targets.accel.zigzag_model import build_accelerator, build_layer, evaluate
+
+        ms = task.mod
+        factors = ms.factors(config)
+        for d in ms.dims:
+            covered = 1
+            for lv in factors:
+                covered *= lv[d]
+            if covered != ms.temporal[d]:
+                return False, f"dimension {d}: factors cover {covered} of {ms.temporal[d]}"
+        first = self.evaluate(task, config)
+        layer, sm, smi, _ = build_layer(self.settings, ms.loops, ms.stride)
+        cme = evaluate(layer, sm, smi, build_accelerator(self.settings), ms.nest(config))
+        same = abs(cme.energy_total - first["energy_pj"]) <= 1e-9 * first["energy_pj"] and \
+            cme.latency_total2 == first["cycles"]
+        fits = all(u <= 1.0 + 1e-9 for v in cme.mem_utili_shared.values() for u in v)
+        return same and fits, (f"ZigZag again from scratch: {cme.energy_total:.6g} pJ, {cme.latency_total2:.6g} cycles "
+                               f"(measured {first['energy_pj']:.6g} pJ, {first['cycles']:.6g}); fits: {fits}")
+
+    def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        return [self._measure_one(task, c) for c in configs]
+
+    def _measure_one(self, task: Task, config) -> Measurement:
+        start = time.perf_counter()
+        try:
+            r = self.evaluate(task, config)
+        except (ValueError, AssertionError, ZeroDivisionError) as e:  # ZigZag's refusals of a mapping
+            spent = time.perf_counter() - start
+            self._stats["run_phase_s"] += spent
+            return Measurement(task.id, config, valid=False, error=f"ZigZag: {type(e).__name__}: {e}", cost_s=spent)
+        spent = time.perf_counter() - start
+        self._stats["run_phase_s"] += spent
+        if not r["fits"]:
+            over = {op: [round(u, 3) for u in v] for op, v in r["utilization"].items() if max(v) > 1.0 + 1e-9}
+            return Measurement(task.id, config, valid=False, error=f"does not fit: utilization {over}", cost_s=spent)
+        values = objective_values(self.settings, r["energy_pj"], r["cycles"], r["macs"])
+        latency = values["latency_s"]
+        return Measurement(task.id, config, valid=True, latency_s=latency, gflops=task.flops / latency / 1e9,
+                           cost_s=spent, run_s=spent, objectives={o: values[o] for o in self.objectives})
