@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from fakes import FakeTarget
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.methods.mapspace.encoding import Encoding, floor_divisor
@@ -17,6 +16,7 @@ from tunebench.targets.accel.mapspace import LEVELS
 from tunebench.targets.accel.settings import AccelSettings
 from tunebench.targets.accel.target import make_mapspace
 from tunebench.task import Task
+from tunebench.testing.fakes import FakeTarget
 
 torch.set_num_threads(1)
 MATMUL = {"batch": 64, "in_features": 128, "out_features": 512}
