@@ -260,10 +260,6 @@ LEAVES = (SepConv, RandWireNode, Mean, FactorizedReduce, ReLUConvBN, Skip, Branc
 
 def init_bn(module: nn.Module) -> None:
     """Non-trivial BatchNorm statistics (outputs of different orders and rewrites are compared)."""
-    for m in module.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            with torch.no_grad():
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.1, 0.1)
-                m.running_mean.uniform_(-0.1, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
+    from tunebench.datasets.zoo import init_batchnorm
+
+    init_batchnorm(module)

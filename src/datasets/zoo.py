@@ -177,7 +177,7 @@ MODELS: dict[str, Callable[[], nn.Module]] = {
 """Zoo registry: model name -> constructor taking no arguments (ImageNet, 1000 classes)."""
 
 
-def _init_weights(module: nn.Module) -> None:
+def init_batchnorm(module: nn.Module) -> None:
     """Give BatchNorm non-trivial running statistics, so BN folding is actually exercised.
 
     Conv/Linear keep PyTorch's default (seeded) Kaiming-uniform init.
@@ -196,7 +196,7 @@ def _seeded(ctor: Callable[[], nn.Module], seed: int) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         module = ctor()
-        _init_weights(module)
+        init_batchnorm(module)
     return module
 
 

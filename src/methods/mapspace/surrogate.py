@@ -28,10 +28,8 @@ def fit_gp(X: np.ndarray, y: np.ndarray, cat_dims: list[int], maxiter: int = 100
     """A GP fitted by maximum marginal likelihood to ``y`` (minimized) at ``X``; categorical columns
     (``cat_dims``) get BoTorch's mixed kernel. BoTorch's defaults: Matern 5/2 ARD with dimension-scaled
     priors, outcome standardization; L-BFGS-B for at most ``maxiter`` iterations."""
-    from botorch.fit import fit_gpytorch_mll
     from botorch.models import MixedSingleTaskGP, SingleTaskGP
     from botorch.models.transforms.outcome import Standardize
-    from gpytorch.mlls import ExactMarginalLogLikelihood
 
     train_x = torch.as_tensor(X, dtype=DTYPE)
     train_y = torch.as_tensor(-y, dtype=DTYPE).unsqueeze(-1)  # BoTorch maximizes
@@ -39,6 +37,15 @@ def fit_gp(X: np.ndarray, y: np.ndarray, cat_dims: list[int], maxiter: int = 100
         model = MixedSingleTaskGP(train_x, train_y, cat_dims=cat_dims, outcome_transform=Standardize(m=1))
     else:
         model = SingleTaskGP(train_x, train_y, outcome_transform=Standardize(m=1))
+    return _fitted(model, maxiter)
+
+
+def _fitted(model, maxiter: int):
+    """``model`` with its hyperparameters fitted by maximum marginal likelihood (L-BFGS, ``maxiter``
+    iterations), in eval mode; an optimizer failure leaves the prior's hyperparameters."""
+    from botorch.fit import fit_gpytorch_mll
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     with warnings.catch_warnings(), one_thread():
         warnings.simplefilter("ignore")
@@ -54,22 +61,12 @@ def fit_multitask_gp(X: np.ndarray, y: np.ndarray, tasks: np.ndarray, target_tas
     """A multi-task GP ([Dinh-MLArchSys23] §III-B; BoTorch's ``MultiTaskGP``, an ICM kernel: a Matern
     kernel over the inputs times a learned task covariance) on observations of several hardware
     configurations (``tasks``: one index per row), predicting ``target_task``; fitted as :func:`fit_gp`."""
-    from botorch.fit import fit_gpytorch_mll
     from botorch.models import MultiTaskGP
-    from gpytorch.mlls import ExactMarginalLogLikelihood
 
     train_x = torch.as_tensor(np.column_stack([X, tasks]), dtype=DTYPE)
     train_y = torch.as_tensor(-y, dtype=DTYPE).unsqueeze(-1)
     model = MultiTaskGP(train_x, train_y, task_feature=-1, output_tasks=[int(target_task)])
-    mll = ExactMarginalLogLikelihood(model.likelihood, model)
-    with warnings.catch_warnings(), one_thread():
-        warnings.simplefilter("ignore")
-        try:
-            fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": maxiter}})
-        except Exception:  # the optimizer's failure leaves the prior's hyperparameters
-            pass
-    model.eval()
-    return model
+    return _fitted(model, maxiter)
 
 
 def score_candidates(model, X: np.ndarray, best_y: float, xi: float = 0.0) -> np.ndarray:
