@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json  # noqa: E402
+from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json
 
 
 def timed_run(seed: int, trials: int) -> dict:
