@@ -14,6 +14,7 @@ import threading
 from tunebench.errors import RunStopped
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_DEFER = {"depth": 0, "pending": None}  # main thread only: open signals_deferred blocks, a stop they held back
 
 
 @contextlib.contextmanager
@@ -27,9 +28,13 @@ def stop_on_signals():
     fired = []
 
     def handler(signum, frame):
-        if not fired:
-            fired.append(signum)
-            raise RunStopped(signum)
+        if fired:
+            return
+        fired.append(signum)
+        if _DEFER["depth"]:
+            _DEFER["pending"] = signum
+            return
+        raise RunStopped(signum)
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     try:
@@ -37,3 +42,22 @@ def stop_on_signals():
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """A block a stop must not cut in two: a write to the tracking store (an SQLite transaction
+    interrupted by the signal can keep the database locked for the call that marks the run KILLED). A
+    signal that arrives inside raises :class:`RunStopped` when the block ends. Outside the main thread
+    nothing is deferred (the handler runs in the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _DEFER["depth"] += 1
+    try:
+        yield
+    finally:
+        _DEFER["depth"] -= 1
+    if _DEFER["depth"] == 0 and _DEFER["pending"] is not None:
+        signum, _DEFER["pending"] = _DEFER["pending"], None
+        raise RunStopped(signum)

@@ -131,3 +131,19 @@ def test_history_gets_the_records_written_once(tmp_path):
     assert all(a is b for a, b in zip(entry.records[1:], writer.lines[1:]))
     assert [r["trial"] for r in read_records(rf.path)] == [0, 1, 2, 3, 4]
     assert entry.records[1]["run_id"] == "r1"
+
+
+def test_a_signal_inside_a_deferred_block_stops_the_run_when_the_block_ends():
+    import os
+    import signal
+
+    from tunebench.errors import RunStopped
+    from tunebench.harness.stopping import signals_deferred, stop_on_signals
+
+    done = []
+    with pytest.raises(RunStopped), stop_on_signals():
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            done.append("the block finished")  # a tracking write is not cut in two
+        done.append("not reached")
+    assert done == ["the block finished"]

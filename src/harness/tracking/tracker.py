@@ -27,6 +27,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from tunebench.errors import TrackingOutage, UserError
+from tunebench.harness.stopping import signals_deferred
 from tunebench.harness.tracking.spool import TrackingSpool, _reason, bounded_http, unreachable
 from tunebench.run_store import quiet_mlflow
 
@@ -294,7 +295,8 @@ class Tracker:
         """Make one tracker call; one that cannot reach the server is spooled instead, and while the
         server is down nothing goes to the network before the back-off interval has passed."""
         if not self.remote:
-            self._apply(op)
+            with signals_deferred():
+                self._apply(op)
             return
         if self.outage is not None and (_now() < self.outage.next_try or not self._recover()):
             self.spool.append(op)
