@@ -55,7 +55,8 @@ class MeasuredSpace:
         return sum(r.latency_s is not None for r in self.rows)
 
 
-def _read_json(path: str) -> dict:
+def _read_json(path: str) -> tuple[dict, str]:
+    """The cache's data and the sha256 of its bytes (first 12 hex digits)."""
     if not os.path.isfile(path):
         raise UserError(f"model.path={path}: no such file")
     raw = open(path, "rb").read()
@@ -67,8 +68,7 @@ def _read_json(path: str) -> dict:
     if not isinstance(data, dict) or any(k not in data for k in REQUIRED):
         have = ", ".join(sorted(data)[:8]) if isinstance(data, dict) else type(data).__name__
         raise UserError(f"model.path={path}: not a Kernel Tuner cache (needs keys {', '.join(REQUIRED)}; has {have})")
-    data["_digest"] = hashlib.sha256(raw).hexdigest()[:12]
-    return data
+    return data, hashlib.sha256(raw).hexdigest()[:12]
 
 
 def _seconds(ms) -> float:
@@ -105,7 +105,7 @@ def read_cache(path: str) -> MeasuredSpace:
         UserError: a missing, unreadable or corrupt file; a JSON file of another format; an entry whose
             parameters are not among ``tune_params`` or whose time is neither a number nor an error name.
     """
-    data = _read_json(path)
+    data, digest = _read_json(path)
     keys = list(data["tune_params_keys"])
     params = data["tune_params"]
     if not keys or not isinstance(params, dict) or set(keys) - set(params):
@@ -128,5 +128,5 @@ def read_cache(path: str) -> MeasuredSpace:
     rates = sorted(e["GFLOP/s"] * 1e9 * r.latency_s for e, r in zip(data["cache"].values(), rows)
                    if r.latency_s is not None and isinstance(e.get("GFLOP/s"), (int, float)))
     return MeasuredSpace(name=str(data.get("kernel_name", "kernel")), device=str(data.get("device_name", "?")),
-                         space=space, rows=rows, origin=os.path.abspath(path), digest=data["_digest"],
+                         space=space, rows=rows, origin=os.path.abspath(path), digest=digest,
                          flops=int(rates[len(rates) // 2]) if rates else 0)
