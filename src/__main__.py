@@ -49,6 +49,18 @@ def _gat(args: argparse.Namespace) -> None:
     cmd_train(args)
 
 
+def _glimpse_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.harness.commands.glimpse import add_options
+
+    add_options(parser)
+
+
+def _glimpse(args: argparse.Namespace) -> None:
+    from tunebench.harness.commands.glimpse import cmd_train
+
+    cmd_train(args)
+
+
 def _server_options(parser: argparse.ArgumentParser) -> None:
     from tunebench.harness.tracking.server import add_server_options
 
@@ -106,6 +118,8 @@ COMMANDS = {
     "dataset": ("build a GAT training set from record folders / run ids: dataset build --records ... --out set.pt",
                 _dataset_options, _dataset),
     "gat": ("train the GAT cost model: gat train --dataset set.pt --out model.pt", _gat_options, _gat),
+    "glimpse": ("train Glimpse's Blueprint prior, acquisition and validity ensemble: glimpse train --records ... "
+                "--out model.pt", _glimpse_options, _glimpse),
     "server": ("an MLflow tracking server on PostgreSQL: server start [--host 127.0.0.1 --port 5000 --data DIR] "
                "| server stop [--data DIR]", _server_options, _server),
     "rpc": ("a TVM RPC tracker and RPC servers on this machine, for target.rpc: rpc [--servers 2 --key cpu "

@@ -32,13 +32,18 @@ def open_tracker(cfg) -> Tracker:
     return Tracker(t.uri, cfg.experiment, cfg.workdir, t.artifact_root, outage_wait_s=t.outage_wait_s)
 
 
-def check_budget(cfg, tasks, target) -> None:
-    """``budget.trials_per_task`` holds the method's first phase on every task (``Method.check_budget``)."""
+def check_tasks(cfg, tasks, target) -> None:
+    """``budget.trials_per_task`` holds the method's first phase on every task (``Method.check_budget``), and
+    the method can tune every task on this target (``Method.check_task``)."""
     method = make_method(cfg.method)
     for task in tasks:
-        problem = method.check_budget(task, target.task_info(task), cfg.budget)
+        info = target.task_info(task)
+        problem = method.check_budget(task, info, cfg.budget)
         if problem:
             raise UserError(f"budget.trials_per_task={cfg.budget.trials_per_task}: {problem}")
+        problem = method.check_task(task, info)
+        if problem:
+            raise UserError(problem)
 
 
 def prepare(cfg, tracker: Tracker | None) -> Prepared:
@@ -51,7 +56,7 @@ def prepare(cfg, tracker: Tracker | None) -> Prepared:
         check_compatible(method, target.info)
         tasks, imported = target.load_tasks(cfg.model, own_schedules=method.needs.compiles)
         target.validate_tasks(tasks)
-        check_budget(cfg, tasks, target)
+        check_tasks(cfg, tasks, target)
         if tracker is None:
             created_store = new_store_path(cfg.tracking.uri, cfg.workdir)
             tracker = open_tracker(cfg)

@@ -1,5 +1,5 @@
 """Tuning methods, grouped by family: ``autotvm/``, ``chameleon/``, ``dgp/``, ``gat/``, ``flextensor/``,
-``mfgp/`` (multi-fidelity GP BO), ``dse/`` (FPGA DSE baselines), ``serenity/`` (graph schedulers for
+``glimpse/`` (hardware-spec-aware tuning), ``mfgp/`` (multi-fidelity GP BO), ``dse/`` (FPGA DSE baselines), ``serenity/`` (graph schedulers for
 ``target=memory``), plus random search, exhaustive search and MetaSchedule.
 :data:`METHODS` registers each by name; ``make_method(settings)`` builds the one its settings name."""
 
@@ -22,6 +22,7 @@ from tunebench.methods.dse.nsga2 import NSGA2
 from tunebench.methods.exhaustive import Exhaustive
 from tunebench.methods.flextensor.tuner import FlexTensor
 from tunebench.methods.gat.method import GAT
+from tunebench.methods.glimpse.method import Glimpse
 from tunebench.methods.mapspace.bo import MapspaceBO
 from tunebench.methods.mapspace.zigzag_mappers import LOMA, SALSA
 from tunebench.methods.metaschedule import MetaSchedule
@@ -37,7 +38,7 @@ METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, 
                                     "dgp": DGP, "exhaustive": Exhaustive, "ann": ANN, "bt": BoostedTrees,
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
                                     "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon,
-                                    "flextensor": FlexTensor, "mapspace_bo": MapspaceBO,
+                                    "flextensor": FlexTensor, "mapspace_bo": MapspaceBO, "glimpse": Glimpse,
                                     "loma": LOMA, "salsa": SALSA, **SCHEDULE_METHODS}
 
 

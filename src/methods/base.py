@@ -123,6 +123,14 @@ class Method(ABC):
         up: the method's ``setup`` comes later."""
         return None
 
+    def check_task(self, task: Task, target_info: TargetInfo) -> str | None:
+        """Why this method cannot tune ``task`` on the target ``target_info`` describes, in one line naming the
+        setting at fault (e.g. a trained model that does not know the task's knobs), or None (the default).
+
+        Called by the harness for each task once its space is built, before the run exists, after
+        :meth:`check_budget`; the refusal becomes the one-line ``error: <this>``. Nothing is set up."""
+        return None
+
     @abstractmethod
     def ask(self, n: int) -> list[Config | tuple[Config, str]]:
         """Up to ``n`` configs to measure next (fewer, or none, when the space is exhausted).

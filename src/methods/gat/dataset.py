@@ -128,7 +128,7 @@ def save_dataset(ds: dict, path: str) -> None:
     """Write training set ``ds`` (as :func:`build_dataset` returns it) as a weights-only file: the
     graphs' node features and edges concatenated, with per-graph offsets ``node_ptr``/``edge_ptr``."""
     from tunebench.methods.gat.features import NODE_DIM
-    from tunebench.methods.gat.model import save_tensor_file
+    from tunebench.tensor_files import save_tensor_file
 
     xs = [np.asarray(x, np.float32) for x, _ in ds["graphs"]]
     es = [np.asarray(e, np.int64) for _, e in ds["graphs"]]
@@ -144,7 +144,7 @@ def save_dataset(ds: dict, path: str) -> None:
 def load_dataset(path: str) -> dict:
     """The training set in ``path`` (from :func:`save_dataset`), read weights-only and checked: a
     missing key, a wrong shape or an out-of-range edge is a one-line UserError naming the file."""
-    from tunebench.methods.gat.model import load_tensor_file
+    from tunebench.tensor_files import load_tensor_file
 
     if not os.path.isfile(path):
         raise UserError(f"--dataset {path}: no such file (build one with `python -m tunebench dataset build`)")
@@ -162,7 +162,7 @@ def load_dataset(path: str) -> dict:
 
 
 def _require(cond: bool, path: str, problem: str) -> None:
-    from tunebench.methods.gat.model import require
+    from tunebench.tensor_files import require
 
     require(cond, "--dataset", path, problem)
 

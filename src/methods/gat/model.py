@@ -22,10 +22,8 @@ before use (a bad one is a one-line :class:`~tunebench.errors.UserError` naming 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -34,56 +32,11 @@ from torch import nn
 from tunebench.errors import UserError
 from tunebench.methods.gat.features import NODE_DIM, STAT_DIM
 from tunebench.methods.gat.variants import GRAPH_LAYERS, VARIANTS
+from tunebench.tensor_files import first_line, load_tensor_file, require, save_tensor_file
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "tunebench-gat-model-v1"
-
-
-def save_tensor_file(path: str, fmt: str, meta: dict, tensors: dict) -> None:
-    """``torch.save`` of ``{"format": fmt, "meta": <meta as JSON>, "tensors": {name: tensor}}``:
-    nothing that ``torch.load(weights_only=True)`` refuses, nothing that runs code when loaded."""
-    torch.save({"format": fmt, "meta": json.dumps(meta), "tensors": {k: torch.as_tensor(v) for k, v in tensors.items()}},
-               path)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    hit = next((ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln), lines[0] if lines else "")
-    return f"{type(exc).__name__}: {hit}"[:300]
-
-
-def load_tensor_file(path: str, what: str, fmt: str) -> tuple[dict, dict]:
-    """``(meta, tensors)`` of a file from :func:`save_tensor_file` in format ``fmt``, read with
-    ``weights_only=True``. Anything else (a pickle with code in it, another format, a file from an
-    older tunebench) raises a one-line UserError ``<what> <path>: ...``."""
-    try:
-        with warnings.catch_warnings():  # torch warns about foreign pickle protocols: the error below says it all
-            warnings.simplefilter("ignore")
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise UserError(f"{what} {path}: no such file") from None
-    except Exception as exc:
-        raise UserError(f"{what} {path}: refused, not a weights-only tunebench file ({_first_line(exc)})") from None
-    if not isinstance(obj, dict) or obj.get("format") != fmt:
-        found = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
-        raise UserError(f"{what} {path}: not a {fmt} file (format {found!r}; files from older tunebench "
-                        "versions must be written again)")
-    try:
-        meta = json.loads(obj["meta"])
-    except (KeyError, TypeError, ValueError):
-        raise UserError(f"{what} {path}: its metadata is missing or not JSON") from None
-    tensors = obj.get("tensors")
-    if not isinstance(meta, dict) or not isinstance(tensors, dict) or \
-            not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
-        raise UserError(f"{what} {path}: metadata must be a JSON object and 'tensors' a dict of tensors")
-    return meta, tensors
-
-
-def require(cond: bool, what: str, path: str, problem: str) -> None:
-    """Raise the one-line UserError ``<what> <path>: <problem>`` unless ``cond``."""
-    if not cond:
-        raise UserError(f"{what} {path}: {problem}")
 
 
 def _graph_layer(kind: str, d_in: int, d_out: int):
@@ -261,7 +214,7 @@ class GATCostModel:
                         f"{key} must have shape ({STAT_DIM},)")
                 setattr(m, key, t.detach().float().numpy().copy())
         except (TypeError, RuntimeError) as exc:  # e.g. a tensor of a dtype that cannot become float32
-            raise UserError(f"{what} {path}: unusable tensor ({_first_line(exc)})") from None
+            raise UserError(f"{what} {path}: unusable tensor ({first_line(exc)})") from None
         y_mean, y_std, history = meta.get("y_mean"), meta.get("y_std"), meta.get("history", [])
         require(all(isinstance(v, (int, float)) for v in (y_mean, y_std)) and y_std > 0, what, path,
                 "y_mean / y_std missing or not numbers (y_std > 0)")

@@ -63,16 +63,16 @@ class GATSettings(SearchSettings):
             raise UserError(f"{join(prefix, 'pretrained')}={self.pretrained}: {problem}")
 
 
-def file_problem(path: str) -> str | None:
-    """Why ``path`` is not a readable regular file (one line), or None."""
+def file_problem(path: str, hint: str = TRAIN_HINT) -> str | None:
+    """Why ``path`` is not a readable regular file (one line, with ``hint``: how to make one), or None."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return f"no such file ({TRAIN_HINT})"
+        return f"no such file ({hint})"
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     if not stat.S_ISREG(st.st_mode):
-        return f"not a regular file ({TRAIN_HINT})"
+        return f"not a regular file ({hint})"
     try:
         open(path, "rb").close()
     except OSError as exc:

@@ -1,0 +1,133 @@
+"""Leave-one-variant-out table of method=glimpse against the baselines ([Ahn-PhD] §4.5 layout), from the run
+folders of a work dir: per layer and method, over seeds, the invalid configs, the trials to reach AutoTVM's
+final best (the median over seeds of autotvm's best GFLOPS at its last trial), the final kernel's latency
+(the re-timed best) and the search time (the task's search clock: model work, compiles and measurements).
+
+    python benchmarks/glimpse_table.py WORKDIR [--experiment glimpse-eval] [--out results.json]
+
+A method's label is its name, plus ``-constant`` for glimpse with ``method.blueprint=constant``. Trials to
+reach are counted at the first trial whose best-so-far GFLOPS is at least the reference (``exact``) and at
+least 98 % of it (``within 2 %``, about the timing spread of one config here); a run that never reaches it
+counts as not reached (shown as ``>n``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import machine_info
+
+
+def _runs(workdir: str, experiment: str | None) -> list[dict]:
+    out = []
+    root = os.path.join(workdir, "records")
+    for run_id in sorted(os.listdir(root)):
+        folder = os.path.join(root, run_id)
+        try:
+            with open(os.path.join(folder, "config.yaml")) as fh:
+                cfg = yaml.safe_load(fh)
+            with open(os.path.join(folder, "tasks.json")) as fh:
+                tasks = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if experiment and cfg.get("experiment") != experiment:
+            continue
+        recs = [json.loads(line) for line in open(os.path.join(folder, "records.jsonl")) if line.strip()]
+        label = cfg["method"]["name"] + ("-constant" if cfg["method"].get("blueprint") == "constant" else "")
+        variant = f"{cfg['target'].get('mcpu')}/{cfg['target'].get('num_cores')}t"
+        out.append({"run": run_id, "label": label, "seed": cfg.get("seed"), "variant": variant, "tasks": tasks,
+                    "records": recs})
+    return out
+
+
+def _curve(recs: list[dict]) -> list[float]:
+    best, out = 0.0, []
+    for r in sorted(recs, key=lambda r: r["trial"]):
+        best = max(best, float(r.get("gflops") or 0.0) if r.get("valid") else 0.0)
+        out.append(best)
+    return out
+
+
+def _reach(curve: list[float], ref: float) -> int | None:
+    return next((i + 1 for i, g in enumerate(curve) if g >= ref), None)
+
+
+def table(runs: list[dict]) -> dict:
+    """Per task name: per label: lists over seeds (see the module docstring)."""
+    cells: dict[str, dict[str, list[dict]]] = {}
+    for run in runs:
+        for t in run["tasks"]:
+            recs = [r for r in run["records"] if r["task_id"] == t["id"]]
+            cells.setdefault(t["name"], {}).setdefault(run["label"], []).append(
+                {"seed": run["seed"], "curve": _curve(recs), "invalid": sum(not r["valid"] for r in recs),
+                 "trials": len(recs), "best_ms": t.get("best_latency_ms"), "noisy": t.get("best_noisy"),
+                 "search_s": t.get("search_s"), "shape": t.get("shape"), "variant": run["variant"]})
+    out = {}
+    for name, by_label in cells.items():
+        ref_runs = by_label.get("autotvm", [])
+        ref = statistics.median(r["curve"][-1] for r in ref_runs) if ref_runs else None
+        out[name] = {"reference_gflops": ref, "shape": next(iter(by_label.values()))[0]["shape"], "methods": {}}
+        for label, rs in by_label.items():
+            entry = {"seeds": [r["seed"] for r in rs], "trials": [r["trials"] for r in rs],
+                     "invalid": [r["invalid"] for r in rs], "best_ms": [r["best_ms"] for r in rs],
+                     "noisy": [r["noisy"] for r in rs], "search_s": [r["search_s"] for r in rs],
+                     "best_gflops": [r["curve"][-1] if r["curve"] else 0.0 for r in rs]}
+            if ref:
+                entry["reach_exact"] = [_reach(r["curve"], ref) for r in rs]
+                entry["reach_2pct"] = [_reach(r["curve"], 0.98 * ref) for r in rs]
+            out[name]["methods"][label] = entry
+    return out
+
+
+def _ms(vals: list) -> str:
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "—"
+    return f"{statistics.mean(vals):.3f} ± {statistics.stdev(vals):.3f}" if len(vals) > 1 else f"{vals[0]:.3f}"
+
+
+def _reach_cell(vals: list, trials: list) -> str:
+    got = [v for v in vals if v is not None]
+    shown = [str(v) if v is not None else f">{n}" for v, n in zip(vals, trials)]
+    med = f"median {statistics.median(got):.0f}" if len(got) == len(vals) else f"{len(got)}/{len(vals)} reached"
+    return f"{', '.join(shown)} ({med})"
+
+
+def markdown(tab: dict) -> str:
+    lines = ["| layer | method | trials | invalid | trials to AutoTVM's best (exact) | within 2 % | best latency, ms "
+             "| search time, s |", "|---|---|---|---|---|---|---|---|"]
+    for cell in tab.values():
+        s = cell["shape"] or {}
+        layer = f"{s.get('in_channels')}→{s.get('out_channels')} {s.get('height')}² k{s.get('kernel')}"
+        for label, e in sorted(cell["methods"].items()):
+            noisy = "*" if any(e["noisy"]) else ""
+            lines.append(f"| {layer} | {label} | {max(e['trials'])} | {sum(e['invalid'])} | "
+                         f"{_reach_cell(e.get('reach_exact', []), e['trials']) if 'reach_exact' in e else '—'} | "
+                         f"{_reach_cell(e.get('reach_2pct', []), e['trials']) if 'reach_2pct' in e else '—'} | "
+                         f"{_ms(e['best_ms'])}{noisy} | {_ms(e['search_s'])} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("workdir")
+    ap.add_argument("--experiment", default="glimpse-eval")
+    ap.add_argument("--out", default=None, help="JSON file of the table (with the machine)")
+    args = ap.parse_args()
+    tab = table(_runs(args.workdir, args.experiment))
+    print(markdown(tab))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"machine": machine_info(), "table": tab}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

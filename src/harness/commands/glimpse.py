@@ -1,0 +1,63 @@
+"""``python -m tunebench glimpse train``: Glimpse's training set from recorded runs (and, optionally, static
+validity labels of GPU configs under TVM's GPU tags), its three parts trained, one model file written, the
+training logged as an MLflow run."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from tunebench.errors import UserError
+
+
+def cmd_train(args) -> None:
+    from tunebench.harness.tracking.tracker import Tracker
+    from tunebench.methods.glimpse.dataset import groups_from_runs, summary
+    from tunebench.methods.glimpse.train import TrainSettings, train
+
+    t0 = time.time()
+    groups = groups_from_runs(args.records, args.workdir) if args.records else []
+    if args.gpu_static_tags:
+        from tunebench.methods.glimpse.gpu_data import static_groups
+
+        groups += static_groups(args.gpu_static_tags, args.gpu_static_configs, seed=args.seed)
+    if not groups:
+        raise UserError("glimpse train: nothing to train on (give --records and/or --gpu-static-tags)")
+    s = TrainSettings(dims=args.dims, blueprint_mode="constant" if args.constant_blueprint else "spec",
+                      seed=args.seed, acq_batches=args.acq_batches)
+    info = summary(groups)
+    print(f"training set: {info['groups']} (task, hardware) groups, {info['configs']} configs "
+          f"({info['invalid']} invalid) on {', '.join(info['hardware'])}", flush=True)
+    tr = Tracker(None, "glimpse-training", args.workdir)
+    tr.start(run_name=f"glimpse-train-{s.blueprint_mode}", params={"records": json.dumps(args.records),
+                                                                   "dims": s.dims, "blueprint": s.blueprint_mode,
+                                                                   "seed": s.seed}, tags={})
+
+    def progress(part, step, value):
+        tr.metric(f"{part}_progress", value, step)
+        print(f"  {part} {step}: {value:.4f} ({time.time() - t0:.0f} s)", flush=True)
+
+    model = train(groups, s, progress)
+    model.info["training_set"] = info
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    model.save(args.out)
+    tr.artifact(args.out)
+    tr.end()
+    print(f"model {args.out} in {time.time() - t0:.0f} s (use method.pretrained={os.path.abspath(args.out)})",
+          flush=True)
+
+
+def add_options(p) -> None:
+    p.add_argument("action", choices=["train"])
+    p.add_argument("--records", nargs="*", default=[], help="record folders, records.jsonl files or run ids of "
+                                                            "target=llvm runs (the training hardware)")
+    p.add_argument("--out", required=True, help="model file to write (.pt)")
+    p.add_argument("--dims", type=int, default=4, help="Blueprint dimensions (PCA components)")
+    p.add_argument("--constant-blueprint", action="store_true", help="the ablation: Θ = 0 in training and tuning")
+    p.add_argument("--gpu-static-tags", type=int, default=0, help="add static validity labels of CUDA configs "
+                                                                  "under this many TVM GPU tags")
+    p.add_argument("--gpu-static-configs", type=int, default=200, help="configs per task and tag")
+    p.add_argument("--acq-batches", type=int, default=150, help="REINFORCE batches of the acquisition")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default=".", help="where records/ and mlflow.db live")

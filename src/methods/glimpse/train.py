@@ -1,0 +1,209 @@
+"""Offline training of Glimpse's three parts on groups of measured configs ([Ahn-PhD] §4.4, Fig. 4.3's dotted
+arrows). :func:`train` builds a :class:`~tunebench.methods.glimpse.model.GlimpseModel`:
+
+1. **Blueprint**: the PCA of each family's catalogue (unsupervised; no measurement of any device enters it).
+2. **Prior generator** (§4.4.1): for each measured group, the target distribution of knob k is the frequency
+   of each value among the group's best ``top_fraction`` configs (at least 2), smoothed; H minimizes the
+   cross-entropy of its p_k to it, summed over knobs and groups (Adam).
+3. **Neural acquisition** (§4.4.2): meta-trained as in MetaBO [Volpp-ICLR20] with REINFORCE [Williams-ML92]
+   (MetaBO uses PPO; the plain policy gradient is our simplification) on episodes replayed from the measured
+   groups: start from the ``init`` configs the prior ranks highest, then at each of ``steps`` steps fit the GP
+   to what was seen, score the unseen configs of the group, sample one from the softmax policy; the reward is
+   the rise of the best normalized throughput; returns-to-go less the batch's mean return at that step.
+4. **Validity ensemble** (§4.4.3): each knob's logistic predictor minimizes the class-balanced binary
+   cross-entropy of "invalid" over every labelled config (measured and static). With no invalid example at
+   all, each predictor answers "valid" (bias -10).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tunebench.methods.glimpse.blueprint import FAMILIES, PCA, catalogue
+from tunebench.methods.glimpse.dataset import Group
+from tunebench.methods.glimpse.encoding import layer_vector
+from tunebench.methods.glimpse.model import GlimpseModel
+from tunebench.methods.glimpse.networks import acquisition_inputs
+from tunebench.methods.glimpse.surrogate import GP
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainSettings:
+    dims: int = 4  # Blueprint dimensions (Fig. 4.4's knee on the CPU catalogue; docs/RESULTS.md §Glimpse)
+    blueprint_mode: str = "spec"
+    top_fraction: float = 0.1
+    prior_epochs: int = 300
+    acq_batches: int = 150
+    acq_episodes: int = 8
+    steps: int = 16
+    init: int = 2
+    validity_epochs: int = 300
+    lr: float = 1e-2
+    seed: int = 0
+
+
+def _z(model: GlimpseModel, g: Group) -> torch.Tensor:
+    return torch.as_tensor(np.concatenate([layer_vector(g.kind, g.shape, g.flops), model.theta(g.hw)]))
+
+
+def _knob_dims(groups: list[Group]) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    for g in groups:
+        for name, f in zip(g.knobs, g.feats):
+            dims.setdefault(name, f.shape[1])
+    return dims
+
+
+def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None) -> list[float]:
+    """Fit H (see the module docstring); returns the loss per epoch."""
+    data = []
+    for g in groups:
+        if g.y is None or not g.valid.any():
+            continue
+        top = np.argsort(-g.y)[: max(2, int(round(s.top_fraction * len(g.y))))]
+        targets = []
+        for k, f in enumerate(g.feats):
+            counts = np.bincount(g.digits[top, k], minlength=len(f)).astype(np.float32) + 0.05
+            targets.append(torch.as_tensor(counts / counts.sum()))
+        data.append((_z(model, g), {n: torch.as_tensor(f) for n, f in zip(g.knobs, g.feats)}, targets, g.knobs))
+    opt = torch.optim.Adam(model.prior.parameters(), lr=s.lr)
+    losses = []
+    for ep in range(s.prior_epochs if data else 0):
+        opt.zero_grad()
+        loss = torch.zeros(())
+        for z, feats, targets, knobs in data:
+            logp = model.prior.log_probs(z, feats)
+            loss = loss - sum((t * logp[n]).sum() for n, t in zip(knobs, targets))
+        loss = loss / len(data)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+        if progress and (ep % 50 == 0 or ep == s.prior_epochs - 1):
+            progress("prior", ep, float(loss))
+    return losses
+
+
+def prior_logp(model: GlimpseModel, z: torch.Tensor, knobs: list[str], feats: list[np.ndarray],
+               digits: np.ndarray) -> np.ndarray:
+    """log p(config) = Σ_k log p_k(v_k) of configs given by their entity ``digits`` (n, n_knobs)."""
+    with torch.no_grad():
+        lp = model.prior.log_probs(z, {n: torch.as_tensor(f) for n, f in zip(knobs, feats)})
+    return sum(lp[n].numpy()[digits[:, k]] for k, n in enumerate(knobs))
+
+
+def _episode(model: GlimpseModel, prepared: tuple, s: TrainSettings,
+             gen: torch.Generator) -> tuple[list[torch.Tensor], list[float]]:
+    """One replayed tuning episode on a prepared group ``(group, config vectors, prior log p, Θ)``: the
+    policy's log-probabilities and the rewards, per step."""
+    g, X, logp, theta = prepared
+    seen = list(np.argsort(-logp, kind="stable")[: s.init])
+    logps, rewards = [], []
+    for t in range(s.steps):
+        rest = np.setdiff1d(np.arange(len(g.y)), seen)
+        if len(rest) == 0:
+            break
+        gp = GP().fit(X[seen], g.y[seen])
+        mu, sd = gp.predict(X[rest])
+        best = float(g.y[seen].max())
+        scores = model.acquisition(torch.as_tensor(acquisition_inputs(mu, sd, logp[rest], best, gp.y_std,
+                                                                      t / s.steps, theta)))
+        log_pi = torch.log_softmax(scores, 0)
+        a = int(torch.multinomial(log_pi.exp(), 1, generator=gen)[0])
+        logps.append(log_pi[a])
+        seen.append(int(rest[a]))
+        rewards.append(max(0.0, float(g.y[rest[a]]) - best))
+    return logps, rewards
+
+
+def train_acquisition(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None) -> list[float]:
+    """Meta-train the neural acquisition by REINFORCE on replayed episodes; returns the mean return per batch."""
+    usable = [g for g in groups if g.y is not None and len(g.y) >= s.init + 4 and g.valid.any()]
+    if not usable:
+        return []
+    rng = np.random.default_rng(s.seed)
+    gen = torch.Generator().manual_seed(s.seed)
+    prepared = []
+    for g in usable:
+        z = _z(model, g)
+        prepared.append((g, g.config_vectors(), prior_logp(model, z, g.knobs, g.feats, g.digits),
+                         model.theta(g.hw)))
+    opt = torch.optim.Adam(model.acquisition.parameters(), lr=s.lr / 3)
+    history = []
+    for b in range(s.acq_batches):
+        episodes = [_episode(model, prepared[rng.integers(len(prepared))], s, gen) for _ in range(s.acq_episodes)]
+        returns = [np.cumsum(r[::-1])[::-1] for _, r in episodes]
+        width = max(len(r) for r in returns)
+        padded = np.array([np.pad(r, (0, width - len(r))) for r in returns])
+        baseline = padded.mean(axis=0)
+        loss = torch.zeros(())
+        for (lps, _), ret in zip(episodes, returns):
+            for t, lp in enumerate(lps):
+                loss = loss - lp * float(ret[t] - baseline[t])
+        opt.zero_grad()
+        (loss / len(episodes)).backward()
+        opt.step()
+        history.append(float(np.mean([r[0] if len(r) else 0.0 for r in returns])))
+        if progress and (b % 25 == 0 or b == s.acq_batches - 1):
+            progress("acquisition", b, history[-1])
+    return history
+
+
+def train_validity(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None) -> dict:
+    """Fit each knob's invalidity predictor (see the module docstring); returns counts per knob."""
+    rows: dict[str, list] = {n: [] for n in model.validity_dims}
+    for g in groups:
+        z = _z(model, g).numpy()
+        for k, name in enumerate(g.knobs):
+            if name in rows:
+                rows[name].append((g.feats[k][g.digits[:, k]], np.repeat(z[None], len(g.valid), 0), ~g.valid))
+    counts = {}
+    for name, parts in rows.items():
+        head = model.validity.heads[name]
+        labels = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, bool)
+        counts[name] = {"configs": int(len(labels)), "invalid": int(labels.sum())}
+        if not labels.any() or labels.all():
+            with torch.no_grad():
+                head.weight.zero_()
+                head.bias.fill_(-10.0 if not labels.any() else 10.0)
+            continue
+        feats = torch.as_tensor(np.concatenate([p[0] for p in parts]))
+        ctx = torch.as_tensor(np.concatenate([p[1] for p in parts]))
+        y = torch.as_tensor(labels.astype(np.float32))
+        x = torch.cat([feats, ctx], dim=1)
+        loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(float((~labels).sum() / labels.sum())))
+        opt = torch.optim.Adam(head.parameters(), lr=s.lr)
+        for _ in range(s.validity_epochs):
+            opt.zero_grad()
+            loss = loss_fn(head(x).squeeze(-1), y)
+            loss.backward()
+            opt.step()
+        counts[name]["loss"] = float(loss)
+    if progress:
+        progress("validity", 0, float(sum(c["invalid"] for c in counts.values())))
+    return counts
+
+
+def train(groups: list[Group], s: TrainSettings | None = None, progress=None) -> GlimpseModel:
+    """A Glimpse model trained on ``groups`` (see the module docstring); ``progress(part, step, value)``."""
+    s = s or TrainSettings()
+    torch.manual_seed(s.seed)
+    tic = time.perf_counter()
+    families = sorted({g.hw.family for g in groups}, key=FAMILIES.index)
+    pcas = {f: PCA.fit(catalogue(f)[1]) for f in families}
+    measured = [g for g in groups if g.y is not None]
+    model = GlimpseModel(pcas, s.dims, s.blueprint_mode, _knob_dims(measured), _knob_dims(groups))
+    prior_loss = train_prior(model, measured, s, progress)
+    returns = train_acquisition(model, measured, s, progress)
+    validity = train_validity(model, groups, s, progress)
+    model.info = {"hardware": sorted({g.hw.name for g in groups}), "settings": vars(s),
+                  "prior_loss": [prior_loss[0], prior_loss[-1]] if prior_loss else [],
+                  "acquisition_return": [float(np.mean(returns[:10])), float(np.mean(returns[-10:]))]
+                  if returns else [], "validity": validity, "seconds": time.perf_counter() - tic}
+    return model

@@ -1,0 +1,165 @@
+"""method=glimpse: Blueprint, prior, trained parts, bad input, and a synthetic multi-hardware space."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tunebench.config.experiment import Budget
+from tunebench.errors import UserError
+from tunebench.methods.glimpse.blueprint import PCA, hardware_of, reconstruction_rmse
+from tunebench.methods.glimpse.cpu_specs import catalogue_features, cpu_features
+from tunebench.methods.glimpse.dataset import group_from_values
+from tunebench.methods.glimpse.method import Glimpse, beam_configs
+from tunebench.methods.glimpse.model import GlimpseModel
+from tunebench.methods.glimpse.train import TrainSettings, train
+from tunebench.methods.random_search import RandomSearch
+from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.targets.base import TargetInfo
+from tunebench.task import Measurement, Task
+
+TRAIN_HW = [("nehalem", 1), ("nehalem", 2), ("haswell", 1), ("skylake-avx512", 1), ("skylake-avx512", 2)]
+HELD_OUT = ("haswell", 2)
+LAYERS = [(64, 56), (128, 28), (256, 14), (32, 112)]
+
+
+def _info(mcpu: str, threads: int) -> TargetInfo:
+    return TargetInfo(kind="llvm", name="llvm", device_name="test cpu",
+                      tvm_target={"kind": "llvm", "mcpu": mcpu, "num-cores": threads})
+
+
+def _task(channels: int, size: int) -> Task:
+    space = Space([SplitKnob("tile_oc", channels, 2), SplitKnob("tile_ow", size, 2), ChoiceKnob("unroll_kw", (0, 1))])
+    shape = {"batch": 1, "in_channels": channels, "out_channels": channels, "height": size, "width": size,
+             "kernel": 3, "stride": 1, "padding": 1, "groups": 1}
+    return Task(f"t{channels}x{size}", f"conv{channels}", "conv2d", None, shape, 2 * 9 * channels**2 * size**2,
+                space=space)
+
+
+def _gflops(hw: tuple[str, int], config) -> float:
+    """A synthetic landscape whose optimum moves with the hardware: the inner output-channel tile wants the
+    vector lanes (SSE 4, AVX 8, AVX-512 16), the inner width tile 4 per thread; unrolling helps with FMA."""
+    lanes = {"nehalem": 4, "haswell": 8, "skylake-avx512": 16}[hw[0]]
+    oc, ow = config["tile_oc"][1], config["tile_ow"][1]
+    g = math.exp(-0.5 * (math.log2(oc / lanes)) ** 2) * math.exp(-0.3 * (math.log2(ow / (4 * hw[1]))) ** 2)
+    return 100.0 * g * (1.1 if config["unroll_kw"] and hw[0] != "nehalem" else 1.0)
+
+
+def _measure(task: Task, hw, configs) -> list[Measurement]:
+    out = []
+    for c in configs:
+        g = _gflops(hw, c)
+        out.append(Measurement(task.id, c, valid=True, latency_s=task.flops / g / 1e9, gflops=g))
+    return out
+
+
+def _groups(n_configs: int = 24, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    groups = []
+    for hw in TRAIN_HW:
+        for channels, size in LAYERS:
+            task = _task(channels, size)
+            idx = task.space.sample(rng, n_configs)
+            configs = [task.space.get(i) for i in idx]
+            g = group_from_values(hardware_of(_info(*hw).tvm_target),
+                                  {"task_id": task.id, "kind": task.kind, "shape": task.shape, "flops": task.flops},
+                                  [c.to_dict() for c in configs], [True] * len(configs),
+                                  [_gflops(hw, c) for c in configs])
+            groups.append(g)
+    return groups
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    s = TrainSettings(prior_epochs=150, acq_batches=20, acq_episodes=4, steps=8, validity_epochs=10)
+    model = train(_groups(), s)
+    path = str(tmp_path_factory.mktemp("glimpse") / "model.pt")
+    model.save(path)
+    return path
+
+
+def test_blueprints_of_two_variants_differ_and_are_deterministic():
+    a, b = cpu_features("haswell", 2), cpu_features("nehalem", 2)
+    assert not np.allclose(a, b)
+    assert np.array_equal(a, cpu_features("haswell", 2))
+    assert not np.allclose(cpu_features("haswell", 1), a)  # threads are hardware too
+    pca = PCA.fit(catalogue_features())
+    assert np.array_equal(pca.transform(a), PCA.fit(catalogue_features()).transform(a))
+    rmse = reconstruction_rmse(catalogue_features())
+    assert rmse[0] > rmse[2] > rmse[-1] and rmse[-1] < 1e-9
+
+
+def test_unknown_mcpu_has_no_blueprint():
+    with pytest.raises(UserError, match="target.mcpu='not-a-cpu'"):
+        cpu_features("not-a-cpu", 1)
+
+
+def test_beam_finds_the_most_probable_combinations():
+    logp = [np.log([0.1, 0.6, 0.3]), np.log([0.7, 0.3])]
+    best = beam_configs(logp, 3)
+    assert [d for _, d in best] == [(1, 0), (2, 0), (1, 1)]
+
+
+def test_prior_samples_only_valid_knob_values(trained):
+    task = _task(64, 56)
+    m = Glimpse(pretrained=trained, init_samples=8)
+    m.setup(task, _info(*HELD_OUT), None, Budget(trials_per_task=16), np.random.default_rng(0))
+    configs = m.ask(8)
+    assert len(configs) == 8 and len({c.index for c in configs}) == 8
+    for c in configs:
+        for knob, value in zip(task.space.knobs, c.values):
+            assert value in knob.entities
+        assert math.prod(c["tile_oc"]) == 64 and math.prod(c["tile_ow"]) == 56
+    assert all(m.source[c.index] == "prior" for c in configs)
+
+
+def test_trained_parts_load_and_round_trip(trained, tmp_path):
+    a = GlimpseModel.load(trained)
+    path = str(tmp_path / "again.pt")
+    a.save(path)
+    b = GlimpseModel.load(path)
+    for part in ("prior", "acquisition", "validity"):
+        sa, sb = getattr(a, part).state_dict(), getattr(b, part).state_dict()
+        assert sa.keys() == sb.keys() and all(np.array_equal(sa[k].numpy(), sb[k].numpy()) for k in sa)
+    hw = hardware_of(_info(*HELD_OUT).tvm_target)
+    assert np.array_equal(a.theta(hw), b.theta(hw)) and a.theta(hw).shape == (a.theta_dim,)
+    assert a.knob_dims == {"tile_oc": 6, "tile_ow": 6, "unroll_kw": 2}
+
+
+def test_missing_corrupt_and_foreign_pretrained_files_are_refused(trained, tmp_path):
+    with pytest.raises(UserError, match="method.pretrained=.*no such file.*glimpse train"):
+        Glimpse(pretrained=str(tmp_path / "none.pt"))
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(UserError, match="method.pretrained=.*not a model of"):
+        Glimpse(pretrained=str(bad))
+    other = Task("x", "dense", "dense", None, {"batch": 1, "in_features": 64, "out_features": 64}, 8192,
+                 space=Space([SplitKnob("tile_y", 64, 3), SplitKnob("tile_k", 64, 2)]))
+    problem = Glimpse(pretrained=trained).check_task(other, _info(*HELD_OUT))
+    assert "was trained for other knobs" in problem and "tile_y(9)" in problem
+    assert Glimpse(pretrained=trained).check_task(_task(64, 56), _info(*HELD_OUT)) is None
+    gpu = TargetInfo(kind="cuda", name="cuda", device_name="no such gpu", tvm_target={"kind": "cuda"})
+    assert "no datasheet" in Glimpse(pretrained=trained).check_task(_task(64, 56), gpu)
+
+
+def _best_after(method, task, hw, trials: int, seed: int) -> float:
+    method.setup(task, _info(*hw), None, Budget(trials_per_task=trials), np.random.default_rng(seed))
+    best, n = 0.0, 0
+    while n < trials:
+        configs = method.ask(min(4, trials - n))
+        if not configs:
+            break
+        ms = _measure(task, hw, configs)
+        method.tell(ms)
+        best = max([best] + [m.gflops for m in ms])
+        n += len(configs)
+    return best
+
+
+def test_glimpse_beats_random_on_a_held_out_synthetic_hardware(trained):
+    task = _task(128, 56)
+    g = [_best_after(Glimpse(pretrained=trained, sa_n_iter=50), task, HELD_OUT, 12, s) for s in range(5)]
+    r = [_best_after(RandomSearch(), task, HELD_OUT, 12, s) for s in range(5)]
+    assert np.mean(g) > np.mean(r) and min(g) >= np.median(r), (g, r)
