@@ -21,6 +21,7 @@ import copy
 import logging
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -227,11 +228,14 @@ def import_model(module: nn.Module, example_input: torch.Tensor | Sequence[torch
     private_torch_caches()  # torch.export writes Inductor's cache: in this user's folder, not $TMPDIR's
     target = make_target(target_kind)
     t0 = time.perf_counter()
-    folded = prepare_for_export(module)
     inputs = _as_tuple(example_input)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # torch 2.13 warns (FutureWarning) about its own pytree internals when a module is copied and exported:
+        # not the user's concern, and it would stand before a one-line error
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        folded = prepare_for_export(module)
         ep = torch.export.export(folded, inputs)
-    mod = from_exported_program(ep, keep_params_as_input=True)
+        mod = from_exported_program(ep, keep_params_as_input=True)
     mod, params = relax.frontend.detach_params(mod)
     with target:
         mod = fusion_passes()(mod)

@@ -67,6 +67,10 @@ RUN_CASES = [
     (["method=gat", "method.pretrained=/nonexistent/gat.pt"], "method.pretrained=/nonexistent/gat.pt"),
     (["method=gat", "method.pretrained=/etc/passwd"], "method.pretrained=/etc/passwd: not a checkpoint of"),
     (["method=gat", "method.pretrained=/tmp"], "method.pretrained=/tmp: not a regular file"),
+    (["method=glimpse", "method.pretrained=/nonexistent/g.pt"], "method.pretrained=/nonexistent/g.pt: no such file"),
+    (["method=glimpse", "method.pretrained=/etc/passwd"], "method.pretrained=/etc/passwd: not a model of"),
+    (["method=glimpse", "method.blueprint=foo"], "method.blueprint='foo'"),
+    (["method=glimpse", "method.tau=2"], "method.tau=2"),
     (["method=cgp", "method.model=bogus", *FPGA], "method.model='bogus'"),
     (["method=cgp", "method.free_fidelity_ratio=2", *FPGA], "method.free_fidelity_ratio=2"),
     (["method=cgp", "method.free_fidelity_ratio=abc", *FPGA], "method.free_fidelity_ratio='abc'"),
@@ -168,6 +172,8 @@ RUN_CASES = [
 ]
 
 CLI_CASES = [
+    (["glimpse", "train", "--out", "g.pt"], "glimpse train: nothing to train on"),
+    (["glimpse", "train", "--records", "/nonexistent", "--out", "g.pt"], "--records /nonexistent: no such run"),
     ([], "no command given; valid:"),
     (["nope"], "unknown command 'nope'"),
     (["leaderboard", "--bogus"], "--bogus"),

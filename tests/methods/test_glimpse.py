@@ -163,3 +163,18 @@ def test_glimpse_beats_random_on_a_held_out_synthetic_hardware(trained):
     g = [_best_after(Glimpse(pretrained=trained, sa_n_iter=50), task, HELD_OUT, 12, s) for s in range(5)]
     r = [_best_after(RandomSearch(), task, HELD_OUT, 12, s) for s in range(5)]
     assert np.mean(g) > np.mean(r) and min(g) >= np.median(r), (g, r)
+
+
+def test_a_model_for_other_knobs_is_refused_before_the_run(trained, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    run_py = os.path.join(os.path.dirname(__file__), "..", "..", "run.py")
+    proc = subprocess.run([sys.executable, run_py, "method=glimpse", f"method.pretrained={trained}",
+                           "model.layers=[{in_features:64,out_features:32}]", "progress=false"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip() and not ln.startswith("[")]
+    assert proc.returncode == 2 and len(lines) == 1, lines[-10:]  # [...] lines: the log of the model's import
+    assert lines[0].startswith("error: method.pretrained=") and "was trained for other knobs" in lines[0]
+    assert sorted(p for p in os.listdir(tmp_path) if p != "outputs") == []

@@ -58,6 +58,6 @@ def add_options(p) -> None:
     p.add_argument("--gpu-static-tags", type=int, default=0, help="add static validity labels of CUDA configs "
                                                                   "under this many TVM GPU tags")
     p.add_argument("--gpu-static-configs", type=int, default=200, help="configs per task and tag")
-    p.add_argument("--acq-batches", type=int, default=150, help="REINFORCE batches of the acquisition")
+    p.add_argument("--acq-batches", type=int, default=300, help="REINFORCE batches of the acquisition")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default=".", help="where records/ and mlflow.db live")

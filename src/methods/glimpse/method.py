@@ -114,7 +114,7 @@ class Glimpse(Method):
         self.model = load_model(s.pretrained) if s.pretrained else None
         self.theta = np.zeros(0, dtype=np.float32)
         self.logp = [np.full(len(f), -math.log(len(f))) for f in self.feats]
-        self.invalid: list[np.ndarray] = []
+        self.votes: list[tuple[int, np.ndarray]] = []
         if self.model is not None:
             self._condition(task, target_info)
         self.sa = SimulatedAnnealing(**self.sa_kw)
@@ -128,29 +128,26 @@ class Glimpse(Method):
         import torch
 
         from tunebench.methods.glimpse.blueprint import hardware_of
-        from tunebench.methods.glimpse.encoding import layer_vector
 
         s, m = self.settings, self.model
         self.hardware = hardware_of(target_info.tvm_target, target_info.device_name)
         self.theta = m.theta(self.hardware)
-        z = torch.as_tensor(np.concatenate([layer_vector(task.kind, task.shape, task.flops), self.theta]))
+        z = m.z(task.kind, task.shape, task.flops, self.hardware)
         names = [k.name for k in self.space.knobs]
-        with torch.no_grad():
-            if s.use_prior:
+        if s.use_prior:
+            with torch.no_grad():
                 lp = m.prior.log_probs(z, {n: torch.as_tensor(f) for n, f in zip(names, self.feats)})
-                self.logp = [lp[n].numpy().astype(np.float64) for n in names]
-            if s.use_validity:
-                self.invalid = [(m.validity.logits(n, torch.as_tensor(f), z) > 0).numpy()
-                                for n, f in zip(names, self.feats) if n in m.validity_dims]
-                self.voters = [k for k, n in enumerate(names) if n in m.validity_dims]
+            self.logp = [lp[n].numpy().astype(np.float64) for n in names]
+        if s.use_validity:
+            self.votes = m.invalid_votes(names, self.feats, z)
 
     def _rejects(self, indices: np.ndarray) -> np.ndarray:
         """Which of ``indices`` the validity ensemble rejects (none without it)."""
-        if not self.invalid or len(indices) == 0:
+        from tunebench.methods.glimpse.networks import votes_reject
+
+        if not self.votes or len(indices) == 0:
             return np.zeros(len(indices), dtype=bool)
-        digits = index_digits(self.space, indices)
-        votes = np.stack([self.invalid[j][digits[:, k]] for j, k in enumerate(self.voters)], axis=1)
-        return votes.mean(axis=1) > self.settings.tau
+        return votes_reject(self.votes, index_digits(self.space, indices), self.settings.tau)
 
     def _prior_configs(self, n: int) -> list[int]:
         """The prior's ``n`` most probable configs of the space that the ensemble accepts."""

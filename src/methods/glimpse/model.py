@@ -74,6 +74,18 @@ class GlimpseModel:
         return (f"was trained for other knobs: it knows {trained}; the task's space has {asked} (names with their "
                 f"feature lengths); {TRAIN_HINT} on records of this template")
 
+    def z(self, kind: str, shape: dict, flops: int, hw: Hardware) -> torch.Tensor:
+        """The networks' input [Π, Θ] for a layer on ``hw``."""
+        from tunebench.methods.glimpse.encoding import layer_vector
+
+        return torch.as_tensor(np.concatenate([layer_vector(kind, shape, flops), self.theta(hw)]))
+
+    def invalid_votes(self, names: list[str], feats: list[np.ndarray], z: torch.Tensor) -> list[tuple[int, np.ndarray]]:
+        """Per knob with a predictor: ``(knob position, invalid vote of each of its values)``."""
+        with torch.no_grad():
+            return [(k, (self.validity.logits(n, torch.as_tensor(f), z) > 0).numpy())
+                    for k, (n, f) in enumerate(zip(names, feats)) if n in self.validity_dims]
+
     # ---- files -------------------------------------------------------------------------------
     def save(self, path: str) -> None:
         meta = {"dims": self.dims, "blueprint_mode": self.blueprint_mode, "knob_dims": self.knob_dims,

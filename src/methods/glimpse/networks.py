@@ -81,9 +81,10 @@ class ValidityEnsemble(nn.Module):
         return self.heads[name](x).squeeze(-1)
 
 
-def votes_reject(invalid_votes: np.ndarray, tau: float) -> np.ndarray:
-    """Which configs the ensemble rejects: ``invalid_votes`` (n, n_predictors) booleans; rejected when the
-    fraction voting invalid exceeds ``tau``."""
-    if invalid_votes.size == 0:
-        return np.zeros(invalid_votes.shape[0], dtype=bool)
-    return invalid_votes.mean(axis=1) > tau
+def votes_reject(votes: list[tuple[int, np.ndarray]], digits: np.ndarray, tau: float) -> np.ndarray:
+    """Which configs (their entity ``digits``, (n, n_knobs)) the ensemble rejects: ``votes`` = per knob with a
+    predictor, its position and the invalid vote of each of its values; a config is rejected when the
+    fraction of predictors voting invalid exceeds ``tau``."""
+    if not votes or len(digits) == 0:
+        return np.zeros(len(digits), dtype=bool)
+    return np.stack([table[digits[:, k]] for k, table in votes], axis=1).mean(axis=1) > tau

@@ -39,8 +39,8 @@ class TrainSettings:
     dims: int = 4  # Blueprint dimensions (Fig. 4.4's knee on the CPU catalogue; docs/RESULTS.md §Glimpse)
     blueprint_mode: str = "spec"
     top_fraction: float = 0.1
-    prior_epochs: int = 300
-    acq_batches: int = 150
+    prior_epochs: int = 600
+    acq_batches: int = 300
     acq_episodes: int = 8
     steps: int = 16
     init: int = 2
@@ -86,7 +86,7 @@ def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, prog
         opt.step()
         losses.append(float(loss.detach()))
         if progress and (ep % 50 == 0 or ep == s.prior_epochs - 1):
-            progress("prior", ep, float(loss))
+            progress("prior", ep, float(loss.detach()))
     return losses
 
 
@@ -184,7 +184,7 @@ def train_validity(model: GlimpseModel, groups: list[Group], s: TrainSettings, p
             loss = loss_fn(head(x).squeeze(-1), y)
             loss.backward()
             opt.step()
-        counts[name]["loss"] = float(loss)
+        counts[name]["loss"] = float(loss.detach())
     if progress:
         progress("validity", 0, float(sum(c["invalid"] for c in counts.values())))
     return counts

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Glimpse against AutoTVM on a GPU, the leave-out protocol of docs/RESULTS.md §Glimpse: a model trained on the
+# CPU variants' measurements plus static GPU validity labels (python -m tunebench glimpse train --records ...
+# --gpu-static-tags 40 --out MODEL), then 3 ResNet-18 conv2d layers x TRIALS trials x SEEDS seeds, autotvm and
+# glimpse, and the table (invalid configs, trials to AutoTVM's best). The prior is off on cuda: a model
+# trained on CPU records knows the x86 template's knobs, not the CUDA template's (the run would refuse it).
+#
+#   benchmarks/glimpse_gpu_tune.sh MODEL [TARGET=cuda] [TRIALS=64] [SEEDS=0]     (about 5 minutes on an H100)
+#   benchmarks/glimpse_gpu_tune.sh MODEL llvm 8 0                                (the dry run on a CPU)
+set -euo pipefail
+MODEL=$(realpath "$1"); TARGET=${2:-cuda}; TRIALS=${3:-64}; SEEDS=${4:-0}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${WORK:-$(mktemp -d /tmp/glimpse-gpu-XXXX)}
+LAYERS='[{in_channels:64,height:56,width:56,out_channels:64,kernel:3,stride:1,padding:1},{in_channels:128,height:28,width:28,out_channels:128,kernel:3,stride:1,padding:1},{in_channels:256,height:14,width:14,out_channels:256,kernel:3,stride:1,padding:1}]'
+PRIOR=true; [ "$TARGET" = cuda ] && PRIOR=false
+cd "$WORK"
+echo "work dir $WORK; $(uptime)"
+common=(model=layers "model.layers=$LAYERS" target=$TARGET budget.trials_per_task=$TRIALS e2e.enabled=false
+        experiment=glimpse-eval)
+python3 "$HERE/run.py" -m method=autotvm "seed=$SEEDS" "${common[@]}"
+python3 "$HERE/run.py" -m method=glimpse "method.pretrained=$MODEL" "method.use_prior=$PRIOR" "seed=$SEEDS" \
+    "${common[@]}"
+python3 "$HERE/benchmarks/glimpse_table.py" "$WORK" --experiment glimpse-eval --out "$WORK/glimpse_$TARGET.json"
