@@ -1,6 +1,6 @@
 """Per-machine facts measured once and cached: the peak and the quiet calibration reference.
 
-One JSON file per (host, device, thread count, TVM version) in the cache folder
+One JSON file per (host, device, thread count, TVM version, TVM target: e.g. the LLVM CPU model) in the cache folder
 (``measure.cache_dir``; default ``$XDG_CACHE_HOME/tunebench`` or ``~/.cache/tunebench``), created
 private (mode 0700, owner and mode checked: :mod:`tunebench.safe_files`) and written atomically
 (temporary file + rename), so concurrent runs never read a half-written file:

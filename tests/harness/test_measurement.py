@@ -37,6 +37,18 @@ def llvm(tmp_path, **noise) -> LLVMTarget:
     return LLVMTarget(cfg, measure_settings(cache_dir=str(tmp_path / "cache"), noise=noise))
 
 
+def test_each_cpu_model_has_its_own_calibration_reference(tmp_path):
+    """The calibration kernel compiled for another LLVM CPU model is other code: its reference is its own."""
+    targets = [LLVMTarget(target_settings("llvm", lock_dir=str(tmp_path), mcpu=m),
+                          measure_settings(cache_dir=str(tmp_path / "cache"))) for m in ("haswell", "nehalem", "haswell")]
+    try:
+        paths = [t.machine.path for t in targets]
+        assert paths[0] != paths[1] and paths[0] == paths[2]
+    finally:
+        for t in targets:
+            t.close()
+
+
 def test_calibration_sets_and_uses_the_machine_reference(tmp_path):
     target = llvm(tmp_path)
     try:

@@ -151,3 +151,25 @@ def test_knob_and_lowered_labels_agree(conv3x3):
     by_code = static_labels(task, template, space, indices, limits, lowered=True)
     assert by_knobs.tolist() == by_code.tolist()
     assert 0 < by_knobs.sum() < len(indices)  # both kinds in the sample
+
+
+def test_static_validity_trains_the_ensemble_that_the_method_uses(conv3x3):
+    from tunebench.methods.annealing import index_digits
+    from tunebench.methods.glimpse.gpu_data import gpu_hardware, static_groups_for
+    from tunebench.methods.glimpse.networks import votes_reject
+    from tunebench.methods.glimpse.train import TrainSettings, train
+
+    task, template, space = conv3x3
+    indices = space.sample(np.random.default_rng(1), 400)
+    tags = [RTX3090, "nvidia/nvidia-titan-xp"]
+    groups = static_groups_for(tags, [(task, template, space, indices)])
+    assert len(groups) == 2 and all(g.y is None and 0 < g.valid.sum() < len(g.valid) for g in groups)
+    model = train(groups, TrainSettings(validity_epochs=200))
+    assert set(model.pcas) == {"gpu"} and set(model.validity_dims) >= {"tile_f", "tile_y", "tile_x"}
+    from tunebench.methods.glimpse.encoding import entity_features
+
+    z = model.z(task.kind, task.shape, task.flops, gpu_hardware(RTX3090))
+    votes = model.invalid_votes([k.name for k in space.knobs], entity_features(space), z)
+    rejected = votes_reject(votes, index_digits(space, np.asarray(indices)), 1 / 3)
+    valid = groups[0].valid
+    assert (~valid[~rejected]).mean() < (~valid).mean()  # fewer invalid configs among those it accepts

@@ -104,8 +104,11 @@ class TVMTarget(TimingProtocol, Target):
         self.lock = SessionHold(self, notice_s) if self.rpc else DeviceLock(self.device_key, self.lock_dir, notice_s)
         self.monitor = CpuMonitor(self.worker_pids, min_window_s=0.1)
         host = f"rpc:{self.rpc['tracker']}/{self.rpc['key']}" if self.rpc else platform.node()
+        # the TVM target is part of the key: the calibration kernel compiled for another LLVM CPU model (mcpu) is
+        # other code, and compared with another's reference it reads as a slowdown
         self.machine = MachineCache({"host": host, "device": self.device["name"], "kind": self.kind,
-                                     "threads": self.threads, "tvm": tvm_version()}, measure.cache_dir)
+                                     "threads": self.threads, "tvm": tvm_version(),
+                                     "tvm_target": dict(self.tvm_target or {})}, measure.cache_dir)
         self._builders: WorkerPool | None = None
         self._runner: WorkerPool | None = None
         self._tmpdir: str | None = None
