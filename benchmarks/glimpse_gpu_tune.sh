@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${WORK:-$(mktemp -d /tmp/glimpse-gpu-XXXX)}
 LAYERS='[{in_channels:64,height:56,width:56,out_channels:64,kernel:3,stride:1,padding:1},{in_channels:128,height:28,width:28,out_channels:128,kernel:3,stride:1,padding:1},{in_channels:256,height:14,width:14,out_channels:256,kernel:3,stride:1,padding:1}]'
 PRIOR=true; [ "$TARGET" = cuda ] && PRIOR=false
-cd "$WORK"
+mkdir -p "$WORK" && cd "$WORK"
 echo "work dir $WORK; $(uptime)"
 common=(model=layers "model.layers=$LAYERS" target=$TARGET budget.trials_per_task=$TRIALS e2e.enabled=false
         experiment=glimpse-eval)
