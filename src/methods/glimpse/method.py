@@ -7,9 +7,11 @@ Per task, with a trained model (``method.pretrained``):
    prior's most probable configs: the per-knob argmaxes and their next-best combinations, ranked by Σ log p_k
    (a beam over the knobs).
 2. Each later round fits the GP cost model f̂ to the measured throughputs, runs AutoTVM's simulated
-   annealing on f̂'s mean (line 7) for the ``candidates`` best predicted unvisited configs, and ranks them
-   with the meta-learned acquisition (line 8; inputs: f̂'s mean and spread, the prior log-probability, the
-   budget used, Θ).
+   annealing on f̂'s mean (line 7) for the ``candidates`` best predicted unvisited configs, adds
+   ``random_candidates`` random unvisited ones (MetaBO scores its acquisition over the domain, and it was
+   meta-trained on such sets: without them the choice is exploitation only), and ranks them with the
+   meta-learned acquisition (line 8; inputs: f̂'s mean and spread, the prior log-probability, the budget
+   used, Θ).
 3. The validity ensemble (line 10) drops candidates more than τ of its per-knob predictors call invalid;
    the best-ranked survivors are measured.
 
@@ -207,8 +209,11 @@ class Glimpse(Method):
         y = y / y.max()
         gp = GP().fit(self._vectors(idx), y)
         exclude = self.visited | taken
-        pool = np.array(self.sa.find_maximums(self.space, lambda ix: gp.predict(self._vectors(ix))[0],
-                                              self.settings.candidates, exclude, self.rng), dtype=np.int64)
+        best = self.sa.find_maximums(self.space, lambda ix: gp.predict(self._vectors(ix))[0],
+                                     self.settings.candidates, exclude, self.rng)
+        n_random = min(self.settings.random_candidates, self.space.size - len(exclude) - len(best))
+        extra = self.space.sample(self.rng, max(0, n_random), exclude=exclude | set(best))
+        pool = np.array(best + extra, dtype=np.int64)
         if len(pool) == 0:
             return []
         mu, sd = gp.predict(self._vectors(pool))

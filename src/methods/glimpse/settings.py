@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import FRACTION, NAME, POS_INT, choice, join, knob, opt
+from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, choice, join, knob, opt
 from tunebench.errors import UserError
 from tunebench.methods.gat.settings import file_problem
 
@@ -37,6 +37,9 @@ class GlimpseSettings(MethodSettings):
                                          "per-knob argmaxes ([Ahn-PhD] §4.4.1: 'enumerates combinations of the "
                                          "argmax(f_k), weighted by the product of f_k'); the thesis gives no count")
     candidates: int = knob(64, POS_INT, "ours: SA's best predicted unvisited configs the acquisition chooses from")
+    random_candidates: int = knob(64, NONNEG_INT, "ours: random unvisited configs added to SA's for the acquisition "
+                                                  "(MetaBO scores its acquisition over the domain [Volpp-ICLR20]; the "
+                                                  "episodes it is meta-trained on are random sets)")
     sa_n_iter: int = knob(500, POS_INT, "SA steps on the surrogate mean per round (AutoTVM's SA default; Glimpse "
                                         "steers AutoTVM's annealing chains, [Ahn-PhD] §4.4.2)")
     sa_parallel_size: int = knob(128, POS_INT, "SA Markov chains (AutoTVM's default)")
