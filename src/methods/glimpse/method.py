@@ -7,11 +7,9 @@ Per task, with a trained model (``method.pretrained``):
    prior's most probable configs: the per-knob argmaxes and their next-best combinations, ranked by Σ log p_k
    (a beam over the knobs).
 2. Each later round fits the GP cost model f̂ to the measured throughputs, runs AutoTVM's simulated
-   annealing on f̂'s mean (line 7) for the ``candidates`` best predicted unvisited configs, adds
-   ``random_candidates`` random unvisited ones (MetaBO scores its acquisition over the domain, and it was
-   meta-trained on such sets: without them the choice is exploitation only), and ranks them with the
-   meta-learned acquisition (line 8; inputs: f̂'s mean and spread, the prior log-probability, the budget
-   used, Θ).
+   annealing on f̂'s mean (line 7) for the ``candidates`` best predicted unvisited configs (optionally with
+   ``random_candidates`` random unvisited ones beside them), and ranks them with the meta-learned
+   acquisition (line 8; inputs: f̂'s mean and spread, the prior log-probability, the budget used, Θ).
 3. The validity ensemble (line 10) drops candidates more than τ of its per-knob predictors call invalid;
    the best-ranked survivors are measured.
 

@@ -37,9 +37,11 @@ class GlimpseSettings(MethodSettings):
                                          "per-knob argmaxes ([Ahn-PhD] §4.4.1: 'enumerates combinations of the "
                                          "argmax(f_k), weighted by the product of f_k'); the thesis gives no count")
     candidates: int = knob(64, POS_INT, "ours: SA's best predicted unvisited configs the acquisition chooses from")
-    random_candidates: int = knob(64, NONNEG_INT, "ours: random unvisited configs added to SA's for the acquisition "
-                                                  "(MetaBO scores its acquisition over the domain [Volpp-ICLR20]; the "
-                                                  "episodes it is meta-trained on are random sets)")
+    random_candidates: int = knob(0, NONNEG_INT, "random unvisited configs added to SA's for the acquisition; 0 = "
+                                                 "Algorithm 4 as written (the meta-optimizer prunes SA's output). Ours, "
+                                                 "an option: MetaBO scores its acquisition over the domain [Volpp-ICLR20] "
+                                                 "and its meta-training episodes here are random sets (docs/RESULTS.md "
+                                                 "§Glimpse measures 64)")
     sa_n_iter: int = knob(500, POS_INT, "SA steps on the surrogate mean per round (AutoTVM's SA default; Glimpse "
                                         "steers AutoTVM's annealing chains, [Ahn-PhD] §4.4.2)")
     sa_parallel_size: int = knob(128, POS_INT, "SA Markov chains (AutoTVM's default)")
