@@ -26,22 +26,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import machine_info
 
+from tunebench.harness.run_files import read_tasks_json
+from tunebench.records import read_records
+
 
 def _runs(workdir: str, experiment: str | None) -> list[dict]:
     out = []
     root = os.path.join(workdir, "records")
     for run_id in sorted(os.listdir(root)):
         folder = os.path.join(root, run_id)
+        tasks = list(read_tasks_json(folder).values())
         try:
             with open(os.path.join(folder, "config.yaml")) as fh:
                 cfg = yaml.safe_load(fh)
-            with open(os.path.join(folder, "tasks.json")) as fh:
-                tasks = json.load(fh)
-        except (OSError, ValueError):
+        except OSError:
             continue
-        if experiment and cfg.get("experiment") != experiment:
+        if not tasks or (experiment and cfg.get("experiment") != experiment):
             continue
-        recs = [json.loads(line) for line in open(os.path.join(folder, "records.jsonl")) if line.strip()]
+        recs = read_records(os.path.join(folder, "records.jsonl"))
         label = cfg["method"]["name"] + ("-constant" if cfg["method"].get("blueprint") == "constant" else "")
         variant = f"{cfg['target'].get('mcpu')}/{cfg['target'].get('num_cores')}t"
         out.append({"run": run_id, "label": label, "seed": cfg.get("seed"), "variant": variant, "tasks": tasks,

@@ -57,3 +57,17 @@ def require(cond: bool, what: str, path: str, problem: str) -> None:
     """Raise the one-line UserError ``<what> <path>: <problem>`` unless ``cond``."""
     if not cond:
         raise UserError(f"{what} {path}: {problem}")
+
+
+def checked_state(net, tensors: dict, prefix: str, what: str, path: str, label: str, against: str) -> dict:
+    """The ``<prefix>.*`` tensors of a file as ``net``'s state dict, their keys and shapes equal to ``net``'s;
+    a mismatch is the one-line UserError ``<what> <path>: <label> tensors do not match <against> (...)``."""
+    state = {k[len(prefix) + 1:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+    want = net.state_dict()
+    missing, extra = sorted(set(want) - set(state)), sorted(set(state) - set(want))
+    require(not missing and not extra, what, path,
+            f"{label} tensors do not match {against} (missing {missing[:3]}, unexpected {extra[:3]})")
+    for key, ref in want.items():
+        require(tuple(state[key].shape) == tuple(ref.shape), what, path,
+                f"tensor {prefix}.{key} has shape {tuple(state[key].shape)}, expected {tuple(ref.shape)}")
+    return state

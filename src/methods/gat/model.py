@@ -32,7 +32,7 @@ from torch import nn
 from tunebench.errors import UserError
 from tunebench.methods.gat.features import NODE_DIM, STAT_DIM
 from tunebench.methods.gat.variants import GRAPH_LAYERS, VARIANTS
-from tunebench.tensor_files import first_line, load_tensor_file, require, save_tensor_file
+from tunebench.tensor_files import checked_state, first_line, load_tensor_file, require, save_tensor_file
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class GATCostModel:
         meta, tensors = load_tensor_file(path, what, CHECKPOINT_FORMAT)
         m = cls(**_checked_net_args(meta, path), **train_args)
         try:
-            m.net.load_state_dict(_checked_state(m.net, tensors, path))
+            m.net.load_state_dict(checked_state(m.net, tensors, "net", what, path, "network", "its net_args"))
             for key in ("stat_mean", "stat_std"):
                 t = tensors.get(key)
                 require(t is not None and tuple(t.shape) == (STAT_DIM,), what, path,
@@ -253,15 +253,3 @@ def _checked_net_args(meta: dict, path: str) -> dict:
             f"graph_hidden {hidden!r} must be a positive integer")
     return dict(args)
 
-
-def _checked_state(net: nn.Module, tensors: dict, path: str) -> dict:
-    """The ``net.*`` tensors of a checkpoint as a state dict, keys and shapes equal to ``net``'s."""
-    state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
-    want = net.state_dict()
-    missing, extra = sorted(set(want) - set(state)), sorted(set(state) - set(want))
-    require(not missing and not extra, "GAT checkpoint", path,
-            f"network tensors do not match its net_args (missing {missing[:3]}, unexpected {extra[:3]})")
-    for key, ref in want.items():
-        require(tuple(state[key].shape) == tuple(ref.shape), "GAT checkpoint", path,
-                f"tensor net.{key} has shape {tuple(state[key].shape)}, expected {tuple(ref.shape)}")
-    return state

@@ -10,14 +10,13 @@ after each round. No TVM or PyTorch import here: typing a config loads neither, 
 from __future__ import annotations
 
 import functools
-import os
-import stat
 from dataclasses import dataclass
 
 from tunebench.config.knobs import NAME, NONNEG_INT, POS_INT, POS_NUM, choice, join, knob, opt
 from tunebench.errors import UserError
 from tunebench.methods.gat.variants import GRAPH_LAYERS, VARIANTS
 from tunebench.methods.metaschedule import SearchSettings
+from tunebench.methods.pretrained import pretrained_problem
 
 TRAIN_HINT = "train one with `python -m tunebench gat train`"
 
@@ -54,30 +53,11 @@ class GATSettings(SearchSettings):
         config's network: checked here, in the preflight, before MetaSchedule or the run exist."""
         if self.pretrained is None:
             return
-        problem = file_problem(self.pretrained)
-        if problem is None:
-            st = os.stat(self.pretrained)
-            stamp = (os.path.realpath(self.pretrained), st.st_ino, st.st_size, st.st_mtime_ns)
-            problem = _content_problem(self.pretrained, tuple(self.net_args().items()), stamp)
+        net_args = tuple(self.net_args().items())
+        problem = pretrained_problem(self.pretrained, TRAIN_HINT,
+                                     lambda path, stamp: _content_problem(path, net_args, stamp))
         if problem:
             raise UserError(f"{join(prefix, 'pretrained')}={self.pretrained}: {problem}")
-
-
-def file_problem(path: str, hint: str = TRAIN_HINT) -> str | None:
-    """Why ``path`` is not a readable regular file (one line, with ``hint``: how to make one), or None."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return f"no such file ({hint})"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if not stat.S_ISREG(st.st_mode):
-        return f"not a regular file ({hint})"
-    try:
-        open(path, "rb").close()
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    return None
 
 
 @functools.lru_cache(maxsize=8)

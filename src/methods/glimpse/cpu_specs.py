@@ -26,8 +26,6 @@ import os
 
 import numpy as np
 
-from tunebench.errors import UserError
-
 #: LLVM x86 CPU models of the Blueprint's PCA catalogue (Intel and AMD generations, SSE4.2 to AVX-512)
 CATALOGUE = ("nehalem", "westmere", "sandybridge", "ivybridge", "haswell", "broadwell", "skylake", "skylake-avx512",
              "cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake", "rocketlake", "alderlake",
@@ -93,10 +91,9 @@ def isa_facts(mcpu: str) -> dict[str, float]:
     import tvm
     from tvm.target import codegen
 
-    triple = codegen.llvm_get_system_triple()
-    if not codegen.llvm_is_valid_cpu(str(mcpu), triple):
-        raise UserError(f"target.mcpu={mcpu!r}: no Blueprint, not an LLVM CPU for {triple}; CPU models with "
-                        f"Blueprints: any LLVM x86 CPU, e.g. {', '.join(CATALOGUE)}")
+    from tunebench.targets.tvm.llvm import llvm_cpu
+
+    llvm_cpu(str(mcpu))  # an unknown name: the target's own one-line error
     feats = set(codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": str(mcpu)})))
     bits = 512 if "avx512f" in feats else 256 if "avx" in feats else 128
     return {"vector_bits": bits, "fma": float("fma" in feats), "avx512bw": float("avx512bw" in feats),

@@ -18,7 +18,7 @@ import yaml
 
 from tunebench.errors import UserError
 from tunebench.methods.glimpse.blueprint import Hardware, hardware_of
-from tunebench.methods.glimpse.encoding import entities_of_value, value_features
+from tunebench.methods.glimpse.encoding import entities_of_value, gather, value_features
 from tunebench.records import read_records
 from tunebench.run_store import local_run_folder
 
@@ -46,7 +46,7 @@ class Group:
 
     def config_vectors(self) -> np.ndarray:
         """Every config's concatenated value features (the surrogate's input)."""
-        return np.concatenate([f[self.digits[:, k]] for k, f in enumerate(self.feats)], axis=1)
+        return gather(self.feats, self.digits)
 
 
 def group_from_values(hw: Hardware, task: dict, values: list[dict], valid: list[bool],
@@ -97,11 +97,9 @@ def run_hardware(run_dir: str) -> Hardware:
     if target.get("kind") != "llvm":
         raise UserError(f"--records {run_dir}: a target={target.get('kind')} run; measured training data comes "
                         "from target=llvm runs (GPU validity data: --gpu-static)")
-    mcpu = target.get("mcpu") or "native"
-    if mcpu == "native":
-        from tvm.target import codegen
+    from tunebench.targets.tvm.llvm import llvm_cpu
 
-        mcpu = str(codegen.llvm_get_system_cpu())
+    mcpu = llvm_cpu(target.get("mcpu") or "native")
     return hardware_of({"kind": "llvm", "mcpu": mcpu, "num-cores": int(target.get("num_cores") or os.cpu_count())})
 
 

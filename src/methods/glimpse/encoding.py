@@ -69,6 +69,11 @@ def entity_features(space: Space) -> list[np.ndarray]:
     return [np.array([value_features(v) for v in k.entities], dtype=np.float32) for k in space.knobs]
 
 
+def gather(tables: list[np.ndarray], digits: np.ndarray) -> np.ndarray:
+    """Configs' concatenated per-knob rows: ``tables[k]`` (n_entities, dim) indexed by ``digits[:, k]``."""
+    return np.concatenate([t[digits[:, k]] for k, t in enumerate(tables)], axis=1)
+
+
 def entities_of_value(value, seen: list) -> list:
     """The entities of the knob a recorded ``value`` belongs to: every factorization of the split's axis
     into as many parts (what the template's space holds), or the choice values ``seen`` in the records."""

@@ -125,8 +125,6 @@ class Glimpse(Method):
 
     def _condition(self, task, target_info) -> None:
         """Θ, the prior log-probabilities per knob and the ensemble's invalid votes per knob value."""
-        import torch
-
         from tunebench.methods.glimpse.blueprint import hardware_of
 
         s, m = self.settings, self.model
@@ -135,9 +133,7 @@ class Glimpse(Method):
         z = m.z(task.kind, task.shape, task.flops, self.hardware)
         names = [k.name for k in self.space.knobs]
         if s.use_prior:
-            with torch.no_grad():
-                lp = m.prior.log_probs(z, {n: torch.as_tensor(f) for n, f in zip(names, self.feats)})
-            self.logp = [lp[n].numpy().astype(np.float64) for n in names]
+            self.logp = m.knob_log_probs(names, self.feats, z)
         if s.use_validity:
             self.votes = m.invalid_votes(names, self.feats, z)
 
@@ -195,8 +191,9 @@ class Glimpse(Method):
         return [int(i) for i in chosen]
 
     def _vectors(self, indices: np.ndarray) -> np.ndarray:
-        digits = index_digits(self.space, indices)
-        return np.concatenate([f[digits[:, k]] for k, f in enumerate(self.feats)], axis=1)
+        from tunebench.methods.glimpse.encoding import gather
+
+        return gather(self.feats, index_digits(self.space, indices))
 
     def _model_configs(self, n: int, taken: set[int]) -> list[int]:
         """Fit f̂, anneal on its mean, rank SA's candidates by the acquisition, drop the rejected ones."""

@@ -18,7 +18,7 @@ from tunebench.errors import UserError
 from tunebench.methods.glimpse.blueprint import FAMILIES, PCA, Hardware
 from tunebench.methods.glimpse.encoding import LAYER_DIM
 from tunebench.methods.glimpse.networks import AcquisitionNet, PriorNet, ValidityEnsemble
-from tunebench.tensor_files import first_line, load_tensor_file, require, save_tensor_file
+from tunebench.tensor_files import checked_state, first_line, load_tensor_file, require, save_tensor_file
 
 FORMAT = "tunebench-glimpse-model-v1"
 WHAT = "glimpse model"
@@ -80,6 +80,12 @@ class GlimpseModel:
 
         return torch.as_tensor(np.concatenate([layer_vector(kind, shape, flops), self.theta(hw)]))
 
+    def knob_log_probs(self, names: list[str], feats: list[np.ndarray], z: torch.Tensor) -> list[np.ndarray]:
+        """Per knob, the prior's log-probability of each of its values (float64)."""
+        with torch.no_grad():
+            lp = self.prior.log_probs(z, {n: torch.as_tensor(f) for n, f in zip(names, feats)})
+        return [lp[n].numpy().astype(np.float64) for n in names]
+
     def invalid_votes(self, names: list[str], feats: list[np.ndarray], z: torch.Tensor) -> list[tuple[int, np.ndarray]]:
         """Per knob with a predictor: ``(knob position, invalid vote of each of its values)``."""
         with torch.no_grad():
@@ -116,8 +122,8 @@ class GlimpseModel:
             m = cls(pcas, dims, mode, knob_dims, validity_dims, info=dict(meta.get("info") or {}))
             for part in ("prior", "acquisition", "validity"):
                 net = getattr(m, part)
-                state = {k[len(part) + 1:]: v for k, v in tensors.items() if k.startswith(part + ".")}
-                net.load_state_dict(_checked(net, state, part, path))
+                state = checked_state(net, tensors, part, WHAT, path, part, "its metadata")
+                net.load_state_dict({k: v.float() for k, v in state.items()})
         except KeyError as exc:
             raise UserError(f"{WHAT} {path}: tensor {exc} missing") from None
         except (TypeError, RuntimeError, ValueError) as exc:
@@ -126,17 +132,6 @@ class GlimpseModel:
             require(p.mean.shape == (families[f],) and p.components.shape[1] == families[f], WHAT, path,
                     f"the {f} PCA's shapes do not match its {families[f]} features")
         return m
-
-
-def _checked(net: torch.nn.Module, state: dict, part: str, path: str) -> dict:
-    want = net.state_dict()
-    missing, extra = sorted(set(want) - set(state)), sorted(set(state) - set(want))
-    require(not missing and not extra, WHAT, path, f"{part} tensors do not match its metadata (missing "
-                                                   f"{missing[:3]}, unexpected {extra[:3]})")
-    for key, ref in want.items():
-        require(tuple(state[key].shape) == tuple(ref.shape), WHAT, path,
-                f"tensor {part}.{key} has shape {tuple(state[key].shape)}, expected {tuple(ref.shape)}")
-    return {k: v.float() for k, v in state.items()}
 
 
 def model_problem(path: str) -> str | None:

@@ -4,13 +4,12 @@ import here, except that a ``pretrained`` file is read (PyTorch, weights only) t
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, choice, join, knob, opt
 from tunebench.errors import UserError
-from tunebench.methods.gat.settings import file_problem
+from tunebench.methods.pretrained import pretrained_problem
 
 
 @dataclass
@@ -55,10 +54,7 @@ class GlimpseSettings(MethodSettings):
             return
         from tunebench.methods.glimpse.model import TRAIN_HINT
 
-        problem = file_problem(self.pretrained, TRAIN_HINT)
-        if problem is None:
-            st = os.stat(self.pretrained)
-            problem = _model_problem(os.path.realpath(self.pretrained), (st.st_ino, st.st_size, st.st_mtime_ns))
+        problem = pretrained_problem(self.pretrained, TRAIN_HINT, _model_problem)
         if problem:
             raise UserError(f"{join(prefix, 'pretrained')}={self.pretrained}: {problem}")
 

@@ -26,7 +26,6 @@ import torch
 
 from tunebench.methods.glimpse.blueprint import FAMILIES, PCA, catalogue
 from tunebench.methods.glimpse.dataset import Group
-from tunebench.methods.glimpse.encoding import layer_vector
 from tunebench.methods.glimpse.model import GlimpseModel
 from tunebench.methods.glimpse.networks import acquisition_inputs
 from tunebench.methods.glimpse.surrogate import GP
@@ -50,7 +49,7 @@ class TrainSettings:
 
 
 def _z(model: GlimpseModel, g: Group) -> torch.Tensor:
-    return torch.as_tensor(np.concatenate([layer_vector(g.kind, g.shape, g.flops), model.theta(g.hw)]))
+    return model.z(g.kind, g.shape, g.flops, g.hw)
 
 
 def _knob_dims(groups: list[Group]) -> dict[str, int]:
@@ -93,9 +92,7 @@ def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, prog
 def prior_logp(model: GlimpseModel, z: torch.Tensor, knobs: list[str], feats: list[np.ndarray],
                digits: np.ndarray) -> np.ndarray:
     """log p(config) = Σ_k log p_k(v_k) of configs given by their entity ``digits`` (n, n_knobs)."""
-    with torch.no_grad():
-        lp = model.prior.log_probs(z, {n: torch.as_tensor(f) for n, f in zip(knobs, feats)})
-    return sum(lp[n].numpy()[digits[:, k]] for k, n in enumerate(knobs))
+    return sum(lp[digits[:, k]] for k, lp in enumerate(model.knob_log_probs(knobs, feats, z)))
 
 
 def _episode(model: GlimpseModel, prepared: tuple, s: TrainSettings,
