@@ -1,6 +1,6 @@
 """[Dinh-MLArchSys23] §III re-measured on ``target=accel`` (ZigZag's model of a Gemmini-like accelerator):
 ``mapspace_bo`` against the Timeloop-style random mapper (``method=random`` on the raw mapspace) and
-ZigZag's LOMA, on the paper's matrix product and convolution (``model=accel_paper``), and per layer of
+ZigZag's LOMA and SALSA, on the paper's matrix product and convolution (``model=accel_paper``), and per layer of
 ResNet-18 (``--resnet18``).
 
 Each (task, method, seed) is one ``tune_task`` of the harness's loop on the real target, energy per MAC
@@ -9,7 +9,7 @@ the share of invalid draws (random), evaluations to beat a value. Printed: mean 
 
 Usage: python benchmarks/accel_mapspace.py [--seeds 5] [--bo-trials 100] [--random-trials 4000]
            [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1]
-           [--transfer --transfer-samples 24]
+           [--transfer --transfer-samples 24] [--salsa-trials 3]
            [--out PATH | --publish]
   default output: benchmarks/results/local/accel_mapspace.json (untracked).
 """
@@ -82,6 +82,9 @@ def paper(args, target, tasks) -> dict:
         loma = tune(task, target, {"name": "loma"}, args.bo_trials, 0)
         res["loma"] = {"runs": [loma], "summary": summary([loma])}
         print(task.name, "loma", loma["best"], loma["report"], flush=True)
+        runs_salsa = [tune(task, target, {"name": "salsa"}, args.salsa_trials, s) for s in range(args.seeds)]
+        res["salsa"] = {"runs": runs_salsa, "summary": summary(runs_salsa)}
+        print(task.name, "salsa", [r["best"] for r in runs_salsa], flush=True)
         for enc in args.encodings:
             bo = res[f"mapspace_bo_{enc}"]["runs"]
             target_value = float(np.mean([r["best"] for r in bo]))
@@ -97,9 +100,11 @@ def resnet18(args, target) -> dict:
     rows = []
     for task in tasks:
         row = {"task": task.name, "shape": task.shape, "weight": task.weight}
-        for method in ({"name": "mapspace_bo", "order_encoding": "scores"}, {"name": "random"}, {"name": "loma"}):
-            seeds = 1 if method["name"] == "loma" else args.layer_seeds
-            runs = [tune(task, target, method, args.layer_trials, s) for s in range(seeds)]
+        for method in ({"name": "mapspace_bo", "order_encoding": "scores"}, {"name": "random"}, {"name": "loma"},
+                       {"name": "salsa"}):
+            seeds = 1 if method["name"] in ("loma", "salsa") else args.layer_seeds
+            trials = args.salsa_trials if method["name"] == "salsa" else args.layer_trials
+            runs = [tune(task, target, method, trials, s) for s in range(seeds)]
             row[method["name"]] = {"best": [r["best"] for r in runs], "invalid": [r["invalid"] for r in runs],
                                    "report": runs[0]["report"]}
         print(row["task"], {k: v["best"] for k, v in row.items() if isinstance(v, dict) and "best" in v}, flush=True)
@@ -139,6 +144,8 @@ def main() -> int:
     ap.add_argument("--layer-seeds", type=int, default=1)
     ap.add_argument("--transfer", action="store_true", help="the transfer run (§III-B) instead")
     ap.add_argument("--transfer-samples", type=int, default=24)
+    ap.add_argument("--salsa-trials", type=int, default=3,
+                    help="SALSA proposals per run (each one annealing run of 1000 model evaluations)")
     add_out_args(ap, "accel_mapspace")
     args = ap.parse_args()
     name = "accel_mapspace_resnet18" if args.resnet18 else "accel_mapspace_transfer" if args.transfer else "accel_mapspace"
