@@ -6,7 +6,7 @@
 - several objectives: each task's hypervolume / ADRS curves and final values, the run's means
   (:mod:`tunebench.harness.fronts`);
 - graph schedules (``TargetInfo.graph_schedules``: ``target=memory``): the run's memory metrics over its
-  tasks (:class:`MemoryStep`).
+  tasks; on any one-objective target, the target's own run metrics (:class:`TargetMetricsStep`).
 
 A step gives observers to each task's loop, adds to the task's ``tasks.json`` entry, and works once
 all tasks are tuned; :func:`run_steps` picks them from the target's facts, never its name.
@@ -86,55 +86,30 @@ class EndToEndStep(RunStep):
         return error
 
 
-class MemoryStep(RunStep):
-    """Graph schedules: the target's numbers of each task's best (:meth:`Target.best_metrics`) summed up
-    as run metrics: the largest peak over the tasks (cells run one after the other) with and without the
-    arena, the geometric mean over tasks of the peak reduction against the program order, the off-chip
-    traffic and its reduction, the methods' scheduling seconds, nodes and edges before and after rewriting."""
+class TargetMetricsStep(RunStep):
+    """The target's numbers of each task's best (:meth:`Target.best_metrics`) summed up by the target as run
+    metrics (:meth:`Target.run_metrics`: ``target=memory``'s peaks and traffic, ``target=accel``'s energy),
+    once every task has a best."""
 
     def __init__(self, target):
         self.target = target
 
     def finish(self, run) -> str | None:
-        rows = [self.target.best_metrics(t, run.totals.best[t.id]) for t in run.tasks if t.id in run.totals.best]
-        rows = [r for r in rows if r]
-        if rows:
-            for key, value in memory_run_metrics(rows, run.totals.summaries).items():
+        rows = [(t, self.target.best_metrics(t, run.totals.best[t.id])) for t in run.tasks if t.id in run.totals.best]
+        if rows and len(rows) == len(run.tasks) and all(r for _, r in rows):  # every task tuned
+            for key, value in self.target.run_metrics(rows, run.totals.summaries).items():
                 run.tracker.metric(key, value)
             run.tracker.flush()
         return None
 
 
-def memory_run_metrics(rows: list[dict], summaries: list[dict]) -> dict[str, float]:
-    """Run metrics of :class:`MemoryStep` from the tasks' ``best_metrics`` and ``tasks.json`` entries."""
-    import math
-
-    def total(key):
-        return float(sum(r[key] for r in rows))
-
-    out = {"peak_bytes": max(r["peak_bytes"] for r in rows), "arena_bytes": max(r["arena_bytes"] for r in rows),
-           "program_peak_bytes": max(r["program_peak_bytes"] for r in rows),
-           "program_arena_bytes": max(r["program_arena_bytes"] for r in rows),
-           "peak_reduction_geomean": math.exp(sum(math.log(r["reduction_vs_program"]) for r in rows) / len(rows)),
-           "offchip_bytes": total("offchip_bytes"), "program_offchip_bytes": total("program_offchip_bytes"),
-           "nodes_before": total("nodes_before"), "nodes_after": total("nodes_after"),
-           "edges_before": total("edges_before"), "edges_after": total("edges_after")}
-    out["offchip_reduction"] = out["program_offchip_bytes"] / out["offchip_bytes"] if out["offchip_bytes"] else 1.0
-    if all("measured_peak_bytes" in r for r in rows):
-        out["measured_peak_bytes"] = max(r["measured_peak_bytes"] for r in rows)
-    times = [(s.get("method_report") or {}).get("schedule_s") for s in summaries]
-    if times and all(t is not None for t in times):
-        out["schedule_s"] = float(sum(times))
-    return out
-
-
 def run_steps(cfg, target, imported) -> list[RunStep]:
     """The steps of a run on ``target`` (module docstring)."""
     if target.info.graph_schedules:
-        return [MemoryStep(target)]
+        return [TargetMetricsStep(target)]
     if target.info.multi_objective:
         return [FrontStep(target)]
-    steps: list[RunStep] = [CurveStep()]
+    steps: list[RunStep] = [CurveStep(), TargetMetricsStep(target)]
     if cfg.e2e.enabled and target.end_to_end:
         steps.append(EndToEndStep(imported))
     return steps

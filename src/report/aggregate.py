@@ -31,7 +31,7 @@ import math
 import pandas as pd
 
 from tunebench.protocol.stats import bootstrap_ci, ratio_of_means_ci, reduction_product_ci, verdict
-from tunebench.report.query import MEMORY_METRICS, NOISE_SOURCES, RUN_TAGS, SPEEDUPS
+from tunebench.report.query import ACCEL_METRICS, MEMORY_METRICS, NOISE_SOURCES, RUN_TAGS, SPEEDUPS
 
 REDUCTIONS = {"search_red": "search_time_s", "latency_red": "e2e_latency_ms"}
 #: columns of :func:`method_stats`
@@ -50,7 +50,8 @@ CSV_COLUMNS = ("model", "target", "method", "is_baseline", "n_seeds", "seeds", "
                "search_red_pct", "latency_red_pct", "hv_vs_baseline", "search_excl_source_s_mean",
                "search_red_excl_source_pct", "hv_excl_source", "baseline", "run_ids",
                "adrs_mean", "adrs_std", "hypervolume_mean", "hypervolume_std", "tool_s_mean", "algorithm_s_mean",
-               *(f"{k}_mean" for k in MEMORY_METRICS), "schedule_s_std", *STATS_COLUMNS)
+               *(f"{k}_mean" for k in MEMORY_METRICS), "schedule_s_std",
+               *(f"{k}_{s}" for k in ACCEL_METRICS for s in ("mean", "std")), *STATS_COLUMNS)
 NOT_RECORDED = "not recorded"
 
 
@@ -74,8 +75,9 @@ def reductions(t: float, lat: float, t_base: float, lat_base: float) -> tuple[fl
 
 def _group_note(group: pd.DataFrame, base: pd.DataFrame, baseline: str) -> str | None:
     """Why a group's reductions are blank, if they are."""
-    if group["hypervolume"].notna().any() or group["peak_bytes"].notna().any():
-        return None  # FPGA and memory groups: no latency baseline; their values are absolute
+    if group["hypervolume"].notna().any() or group["peak_bytes"].notna().any() or \
+            group["energy_pj_per_mac"].notna().any():
+        return None  # FPGA, memory and accelerator groups: no latency baseline; their values are absolute
     if base.empty:
         return (f"no FINISHED `{baseline}` run for this model and target: "
                 "search red., latency red. and HV are blank")
@@ -111,17 +113,19 @@ def _method_row(model: str, target: str, method: str, m: pd.DataFrame, base: pd.
         "hypervolume_mean": m["hypervolume"].mean(), "hypervolume_std": m["hypervolume"].std(),
         "tool_s_mean": m["tool_s"].mean(), "algorithm_s_mean": m["algorithm_s"].mean(),
         **{f"{k}_mean": m[k].mean() for k in MEMORY_METRICS}, "schedule_s_std": m["schedule_s"].std(),
+        **{f"{k}_{s}": getattr(m[k], s)() for k in ACCEL_METRICS for s in ("mean", "std")},
         **method_stats(m, base, method == baseline),
     }
 
 
 def _sorted(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows: baseline first, then by mean e2e latency (FPGA: ADRS; memory: peak; blank last), then by name."""
+    """Rows: baseline first, then by mean e2e latency (FPGA: ADRS; memory: peak; accelerator: energy per MAC;
+    blank last), then by name."""
     if table.empty:
         return table
     table["_order"] = ~table["is_baseline"]
     table["_lat"] = (table["e2e_latency_ms_mean"].fillna(table["adrs_mean"]).fillna(table["peak_bytes_mean"])
-                     .fillna(math.inf))
+                     .fillna(table["energy_pj_per_mac_mean"]).fillna(math.inf))
     return (table.sort_values(["model", "target", "_order", "_lat", "method"])
             .drop(columns=["_order", "_lat"]).reset_index(drop=True))
 

@@ -128,6 +128,18 @@ MEMORY_COLUMNS = (
     ("nodes before → after", lambda r: f"{fmt_num(r['nodes_before_mean'], 0)} → {fmt_num(r['nodes_after_mean'], 0)}"),
 )
 
+# Accelerator groups (target=accel): the network's energy at every layer's best mapping, and the search.
+ACCEL_COLUMNS = (
+    ("method", lambda r: r["method"]),
+    ("seeds", lambda r: f"{r['n_seeds']} ({r['seeds']})"),
+    ("energy / MAC [pJ]", lambda r: pm(r["energy_pj_per_mac_mean"], r["energy_pj_per_mac_std"], 4)),
+    ("energy [µJ]", lambda r: pm(r["energy_uj_mean"], r["energy_uj_std"], 4)),
+    ("modelled latency [ms]", lambda r: pm(r["model_latency_ms_mean"], r["model_latency_ms_std"], 4)),
+    ("EDP [J s]", lambda r: f"{r['edp_js_mean']:.4g}" if finite(r.get("edp_js_mean")) else ""),
+    ("evaluations", lambda r: fmt_num(r["n_measurements_mean"], 1, strip=True)),
+    ("search [s]", lambda r: pm(r["search_time_s_mean"], r["search_time_s_std"], 1)),
+)
+
 # (header, formatter of a table row): the table view of the CSV rows.
 COLUMNS = (
     ("method", lambda r: r["method"] + (" (baseline)" if r["is_baseline"] else "")),
@@ -165,7 +177,8 @@ def group_tables(table: pd.DataFrame) -> Iterator[tuple[tuple[str, str], list[st
         baseline = rows["baseline"].iloc[0]
         records = rows.to_dict("records")
         cols = (FPGA_COLUMNS if rows["hypervolume_mean"].notna().any() else
-                MEMORY_COLUMNS if rows["peak_bytes_mean"].notna().any() else COLUMNS)
+                MEMORY_COLUMNS if rows["peak_bytes_mean"].notna().any() else
+                ACCEL_COLUMNS if rows["energy_pj_per_mac_mean"].notna().any() else COLUMNS)
         cols = [(h, fmt) for h, fmt in cols
                 if h not in OPTIONAL or any((OPTIONAL[h] or fmt)(r) for r in records)]
         cells = [[fmt(r) for _, fmt in cols] for r in records]

@@ -35,8 +35,18 @@ import numpy as np
 import pandas as pd
 
 
+def record_score(rec: dict) -> float | None:
+    """What a one-objective search minimized in a record: its only objective (``latency_s`` on targets that
+    time kernels, ``energy_pj_per_mac`` on ``target=accel``), else its ``latency_s``
+    (as :attr:`tunebench.task.Measurement.score`)."""
+    objectives = rec.get("objectives") or {}
+    if len(objectives) == 1:
+        return float(next(iter(objectives.values())))
+    return rec.get("latency_s")
+
+
 def _valid(rec: dict) -> bool:
-    return bool(rec.get("valid")) and rec.get("latency_s") is not None
+    return bool(rec.get("valid")) and record_score(rec) is not None
 
 
 # ---------------------------------------------------------------- model-level best so far
@@ -105,11 +115,12 @@ def median_curve(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarra
 # ---------------------------------------------------------------- fraction of the optimum
 
 def best_so_far(records: Iterable[dict]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per task: the clock times of its valid measurements (ascending) and the best latency up to each."""
+    """Per task: the clock times of its valid measurements (ascending) and the best score
+    (:func:`record_score`) up to each."""
     points: dict[str, list[tuple[float, float]]] = {}
     for rec in records:
         if _valid(rec):
-            points.setdefault(rec["task_id"], []).append((float(rec.get("search_s") or 0.0), float(rec["latency_s"])))
+            points.setdefault(rec["task_id"], []).append((float(rec.get("search_s") or 0.0), record_score(rec)))
     out = {}
     for tid, pts in points.items():
         t, lat = np.asarray(sorted(pts), dtype=float).T
@@ -118,12 +129,13 @@ def best_so_far(records: Iterable[dict]) -> dict[str, tuple[np.ndarray, np.ndarr
 
 
 def task_optima(runs: Iterable[list[dict]]) -> dict[str, float]:
-    """Per task: the best valid latency over all the runs' records (seconds)."""
+    """Per task: the best valid score (:func:`record_score`: latency in seconds, or the target's one
+    objective) over all the runs' records."""
     best: dict[str, float] = {}
     for records in runs:
         for rec in records:
             if _valid(rec):
-                best[rec["task_id"]] = min(best.get(rec["task_id"], math.inf), float(rec["latency_s"]))
+                best[rec["task_id"]] = min(best.get(rec["task_id"], math.inf), record_score(rec))
     return best
 
 
@@ -133,7 +145,7 @@ def noisy_optima(runs: Iterable[list[dict]], optima: dict[str, float]) -> list[s
     for records in runs:
         for rec in records:
             tid = rec.get("task_id")
-            if _valid(rec) and float(rec["latency_s"]) == optima.get(tid):
+            if _valid(rec) and record_score(rec) == optima.get(tid):
                 reached.add(tid)
                 if not rec.get("noisy"):
                     clean.add(tid)

@@ -27,7 +27,11 @@ COLUMNS_NOTE = (
     "order, program order peak = the network's own order, reduction = geometric mean over cells of program "
     "peak / peak, off-chip = traffic at the target's on-chip size with Belady's replacement (summed over "
     "cells), measured peak = the peak of the tensors the scheduled graph held when run in PyTorch, "
-    "scheduling = the method's seconds to compute its orders.")
+    "scheduling = the method's seconds to compute its orders. Accelerator groups (target=accel, one objective): "
+    "the network with every layer at its best mapping, each layer as often as the model runs it; energy / MAC = "
+    "total energy / total MACs (the layers' energies from the target's cost model), modelled latency = the "
+    "layers' cycles one after the other / clock, EDP = energy × modelled latency; blank when a layer has no "
+    "valid mapping.")
 
 FOOTNOTE = (
     "e2e and PyTorch latencies are the medians of each run's timing samples (older runs: means). speedup vs "
@@ -52,7 +56,8 @@ FOOTNOTE = (
     "precision, threads, device and measured peak (FMA GFLOP/s, memory GB/s). Fraction of the optimum "
     "(Kernel Tuner's benchmark methodology): a task's optimum is the best valid latency any run of the group "
     "found; a run's curve is the mean over tasks of optimum / its best latency so far (0 before its first valid "
-    "one) vs the task's own search seconds; thin lines: seeds, thick: their mean.")
+    "one) vs the task's own search seconds; thin lines: seeds, thick: their mean (accelerator groups: the "
+    "task's one objective, e.g. energy per MAC, in place of its latency; no model-level best-so-far curve).")
 
 EMPTY = "No FINISHED runs match the filters."
 

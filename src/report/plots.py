@@ -153,9 +153,12 @@ def _load_group(group: pd.DataFrame, files: RunFiles, methods, notes: list[str])
 
 def _group_plots(model, target, group: pd.DataFrame, files: RunFiles, methods, notes: list[str]) -> list[Plot]:
     """The best-so-far and fraction-of-optimum figures of one group (rows: ``methods``, None: all;
-    every method's records count towards the optima)."""
+    every method's records count towards the optima). Accelerator groups (energy per MAC): the fraction
+    of the optimum of each task's objective only (a sum over layers of energy per MAC is no quantity)."""
     curves, records = _load_group(group, files, methods, notes)
     made, stem = [], f"{safe_name(model)}_{safe_name(target)}.png"
+    if group["energy_pj_per_mac"].notna().any():  # accelerator groups: latency is no objective of theirs
+        curves = {}
     if curves:
         made.append(Plot("best-so-far curves", f"curves_{stem}", best_so_far_figure(model, target, curves)))
     shown = set(methods) if methods else None

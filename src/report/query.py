@@ -39,15 +39,17 @@ PROTOCOL_METRICS = (*(f"{s}_noisy" for s in NOISE_SOURCES), "torch_compile_laten
                     *(f"{k}{end}" for k in SPEEDUPS for end in ("", "_ci_low", "_ci_high")),
                     "n_noisy_tasks", "n_noisy_measurements", "calib_max_slowdown", "lock_wait_s",
                     "peak_gflops", "peak_mem_gbps", "tasks_gflops", "pct_peak")
-#: run metrics of graph schedules (target=memory: harness.steps.MemoryStep)
+#: run metrics of graph schedules (target=memory: MemoryTarget.run_metrics)
 MEMORY_METRICS = ("peak_bytes", "arena_bytes", "program_peak_bytes", "program_arena_bytes", "peak_reduction_geomean",
                   "offchip_bytes", "program_offchip_bytes", "offchip_reduction", "measured_peak_bytes", "schedule_s",
                   "nodes_before", "nodes_after", "edges_before", "edges_after")
+#: run metrics of accelerator mappings (target=accel: AccelTarget.run_metrics)
+ACCEL_METRICS = ("energy_pj_per_mac", "energy_uj", "model_latency_ms", "edp_js")
 RUN_METRICS = ("search_time_s", "search_time_excl_source_s", "n_measurements", "n_invalid", "n_tasks",
                "tasks_latency_ms", "wall_s",
                "e2e_latency_ms", "e2e_latency_std_ms", "torch_latency_ms", "torch_latency_std_ms",
                "tvm_default_latency_ms", "tvm_default_latency_std_ms", "e2e_rel_err",
-               "adrs", "hypervolume", "tool_s", "algorithm_s", *PROTOCOL_METRICS, *MEMORY_METRICS)
+               "adrs", "hypervolume", "tool_s", "algorithm_s", *PROTOCOL_METRICS, *MEMORY_METRICS, *ACCEL_METRICS)
 #: run tags read into columns of the same name
 RUN_TAGS = ("precision", "threads", "device")
 #: run tags read into columns of their own: column -> tag

@@ -246,6 +246,12 @@ class Target(ABC):
         kept in the task's ``tasks.json`` entry); none by default."""
         return {}
 
+    def run_metrics(self, rows: list[tuple[Task, dict[str, float]]], summaries: list[dict]) -> dict[str, float]:
+        """The run's own numbers from its tasks' :meth:`best_metrics` (``rows``: each tuned task with its
+        numbers; ``summaries``: the tasks' ``tasks.json`` entries), logged as run metrics once every task is
+        tuned; none by default."""
+        return {}
+
     def table_for(self, task: Task):
         """The design-space table this target replays for ``task`` (its true Pareto front for
         ADRS); None for a target that measures live."""

@@ -164,6 +164,32 @@ def test_a_run_through_the_harness_tracks_energy(tmp_path):
     tasks_json = next(os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs if f == "tasks.json")
     entry = json.load(open(tasks_json))[0]
     assert entry["best_objectives"]["energy_pj_per_mac"] == pytest.approx(m[f"{task_id}.best_energy_pj_per_mac"])
+    # the run's energy: the layer's best energy over its MACs; the leaderboard's accelerator columns
+    assert m["energy_pj_per_mac"] == pytest.approx(m[f"{task_id}.energy_pj"] / m[f"{task_id}.macs"])
+    assert m["energy_pj_per_mac"] == pytest.approx(m[f"{task_id}.best_energy_pj_per_mac"])
+    assert m["energy_uj"] == pytest.approx(m[f"{task_id}.energy_pj"] * 1e-6)
+    assert m["model_latency_ms"] == pytest.approx(m[f"{task_id}.best_latency_ms"])
+    from tunebench.report.aggregate import aggregate
+    from tunebench.report.cells import group_tables
+    from tunebench.report.query import load_runs
+
+    table, notes = aggregate(load_runs(client), baseline="random")
+    (_, headers, cells), = list(group_tables(table))
+    assert headers[:3] == ["method", "seeds", "energy / MAC [pJ]"] and "search red. [%]" not in headers
+    assert cells[0][2].startswith(f"{m['energy_pj_per_mac']:.4f}") and not any(notes.values())
+
+
+def test_run_energy_counts_each_layer_by_its_weight():
+    """The network's energy per MAC is total energy over total MACs, each layer as often as the model runs it."""
+    from types import SimpleNamespace
+
+    target = AccelTarget(AccelSettings())
+    rows = [(SimpleNamespace(weight=1), {"energy_pj": 100.0, "macs": 10.0, "cycles": 1000.0}),
+            (SimpleNamespace(weight=3), {"energy_pj": 20.0, "macs": 10.0, "cycles": 500.0})]
+    out = target.run_metrics(rows, [])
+    assert out["energy_pj_per_mac"] == pytest.approx(160.0 / 40.0) and out["energy_uj"] == pytest.approx(160e-6)
+    assert out["model_latency_ms"] == pytest.approx(2500 / 1e9 * 1e3)
+    assert out["edp_js"] == pytest.approx(160e-12 * 2500 / 1e9)
 
 
 @pytest.mark.parametrize("method", ["nsga2", "motpe"])

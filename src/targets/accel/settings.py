@@ -1,8 +1,11 @@
 """``target=accel``'s settings: a Gemmini-like DNN accelerator as ZigZag models it.
 
-The defaults are Gemmini's published default configuration ([Genc-DAC21]; ``GemminiConfigs.defaultConfig``:
-a 16x16 weight-stationary mesh of 8-bit PEs, a 256 KiB scratchpad in 4 banks of 16-byte rows, a 64 KiB
-accumulator of 32-bit words in 2 banks, a 128-bit DMA bus). Energies per bit accessed are 45 nm figures of
+The defaults are Gemmini's published default configuration ([Genc-DAC21]; ``GemminiConfigs.defaultConfig``
+in ``src/main/scala/gemmini/Configs.scala`` of ucb-bar/gemmini, checked at its commit 8c3f992: ``meshRows`` =
+``meshColumns`` = 16 with ``tileRows`` = ``tileColumns`` = 1, 8-bit ``inputType``/``weightType``, 32-bit
+``accType``, ``sp_capacity`` 256 KiB in ``sp_banks`` = 4 banks of 16-byte rows, ``acc_capacity`` 64 KiB in
+``acc_banks`` = 2, ``dma_buswidth`` = 128 bits). Gemmini's default ``dataflow`` is ``BOTH`` (output- or
+weight-stationary at run time); the weight-stationary one is modelled, as in [Dinh-MLArchSys23]. Energies per bit accessed are 45 nm figures of
 [Horowitz-ISSCC14] (8-bit multiply 0.2 pJ + 32-bit add 0.1 pJ per MAC; 64-bit SRAM reads of 10 pJ at 8 KB,
 20 pJ at 32 KB and 100 pJ at 1 MB, interpolated in log size for 64 KiB and 256 KiB; DRAM about 2 nJ per
 64 bits). The memory hierarchy is the four levels of [Dinh-MLArchSys23] §III: a weight register per PE,

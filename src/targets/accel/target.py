@@ -159,6 +159,24 @@ class AccelTarget(Target):
         return same and fits, (f"ZigZag again from scratch: {cme.energy_total:.6g} pJ, {cme.latency_total2:.6g} cycles "
                                f"(measured {first['energy_pj']:.6g} pJ, {first['cycles']:.6g}); fits: {fits}")
 
+    def best_metrics(self, task: Task, best: Measurement) -> dict[str, float]:
+        """The best mapping's energy (pJ), cycles and MACs (one instance of the layer)."""
+        try:
+            r = self.evaluate(task, best.config)
+        except (ValueError, AssertionError, ZeroDivisionError):
+            return {}
+        return {"energy_pj": r["energy_pj"], "cycles": r["cycles"], "macs": float(r["macs"])}
+
+    def run_metrics(self, rows: list[tuple[Task, dict[str, float]]], summaries: list[dict]) -> dict[str, float]:
+        """The network's numbers with every layer at its best mapping, each layer counted as often as the
+        model runs it (task weight): energy per MAC (total energy / total MACs), total energy (µJ),
+        modelled latency (cycles / clock, layers one after the other) and their product (EDP, J s)."""
+        energy = sum(t.weight * r["energy_pj"] for t, r in rows)
+        macs = sum(t.weight * r["macs"] for t, r in rows)
+        latency = sum(t.weight * r["cycles"] for t, r in rows) / self.settings.clock_hz
+        return {"energy_pj_per_mac": energy / macs, "energy_uj": energy * 1e-6,
+                "model_latency_ms": latency * 1e3, "edp_js": energy * 1e-12 * latency}
+
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
         return [self._measure_one(task, c) for c in configs]
 

@@ -23,6 +23,7 @@ the clock is the method's scheduling time plus the computed numbers of step 2.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -187,6 +188,12 @@ class MemoryTarget(Target):
             return {}
         return {k: float(v) for k, v in d.items()}
 
+    def run_metrics(self, rows: list[tuple[Task, dict[str, float]]], summaries: list[dict]) -> dict[str, float]:
+        """The largest peak over the tasks (cells run one after the other) with and without the arena, the
+        geometric mean over tasks of the peak reduction against the program order, the off-chip traffic and
+        its reduction, the methods' scheduling seconds, nodes and edges before and after rewriting."""
+        return memory_run_metrics([r for _, r in rows], summaries)
+
 
 def check_graphs(graphs: list, capacity: int | None) -> None:
     """One :class:`UserError` for the first bad graph: a cycle, a node without a size, or a
@@ -204,3 +211,24 @@ def check_graphs(graphs: list, capacity: int | None) -> None:
         if capacity is not None and g.largest_tensor > capacity:
             raise UserError(f"target.capacity_bytes={capacity}: below the largest tensor of {g.name} "
                             f"({g.largest_tensor} B); valid: at least {g.largest_tensor}")
+
+
+def memory_run_metrics(rows: list[dict], summaries: list[dict]) -> dict[str, float]:
+    """:meth:`MemoryTarget.run_metrics` from the tasks' ``best_metrics`` and ``tasks.json`` entries."""
+    def total(key):
+        return float(sum(r[key] for r in rows))
+
+    out = {"peak_bytes": max(r["peak_bytes"] for r in rows), "arena_bytes": max(r["arena_bytes"] for r in rows),
+           "program_peak_bytes": max(r["program_peak_bytes"] for r in rows),
+           "program_arena_bytes": max(r["program_arena_bytes"] for r in rows),
+           "peak_reduction_geomean": math.exp(sum(math.log(r["reduction_vs_program"]) for r in rows) / len(rows)),
+           "offchip_bytes": total("offchip_bytes"), "program_offchip_bytes": total("program_offchip_bytes"),
+           "nodes_before": total("nodes_before"), "nodes_after": total("nodes_after"),
+           "edges_before": total("edges_before"), "edges_after": total("edges_after")}
+    out["offchip_reduction"] = out["program_offchip_bytes"] / out["offchip_bytes"] if out["offchip_bytes"] else 1.0
+    if all("measured_peak_bytes" in r for r in rows):
+        out["measured_peak_bytes"] = max(r["measured_peak_bytes"] for r in rows)
+    times = [(s.get("method_report") or {}).get("schedule_s") for s in summaries]
+    if times and all(t is not None for t in times):
+        out["schedule_s"] = float(sum(times))
+    return out
