@@ -2,7 +2,9 @@
 methods on ``target=replay``, on the same Kernel Tuner cache, at the same evaluation budgets, over the
 same seeds. Random search must agree within the interval (that checks the replay itself); the table
 gives every method's best latency after k evaluations, mean over seeds with a 95 % bootstrap interval,
-and the fraction of the optimum (optimum / mean best).
+the fraction of the optimum (optimum / mean best), and [Willemsen-FGCS24]'s methodology score over
+evaluations 1..budget (0: the calculated random baseline, 1: the optimum) with its interval; every
+seed's best-so-far curve is kept in the result file.
 
     python benchmarks/kernel_tuner_check.py [--seeds 30] [--budget 100] [--publish]
 
@@ -87,6 +89,21 @@ def summarize(curves: list[list[float]], optimum: float, rng: np.random.Generato
     return out
 
 
+def methodology_score(curves: list[list[float]], space, budget: int) -> dict:
+    """[Willemsen-FGCS24]'s score over evaluations 1..budget (:mod:`tunebench.protocol.methodology`): 0 = the
+    calculated random baseline, 1 = the optimum; mean over seeds with a 95 % bootstrap interval."""
+    from tunebench.protocol.methodology import baseline_over_fevals, curve_on_fevals, score
+
+    base = baseline_over_fevals(space, np.arange(1, budget + 1))
+    s = score([[curve_on_fevals(c, budget)] for c in curves if c], [base], [space])
+    return {"mean": s.mean, "ci": [s.ci_low, s.ci_high], "per_seed": list(s.per_seed)}
+
+
+def stored(curves: list[list[float]]) -> list[list[float | None]]:
+    """Curves for the result file: JSON has no infinity (before a run's first valid value): null."""
+    return [[v if np.isfinite(v) else None for v in c] for c in curves]
+
+
 def calculated_random() -> dict:
     """The expected best of random search without replacement at each checkpoint, computed from the
     cache (:func:`tunebench.protocol.stats.expected_best_of_random`): what both random rows must match."""
@@ -111,6 +128,9 @@ def main() -> None:
 
     cache = json.load(gzip.open(resolve(CACHE)))
     optimum = min(r.latency_s for r in read_cache(resolve(CACHE)).rows if r.latency_s is not None) * 1e3
+    from tunebench.protocol.methodology import SpaceStats
+
+    space = SpaceStats.of([r.latency_s * 1e3 for r in read_cache(resolve(CACHE)).rows if r.latency_s is not None])
     rng = np.random.default_rng(0)
 
     def save(rows: dict) -> None:  # after every row: a long run that is stopped keeps what it finished
@@ -126,13 +146,15 @@ def main() -> None:
         for s in args.strategies.split(","):
             tic = time.time()
             curves = [kernel_tuner_curve(cache, path, s, args.budget, seed) for seed in range(args.seeds)]
-            rows[f"kernel_tuner:{s}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic}
+            rows[f"kernel_tuner:{s}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic,
+                                         "score": methodology_score(curves, space, args.budget), "curves": stored(curves)}
             print(f"kernel_tuner {s}: {rows[f'kernel_tuner:{s}']['checkpoints']}", flush=True)
             save(rows)
     for m in args.methods.split(","):
         tic = time.time()
         curves = [tunebench_curve(m, args.budget, seed) for seed in range(args.seeds)]
-        rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic}
+        rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic,
+                                  "score": methodology_score(curves, space, args.budget), "curves": stored(curves)}
         print(f"tunebench {m}: {rows[f'tunebench:{m}']['checkpoints']}", flush=True)
         save(rows)
 
