@@ -111,14 +111,15 @@ def _nanmean(rows: np.ndarray, axis: int | None = None):
 
 @dataclass(frozen=True)
 class Score:
-    """A method's score: the mean over seeds, its 95 % bootstrap interval, the per-seed scores, and the mean
-    standardised curve over the range (for plots)."""
+    """A method's score: the mean over seeds, its 95 % bootstrap interval, the per-seed scores, the mean
+    standardised curve over the range and each seed's (rows; for plots)."""
 
     mean: float
     ci_low: float
     ci_high: float
     per_seed: tuple[float, ...]
     curve: np.ndarray
+    seed_curves: np.ndarray
 
 
 def score(runs: Sequence[Sequence[np.ndarray]], baselines: Sequence[np.ndarray], spaces: Sequence[SpaceStats],
@@ -144,6 +145,8 @@ def score(runs: Sequence[Sequence[np.ndarray]], baselines: Sequence[np.ndarray],
         per_seed.append(float(_nanmean(agg)) if np.any(np.isfinite(agg)) else math.nan)
     values = np.array([v for v in per_seed if math.isfinite(v)])
     if not len(values):
-        return Score(math.nan, math.nan, math.nan, tuple(per_seed), np.full(len(baselines[0]), np.nan))
+        nan = np.full(len(baselines[0]), np.nan)
+        return Score(math.nan, math.nan, math.nan, tuple(per_seed), nan, np.vstack(curves))
     low, high = bootstrap_ci(values, seed=seed) if len(values) >= 2 else (math.nan, math.nan)
-    return Score(float(values.mean()), float(low), float(high), tuple(per_seed), _nanmean(np.vstack(curves), axis=0))
+    rows = np.vstack(curves)
+    return Score(float(values.mean()), float(low), float(high), tuple(per_seed), _nanmean(rows, axis=0), rows)

@@ -96,6 +96,12 @@ def hv_cell(r) -> str:
     return mark(text, latency_red_noisy(r))
 
 
+def _score_cell(r, axis: str) -> str:
+    """The methodology score with its interval (replay groups only: blank elsewhere)."""
+    key = f"method_score_{axis}"
+    return ci_text(r.get(f"{key}_mean"), r.get(f"{key}_ci_low"), r.get(f"{key}_ci_high"), 3)
+
+
 # FPGA (multi-objective) groups: ADRS and normalized hypervolume instead of latencies.
 FPGA_COLUMNS = (
     ("method", lambda r: r["method"]),
@@ -164,11 +170,15 @@ COLUMNS = (
     ("search excl. source [s]", lambda r: fmt_num(r["search_excl_source_s_mean"], 1)),
     ("search red. excl. source [%]", lambda r: fmt_num(r["search_red_excl_source_pct"], 2)),
     ("HV excl. source", lambda r: fmt_num(r["hv_excl_source"], 4)),
+    ("methodology score [evals]", lambda r: _score_cell(r, "evals")),
+    ("methodology score [time]", lambda r: _score_cell(r, "time")),
 )
 #: columns left out of a group's table unless the predicate (None: the cell is not blank) holds for
-#: some row: excl. source times exist for transfer methods (dgp) only, TF32 on cuda only
+#: some row: excl. source times exist for transfer methods (dgp) only, TF32 on cuda only, methodology
+#: scores on replayed measured spaces only
 OPTIONAL = {"search excl. source [s]": None, "search red. excl. source [%]": None, "HV excl. source": None,
-            "speedup vs PyTorch TF32 [×]": None, "noisy tasks": tasks_noisy}
+            "speedup vs PyTorch TF32 [×]": None, "noisy tasks": tasks_noisy,
+            "methodology score [evals]": None, "methodology score [time]": None}
 
 
 def group_tables(table: pd.DataFrame) -> Iterator[tuple[tuple[str, str], list[str], list[list[str]]]]:

@@ -27,10 +27,11 @@ import tempfile
 
 from tunebench.errors import UserError
 from tunebench.report import html as html_page
-from tunebench.report import paper_tables, tool_budget
+from tunebench.report import methodology, paper_tables, tool_budget
 from tunebench.report.aggregate import aggregate, machine_line
+from tunebench.report.figure import Plot
 from tunebench.report.markdown import COLUMNS_NOTE, EMPTY, FOOTNOTE, to_markdown, write_csv
-from tunebench.report.plots import make_plots, write_pngs
+from tunebench.report.plots import make_plots, safe_name, write_pngs
 from tunebench.report.query import RunFiles, load_runs, open_store, parse_since, records_roots, select_runs
 
 LAYOUTS = ("standard", "paper-tables")
@@ -117,6 +118,13 @@ def _standard(args, client, runs, methods, header: list[str], trusted: list[str]
     want_html = getattr(args, "html", False)
     plots = {} if args.no_plots or table.empty else make_plots(client, runs, methods, notes, fpga=want_html,
                                                                  trusted=trusted)
+    if not table.empty:
+        with tempfile.TemporaryDirectory(prefix="tunebench-score-") as tmp:
+            scored = methodology.add_scores(table, runs, RunFiles(client, tmp, trusted))
+        for (model, target), found in ({} if args.no_plots else scored).items():
+            plots.setdefault((model, target), []).append(
+                Plot("methodology score", f"score_{safe_name(model)}_{safe_name(target)}.png",
+                     methodology.score_figure(model, target, found)))
     machine = {key: machine_line(group) for key, group in runs.groupby(["model", "target"])}
     markdown = to_markdown(table, notes, header, write_pngs(plots, out), machine)
     _write(os.path.join(out, "leaderboard.md"), markdown)

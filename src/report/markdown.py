@@ -57,7 +57,11 @@ FOOTNOTE = (
     "(Kernel Tuner's benchmark methodology): a task's optimum is the best valid latency any run of the group "
     "found; a run's curve is the mean over tasks of optimum / its best latency so far (0 before its first valid "
     "one) vs the task's own search seconds; thin lines: seeds, thick: their mean (accelerator groups: the "
-    "task's one objective, e.g. energy per MAC, in place of its latency; no model-level best-so-far curve).")
+    "task's one objective, e.g. energy per MAC, in place of its latency; no model-level best-so-far curve). "
+    "methodology score (replayed measured spaces, target=replay; Willemsen et al., FGCS 2024): a run's best so "
+    "far placed between the calculated random-search baseline (0) and the space's optimum (1), averaged over "
+    "evaluations 1..the group's largest trial count [evals] or over the replay clock [time], over spaces, and "
+    "over seeds, with a 95 % bootstrap interval; negative: worse than random.")
 
 EMPTY = "No FINISHED runs match the filters."
 

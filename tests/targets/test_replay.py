@@ -127,3 +127,48 @@ def test_the_calculated_random_baseline_on_a_hand_made_case():
     # 4 values, 2 draws: the best is 1 unless both draws miss it (3 of 6 pairs: {2,3}, {2,inf}, {3,inf})
     assert math.isclose(expected_best_of_random([3.0, 1.0, np.inf, 2.0], 2), (3 * 1.0 + 2 * 2.0 + 1 * 3.0) / 6)
     assert expected_best_of_random([5.0, 4.0], 2) == 4.0 and expected_best_of_random([np.inf, 1.0], 1) == math.inf
+
+
+def test_the_leaderboard_scores_replay_runs_by_the_methodology(tmp_path, cache_file):
+    """Runs of random and autotvm on a replayed space: the leaderboard's methodology score of each method is
+    the score of its runs' records against the space's calculated baseline ([Willemsen-FGCS24]), with its
+    interval over seeds, in the table and as a figure."""
+    from mlflow.tracking import MlflowClient
+
+    from tunebench.__main__ import build_parser
+    from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config
+    from tunebench.protocol.methodology import SpaceStats, baseline_over_fevals, curve_on_fevals, score
+    from tunebench.records import read_records
+    from tunebench.report import run_leaderboard
+    from tunebench.report.aggregate import aggregate
+    from tunebench.report.methodology import add_scores
+    from tunebench.report.query import RunFiles, load_runs
+
+    for method in ("random", "autotvm"):
+        for seed in (0, 1):
+            run_experiment(compose_config([f"workdir={tmp_path}", "progress=false", "target=replay",
+                                           "model=measured", f"model.path={cache_file}", f"method={method}",
+                                           f"seed={seed}", "budget.trials_per_task=5"]))
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    runs = load_runs(client)
+    table, _ = aggregate(runs, baseline="random")
+    add_scores(table, runs, RunFiles(client, str(tmp_path / "cache")))
+    measured = read_cache(cache_file)
+    space = SpaceStats.of([r.latency_s for r in measured.rows if r.latency_s is not None])
+    base = baseline_over_fevals(space, np.arange(1, 6))
+    for method in ("random", "autotvm"):
+        curves = []
+        for run in runs[runs["method"] == method].sort_values("seed").to_dict("records"):
+            recs = sorted(read_records(run["record_file"]), key=lambda r: r["trial"])
+            lat = [r["latency_s"] if r["valid"] else math.inf for r in recs]
+            curves.append([curve_on_fevals(np.minimum.accumulate(lat), 5)])
+        expected = score(curves, [base], [space])
+        row = table[table["method"] == method].iloc[0]
+        assert row["method_score_evals_mean"] == pytest.approx(expected.mean)
+        assert row["method_score_evals_ci_low"] == pytest.approx(expected.ci_low)
+        assert math.isfinite(row["method_score_time_mean"])
+    args = build_parser().parse_args(["leaderboard", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db",
+                                      "--out", str(tmp_path / "lb"), "--baseline", "random"])
+    markdown = run_leaderboard(args)
+    assert "methodology score [evals]" in markdown and (tmp_path / "lb" / "score_measured_replay.png").exists()
