@@ -122,7 +122,16 @@ def default_build_module(imported: ImportedModel, target: Mapping | tvm.target.T
     (``default_gpu_schedule``), as ``tvm.compile`` would.
     """
     tgt = make_target(imported.target_kind) if target is None else tvm.target.Target(target)
-    return default_gpu_schedule(imported.mod, tgt) if "gpu" in tgt.keys else imported.mod
+    return default_schedule(imported.mod, tgt)
+
+
+def default_schedule(mod: tvm.IRModule, target: Mapping | tvm.target.Target) -> tvm.IRModule:
+    """What ``tvm.compile`` gives ``mod``'s unscheduled PrimFuncs on ``target``: on a GPU target (TVM's
+    ``gpu`` key) dlight's default schedules, as the compile pipeline applies them; elsewhere ``mod`` as
+    it is (LLVM lowers the default loop nests). Used for the whole default build and for one task's
+    default kernel (:mod:`tunebench.harness.e2e.kernels`)."""
+    tgt = tvm.target.Target(target)
+    return default_gpu_schedule(mod, tgt) if "gpu" in tgt.keys else mod
 
 
 # ---- compiling and checking ------------------------------------------------------------------

@@ -8,6 +8,14 @@ the end-to-end protocol (:mod:`tunebench.harness.e2e.timing`).
   ``<task id>.e2e_latency_ms``, ``<task id>.speedup_vs_torch``, ... per operator, and the geometric mean of
   the operators' speedups as the run metrics ``speedup_vs_<baseline>`` (``ops_n_vs_<baseline>``: over
   how many operators).
+
+Before the model is built, each tuned task's kernel is timed against TVM's default kernel of the task
+(:mod:`tunebench.harness.e2e.kernels`, ``e2e.default_kernels``); a task whose default kernel is faster
+goes into the model with the default one. Per task: the metrics ``<task id>.kernel_tuned_ms``,
+``.kernel_default_ms`` (with ``_min_ms``, ``_std_ms``, ``_cv``), ``.kernel_speedup_vs_default`` (with its
+interval) and ``.kernel_default_taken``; the run tag ``tunebench.e2e_default_kernels`` names the tasks that
+took the default kernel, the metric ``e2e_default_kernels`` counts them; and, given the run's ``tasks.json``
+entries, each entry's ``e2e_kernel`` holds the choice.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import logging
 
 from tunebench.config.experiment import E2ESettings
 from tunebench.harness.e2e.errors import E2EError
+from tunebench.harness.e2e.kernels import choice_metrics, choose_kernels
 from tunebench.harness.e2e.timing import e2e_metrics, model_latencies, summary_line
 from tunebench.protocol.stats import geomean
 from tunebench.targets.tvm.scheduling import schedule
@@ -23,15 +32,41 @@ from tunebench.targets.tvm.scheduling import schedule
 log = logging.getLogger(__name__)
 
 
+def _kernel_choices(tasks, schedules: dict, target, settings: E2ESettings, tracker, name: str,
+                    entries: list[dict] | None, prefix: str) -> set[str]:
+    """Each tuned task's kernel against its default kernel (module docstring), logged; returns the ids of
+    the tasks that take the default kernel."""
+    if not settings.default_kernels or not schedules:
+        return set()
+    choices = choose_kernels(tasks, schedules, target, settings, name)
+    for tid, choice in choices.items():
+        for key, value in choice_metrics(choice).items():
+            tracker.metric(f"{tid}.{key}", value)
+    by_id = {e.get("id"): e for e in entries or ()}
+    for tid, choice in choices.items():
+        if tid in by_id:
+            by_id[tid]["e2e_kernel"] = choice
+    taken = {tid for tid, c in choices.items() if c["kernel"] == "default"}
+    tracker.metric(prefix + "e2e_default_kernels", len(taken))
+    if taken:
+        names = [t.name for t in tasks if t.id in taken]
+        tracker.set_tags({f"tunebench.{prefix}e2e_default_kernels": ",".join(names)})
+        log.info("%s: %d task(s) take TVM's default kernel, faster than their tuned one: %s", name, len(names),
+                 ", ".join(names))
+    return taken
+
+
 def _timed(imported, tasks, best: dict, target, settings: E2ESettings, tracker, name: str,
-           prefix: str = "") -> tuple[str | None, dict]:
+           prefix: str = "", entries: list[dict] | None = None) -> tuple[str | None, dict]:
     """Time one model; log its metrics (names prefixed by ``prefix``). ``(error text or None, metrics)``."""
     schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config, variant=t.template)
                  for t in tasks if t.id in best}
-    log.info("end-to-end latency of %s: %d tuned tasks, %d rounds interleaved with the baselines",
-             name, len(schedules), settings.rounds)
+    taken = _kernel_choices(tasks, schedules, target, settings, tracker, name, entries, prefix)
+    log.info("end-to-end latency of %s: %d tuned tasks (%d with the default kernel), %d rounds interleaved "
+             "with the baselines", name, len(schedules), len(taken), settings.rounds)
     try:
-        lat = model_latencies(imported, tasks, schedules, target, settings, name=name)
+        lat = model_latencies(imported, tasks, {k: v for k, v in schedules.items() if k not in taken}, target,
+                              settings, name=name, default_tasks=taken)
     except E2EError as exc:
         log.error("%s", exc)
         tracker.set_tags({f"tunebench.{prefix}e2e_error": str(exc)[:5000]})
@@ -46,14 +81,17 @@ def _timed(imported, tasks, best: dict, target, settings: E2ESettings, tracker, 
     return None, metrics
 
 
-def model_latency(settings: E2ESettings, name: str, imported, tasks, best: dict, target, tracker) -> str | None:
-    """End-to-end latency of the model with each task's best schedule against TVM's default build and
-    the PyTorch baselines, logged as run metrics. Returns the error text of a failed build or a wrong
-    output (then no tuned latency is logged), else None."""
-    return _timed(imported, tasks, best, target, settings, tracker, name)[0]
+def model_latency(settings: E2ESettings, name: str, imported, tasks, best: dict, target, tracker,
+                  entries: list[dict] | None = None) -> str | None:
+    """End-to-end latency of the model with each task's best schedule (or its default kernel, where that
+    is faster) against TVM's default build and the PyTorch baselines, logged as run metrics; ``entries``:
+    the run's ``tasks.json`` entries, given the kernel choices. Returns the error text of a failed build or
+    a wrong output (then no tuned latency is logged), else None."""
+    return _timed(imported, tasks, best, target, settings, tracker, name, entries=entries)[0]
 
 
-def operator_latencies(settings: E2ESettings, tasks, best: dict, target, tracker) -> str | None:
+def operator_latencies(settings: E2ESettings, tasks, best: dict, target, tracker,
+                       entries: list[dict] | None = None) -> str | None:
     """Every tuned operator of ``model=ops`` against PyTorch (module docstring). Returns the errors of the
     operators that failed (their other operators are still timed), else None."""
     from tunebench.datasets.operator_torch import operator_model
@@ -64,7 +102,8 @@ def operator_latencies(settings: E2ESettings, tasks, best: dict, target, tracker
         if task.id not in best:
             continue
         imported = operator_model(*task_operator(task.shape), target.kind)
-        err, metrics = _timed(imported, [task], best, target, settings, tracker, task.name, prefix=f"{task.id}.")
+        err, metrics = _timed(imported, [task], best, target, settings, tracker, task.name, prefix=f"{task.id}.",
+                              entries=entries)
         if err:
             errors.append(f"{task.name}: {err}")
         for key, value in metrics.items():

@@ -223,12 +223,15 @@ def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMo
     return rows, attempts
 
 
-def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESettings, name: str = "model") -> dict:
+def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESettings, name: str = "model",
+                    default_tasks=()) -> dict:
     """Time the tuned model against TVM's default build and the PyTorch baselines (module docstring).
 
     Args:
         imported: the imported model; tasks: its tasks (for the untuned list).
         schedules: task id -> scheduled IRModule (the best config of each tuned task).
+        default_tasks: ids of tasks left out of ``schedules`` on purpose (their default kernel was
+            faster, :mod:`tunebench.harness.e2e.kernels`): not counted as untuned.
         target: the :class:`~tunebench.targets.tvm.target.TVMTarget` (kind, TVM target, device,
             threads, lock, calibration).
         settings: the ``e2e`` config. The noise thresholds are the target's (``measure.noise``).
@@ -242,7 +245,7 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
     Raises:
         E2EMismatch: a TVM build's output differs from PyTorch's; E2EError: a build or run failed.
     """
-    untuned = [t.name for t in tasks if t.id not in schedules]
+    untuned = [t.name for t in tasks if t.id not in schedules and t.id not in default_tasks]
     if untuned:
         log.warning("%s: %d task(s) without a schedule keep the default: %s", name, len(untuned), ", ".join(untuned))
     workdir = run_temp_dir("e2e")

@@ -1,0 +1,182 @@
+"""Never slower than TVM's default: each task's tuned kernel against its default kernel, the faster one taken.
+
+Before the whole model is built (:mod:`tunebench.harness.e2e.timing`), every task with a tuned schedule
+has two kernels timed under the same protocol:
+
+- ``tuned``: the task's best schedule (weights read packed when the schedule packs them, as the model
+  runs it: the packing is lifted out of the kernel);
+- ``default``: what ``tvm.compile`` makes of the unscheduled task without tuning
+  (:func:`~tunebench.harness.e2e.build.default_schedule`: dlight's default GPU schedule on a GPU target,
+  TVM's default lowering of the loop nest on a CPU).
+
+Both are compiled here for the target's TVM target and timed by the target's runner worker, holding the
+device lock, in ``e2e.rounds`` interleaved rounds (each round times both kernels with
+``e2e.kernel_repeat`` repeats of at least ``e2e.min_sample_ms`` each, in an order rotated per round, then
+the calibration kernel), on the same random inputs and with the target's threads: the request the final
+re-timing of each task uses (``"retime"``). Each kernel's samples give median, minimum and CV; the
+comparison is the geometric mean over the rounds of the ratio default / tuned of the rounds' medians,
+with its 95 % bootstrap interval. A noisy attempt (robust CV, CPU used by other processes, calibration
+drift over ``measure.noise``) is repeated up to ``measure.noise.remeasure`` times; the least noisy one
+is kept.
+
+Decision. The default kernel is taken when the ratio's point estimate is below 1 (the default is
+faster); an exact tie keeps the tuned kernel. When the interval contains 1 the two kernels are equally
+fast within timing noise, so either choice costs at most the interval's width; the choice is then marked
+``within_noise``. A default kernel that does not compile, or a timing that fails, keeps the tuned kernel
+and records why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+
+import tvm
+
+from tunebench.config.experiment import E2ESettings
+from tunebench.harness.e2e.build import default_schedule, one_line
+from tunebench.protocol.noise import CpuMonitor, judge
+from tunebench.protocol.stats import paired_ratio_ci, summarize
+from tunebench.safe_files import run_temp_dir
+
+log = logging.getLogger(__name__)
+
+KERNELS = ("tuned", "default")  # the order of the libraries in the timing request
+
+
+def _arg_specs(mod: tvm.IRModule) -> list:
+    return [[[int(d) for d in p.ty.shape], str(p.ty.dtype)] for p in mod["main"].params]
+
+
+def _build(mod: tvm.IRModule, tvm_target, path: str) -> None:
+    """Compile one kernel for timing (as the target's builders do: a schedule that packs its weights
+    takes them packed, its parameters noted beside the library for the runner's random inputs)."""
+    from tunebench.targets.tvm.templates.fused import prepacked
+    from tunebench.targets.tvm.worker import args_file
+
+    timed = prepacked(mod)
+    tvm.compile(timed, target=tvm.target.Target(dict(tvm_target))).export_library(path)
+    if _arg_specs(timed) != _arg_specs(mod):
+        with open(args_file(path), "w") as fh:
+            json.dump(_arg_specs(timed), fh)
+
+
+def _as_module(sched) -> tvm.IRModule:
+    return sched if isinstance(sched, tvm.IRModule) else tvm.IRModule({"main": sched})
+
+
+def _time_pair(task, paths: list[str], target, s: E2ESettings) -> dict:
+    """One interleaved attempt; per kernel its stats (ms), per-round medians (ms) and verdict."""
+    from tunebench.targets.tvm.messages import RetimeInput
+
+    request = RetimeInput(paths=paths, args=_arg_specs(task.mod), device=target.device_spec,
+                          target=dict(target.tvm_target), rounds=int(s.rounds), repeat=int(s.kernel_repeat),
+                          min_repeat_ms=int(s.min_sample_ms))
+    target.start()  # its runner: the worker that timed the search
+    monitor = CpuMonitor(target.worker_pids, min_window_s=0.1)
+    with target.lock:
+        mark = monitor.start()
+        ok, res, _ = target.runner_call("retime", request, float(s.load_timeout_s))
+        foreign = monitor.foreign(mark) if target.sees_device_load else None
+    if not ok:
+        raise RuntimeError(f"timing failed: {res}")
+    cal = res.calibration
+    drift = max(cal) / min(cal) - 1.0 if cal and min(cal) > 0 else None
+    out = {}
+    for name, samples in zip(KERNELS, res.samples):
+        stats = summarize(samples).scaled(1e3)
+        rounds = [summarize(samples[i:i + s.kernel_repeat]).median * 1e3
+                  for i in range(0, len(samples), s.kernel_repeat)]
+        out[name] = {"stats": stats, "round_medians": rounds,
+                     "verdict": judge(target.policy, rcv=stats.rcv, foreign_cpu=foreign, drift=drift, cv=stats.cv)}
+    return out
+
+
+def decide(tuned_rounds: list[float], default_rounds: list[float]) -> dict:
+    """The decision of the module docstring from the two kernels' per-round medians (paired by round):
+    ``kernel`` ("tuned" or "default"), ``speedup`` (default / tuned, geometric mean over the rounds),
+    ``ci_low``/``ci_high`` (95 %; NaN with one round) and ``within_noise`` (the interval contains 1,
+    or there is none)."""
+    k = min(len(tuned_rounds), len(default_rounds))
+    ratio, lo, hi = paired_ratio_ci(default_rounds[:k], tuned_rounds[:k])
+    within = not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 1.0 <= hi
+    return {"kernel": "default" if ratio < 1.0 else "tuned", "speedup": ratio, "ci_low": lo, "ci_high": hi,
+            "within_noise": within}
+
+
+def _choice(timed: dict, attempts: int) -> dict:
+    """The JSON-ready choice of one task from its kept attempt."""
+    out = decide(timed["tuned"]["round_medians"], timed["default"]["round_medians"])
+    for name in KERNELS:
+        st, verdict = timed[name]["stats"], timed[name]["verdict"]
+        out[f"{name}_ms"] = {"median": st.median, "min": st.min, "mean": st.mean, "std": st.std, "cv": st.cv,
+                             "rcv": st.rcv, "n": st.n, "noisy": verdict.noisy, "reasons": list(verdict.reasons)}
+    out["noisy"] = any(timed[n]["verdict"].noisy for n in KERNELS)
+    out["rounds"] = len(timed["tuned"]["round_medians"])
+    out["attempts"] = attempts
+    return out
+
+
+def compare_task(task, sched, target, s: E2ESettings, workdir: str) -> dict:
+    """Build and time ``task``'s tuned kernel (``sched``) and its default kernel; the choice (module
+    docstring). A failure keeps the tuned kernel: ``{"kernel": "tuned", "error": ...}``."""
+    paths = [os.path.join(workdir, f"{task.id}-{name}.so") for name in KERNELS]
+    try:
+        _build(_as_module(sched), target.tvm_target, paths[0])
+        _build(default_schedule(task.mod, target.tvm_target), target.tvm_target, paths[1])
+    except Exception as exc:  # a default kernel dlight cannot schedule, say: the tuned one stays
+        return {"kernel": "tuned", "error": f"build: {one_line(exc)}"}
+    attempts = []
+    try:
+        for _ in range(1 + target.policy.remeasure):
+            attempts.append(_time_pair(task, paths, target, s))
+            if not any(attempts[-1][n]["verdict"].noisy for n in KERNELS):
+                break
+    except Exception as exc:
+        return {"kernel": "tuned", "error": one_line(exc)}
+    kept = min(attempts, key=lambda a: sum(a[n]["verdict"].noisy for n in KERNELS))
+    return _choice(kept, len(attempts))
+
+
+def choose_kernels(tasks, schedules: dict, target, s: E2ESettings, name: str = "model") -> dict[str, dict]:
+    """Task id -> the choice of every task in ``schedules`` (task id -> its tuned schedule)."""
+    workdir = run_temp_dir("kernels")
+    out = {}
+    try:
+        for task in tasks:
+            if task.id in schedules:
+                out[task.id] = compare_task(task, schedules[task.id], target, s, workdir)
+                log.info("%s: task %s: %s", name, task.name, choice_line(out[task.id]))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return out
+
+
+def choice_line(c: dict) -> str:
+    """One log line of a choice."""
+    if "error" in c:
+        return f"the tuned kernel is kept, the default kernel could not be compared ({c['error']})"
+    ci = f" [{c['ci_low']:.2f}, {c['ci_high']:.2f}]" if math.isfinite(c["ci_low"]) else ""
+    t, d = c["tuned_ms"], c["default_ms"]
+    return (f"{c['kernel']} kernel taken: tuned {t['median']:.4g} ms (cv {t['cv']:.1%}), default {d['median']:.4g} ms "
+            f"(cv {d['cv']:.1%}), tuned {c['speedup']:.2f}x{ci} faster over {c['rounds']} interleaved rounds"
+            + (" (within noise)" if c["within_noise"] else "") + (" NOISY" if c["noisy"] else ""))
+
+
+def choice_metrics(c: dict) -> dict[str, float]:
+    """A choice's MLflow metrics (logged per task as ``<task id>.<key>``)."""
+    if "error" in c:
+        return {"kernel_default_taken": 0.0}
+    out = {"kernel_default_taken": float(c["kernel"] == "default"), "kernel_speedup_vs_default": c["speedup"],
+           "kernel_within_noise": float(c["within_noise"]), "kernel_noisy": float(c["noisy"])}
+    if math.isfinite(c["ci_low"]):
+        out["kernel_speedup_vs_default_ci_low"], out["kernel_speedup_vs_default_ci_high"] = c["ci_low"], c["ci_high"]
+    for name in KERNELS:
+        st = c[f"{name}_ms"]
+        out.update({f"kernel_{name}_ms": st["median"], f"kernel_{name}_min_ms": st["min"],
+                    f"kernel_{name}_std_ms": st["std"], f"kernel_{name}_cv": st["cv"],
+                    f"kernel_{name}_noisy": float(st["noisy"])})
+    return out
