@@ -146,7 +146,7 @@ class E2ESettings(Settings):
     enabled: bool = knob(True, None, "the whole model with each task's best schedule, checked, timed against the "
                                      "baselines")
     rounds: int = knob(5, bounded(1, 1000), "interleaved rounds: every row (tuned, TVM default, PyTorch, torch.compile) "
-                                   "once per round")
+                                   "once per round; also the rounds of each task's tuned-vs-default kernel comparison")
     n_runs: int = knob(10, bounded(1, 100_000), "timed samples per row in all (ceil(n_runs / rounds) per round); the latency is "
                                     "their median")
     warmup: int = knob(1, bounded(0, 1000), "untimed samples at the start of every block (row x round)")
@@ -162,6 +162,10 @@ class E2ESettings(Settings):
                                                "false = glibc defaults")
     tolerance: float = knob(1e-4, POS_NUM, "max |out - torch| / max |torch| for the tuned model's output to count "
                                            "as correct")
+    default_kernels: bool = knob(True, None, "each task takes the faster of its tuned kernel and TVM's default kernel, "
+                                             "timed interleaved (rounds x kernel_repeat); false = always the tuned one")
+    kernel_repeat: int = knob(3, bounded(1, 1000), "time-evaluator repeats of each kernel per round (min_sample_ms each) "
+                                                   "in the tuned-vs-default kernel comparison")
 
 
 @dataclass
