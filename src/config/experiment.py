@@ -70,12 +70,17 @@ class Budget(Settings):
     methods stays fair."""
 
     OPEN_KEYS: ClassVar[tuple[str, ...]] = ("method_overrides",)
-    trials_per_task: int = knob(16, bounded(1, MAX_TRIALS), "measurements per task; invalid configs count (AutoTVM "
-                                                            "counts them too)")
+    trials_per_task: int = knob(16, bounded(1, MAX_TRIALS), "measurements per task; invalid ones count (AutoTVM "
+                                                            "counts them too), configs the target rejects before "
+                                                            "building them do not (max_static_rejects)")
     seconds_per_task: float | None = knob(None, opt(POS_NUM),
                                           "optional wall-clock limit per task (search clock, seconds); null = none")
     early_stopping: int | None = knob(None, opt(POS_INT),
                                       "stop a task after this many trials without improvement; null = never")
+    max_static_rejects: int = knob(256, bounded(0, MAX_TRIALS),
+                                   "configs in a row the target rejects before building them (target=cuda: the GPU's "
+                                   "limits) that take no trial: the method is told and asked again; past this many, "
+                                   "each rejected config is a failed trial (0 = every one is)")
     method_overrides: dict[str, Any] = knob(
         {}, rule(lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()),
                  "must map method names to mappings of settings"),

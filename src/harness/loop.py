@@ -1,7 +1,16 @@
-"""The ask/tell loop that tunes one task: identical budgets, clocks and logging for every method."""
+"""The ask/tell loop that tunes one task: identical budgets, clocks and logging for every method.
+
+Every config a method proposes first goes through the target's static check (:meth:`Target.static_check`:
+e.g. a GPU kernel that breaks the GPU's per-block limits). A rejected config is not measured and takes no
+trial: the method is told it as an invalid measurement whose error starts with
+:data:`~tunebench.targets.base.STATIC_INVALID`, and the loop asks again. Past ``budget.max_static_rejects``
+rejections in a row (no config passing the check in between), each rejected config is a failed trial, so a
+method that proposes nothing else still ends within its budget.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -10,8 +19,10 @@ import numpy as np
 
 from tunebench.harness.observers import notify
 from tunebench.methods.base import Budget, Method
-from tunebench.targets.base import Target
+from tunebench.targets.base import Target, is_static_invalid, static_invalid
 from tunebench.task import Measurement, Task
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -24,6 +35,8 @@ class TaskResult:
         stop_reason: why the loop ended: ``trials``, ``seconds``, ``early_stopping`` or ``exhausted``.
         lock_wait_s: seconds spent waiting for another process's device lock (not in ``search_s``).
         report: what ``method.report()`` returned (called once, when the loop ended).
+        static_rejected: the configs the target's static check rejected that took no trial (told to the
+            method, never measured nor recorded), in the order proposed.
     """
 
     task: Task
@@ -33,6 +46,7 @@ class TaskResult:
     lock_wait_s: float = 0.0
     best_so_far: list[float] = field(default_factory=list)  # best valid score (Measurement.score) so far
     report: dict = field(default_factory=dict)
+    static_rejected: list[Measurement] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         prior, self.measurements, self.best_so_far = self.measurements, [], []
@@ -62,6 +76,18 @@ class TaskResult:
     @property
     def n_invalid(self) -> int:
         return sum(not m.valid for m in self.measurements)
+
+    @property
+    def n_static_invalid(self) -> int:
+        """Configs the target's static check rejected: those that took no trial and those that did (past
+        ``budget.max_static_rejects`` in a row)."""
+        return len(self.static_rejected) + sum(is_static_invalid(m) for m in self.measurements)
+
+    @property
+    def static_invalid_fraction(self) -> float:
+        """:attr:`n_static_invalid` over every config the method proposed (0 before the first)."""
+        proposed = len(self.static_rejected) + len(self.measurements)
+        return self.n_static_invalid / proposed if proposed else 0.0
 
 
 def _dominates(a: dict, b: dict, names) -> bool:
@@ -121,6 +147,42 @@ def measure_asked(target: Target, task: Task, items: list) -> list[Measurement]:
     return out  # type: ignore[return-value]
 
 
+def screen_asked(target: Target, task: Task, items: list, streak: int, bound: int,
+                 fidelity: str) -> tuple[list[tuple[Measurement, bool] | None], int]:
+    """The target's static check of a batch of ``ask`` items, in order: per item None (it passed: to be
+    measured) or ``(its invalid measurement, free)``, ``free`` when it takes no trial (fewer than ``bound``
+    rejections in a row before it; ``streak``: those before this batch). Returns the verdicts and the
+    rejections in a row after the batch. ``fidelity``: that of a bare config (the target's highest)."""
+    out: list[tuple[Measurement, bool] | None] = []
+    for config, fid in split_asked(items):
+        reason = target.static_check(task, config)
+        if reason is None:
+            out.append(None)
+            streak = 0
+            continue
+        if streak == bound > 0:
+            log.warning("task %s: %d proposed configs in a row failed the target's static check "
+                        "(budget.max_static_rejects); from now on each one is a failed trial", task.name, bound)
+        out.append((static_invalid(task, config, reason, fid or fidelity), streak < bound))
+        streak += 1
+    return out, streak
+
+
+def measure_screened(target: Target, task: Task, items: list,
+                     screened: list[tuple[Measurement, bool] | None]) -> tuple[list[Measurement], list[Measurement]]:
+    """Measure the items that passed the static check (:func:`screen_asked`); returns what the method is
+    told (every item, in the order asked) and the trials among them (all but the free rejections)."""
+    keep = [item for item, verdict in zip(items, screened) if verdict is None]
+    measured = iter(measure_asked(target, task, keep) if keep else [])
+    told, trials = [], []
+    for verdict in screened:
+        m, free = (next(measured), False) if verdict is None else verdict
+        told.append(m)
+        if not free:
+            trials.append(m)
+    return told, trials
+
+
 def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: np.random.Generator,
               prior: list[Measurement] | None = None, history=None, observers=()) -> TaskResult:
     """Tune ``task`` with ``method`` on ``target`` within ``budget``.
@@ -154,6 +216,7 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
     if prior:
         method.tell(prior)
     notify(observers, "task_started", result)
+    streak = 0  # configs in a row the target's static check rejected
 
     while True:
         result.stop_reason = _stop_reason(result, budget, clock, top)
@@ -166,15 +229,20 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
         if not asked:
             result.stop_reason = "exhausted"
             break
-        batch = measure_asked(target, task, asked)
+        screened, streak = screen_asked(target, task, asked, streak, budget.max_static_rejects, info.top_fidelity)
+        told, batch = measure_screened(target, task, asked, screened)
         for m in batch:
             if simulated:
                 charged[0] += m.cost_s
             m.trial = len(result.measurements)
             m.search_s = clock()
             result.append(m)
-        notify(observers, "batch_measured", batch, result)
-        method.tell(batch)
+        for m in (v[0] for v in screened if v is not None and v[1]):
+            m.search_s = clock()
+            result.static_rejected.append(m)
+        if batch:
+            notify(observers, "batch_measured", batch, result)
+        method.tell(told)
     result.search_s = clock()
     result.lock_wait_s = target.stats["lock_wait_s"] - waited0
     result.report = dict(method.report() or {})  # the one call of report(), after the loop

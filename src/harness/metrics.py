@@ -22,6 +22,8 @@ class RunTotals:
     flops: float = 0.0  # sum of weight x FLOPs of the tasks with a best
     n_meas: int = 0
     n_invalid: int = 0
+    n_static_invalid: int = 0  # configs the target's static check rejected (with or without a trial)
+    n_proposed: int = 0  # configs the methods proposed: the measurements and the rejections without a trial
     n_noisy: int = 0
     summaries: list = field(default_factory=list)
     best: dict = field(default_factory=dict)
@@ -34,6 +36,8 @@ class RunTotals:
         self.excluded_search_s += result.search_s if report.get("role") == "source" else float(report.get("pretrain_s", 0))
         self.n_meas += len(result.measurements)
         self.n_invalid += result.n_invalid
+        self.n_static_invalid += result.n_static_invalid
+        self.n_proposed += len(result.measurements) + len(result.static_rejected)
         self.n_noisy += sum(m.noisy for m in result.measurements)
         if best is not None:
             self.best[task.id] = best
@@ -50,7 +54,8 @@ def task_metrics(task: Task, result, best, checks, check: bool, protocol, calib)
     output checks, best latency and the protocol's calibration values."""
     metrics = {k: v for k, v in result.report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
                and math.isfinite(v)}
-    metrics.update(trials=len(result.measurements), invalid=result.n_invalid, search_s=result.search_s,
+    metrics.update(trials=len(result.measurements), invalid=result.n_invalid, static_invalid=result.n_static_invalid,
+                   static_invalid_fraction=result.static_invalid_fraction, search_s=result.search_s,
                    lock_wait_s=result.lock_wait_s, n_noisy=sum(m.noisy for m in result.measurements),
                    **check_metrics(best, checks, check))
     share = None
@@ -83,6 +88,7 @@ def task_summary(task: Task, result, best, checks, retimed, metrics: dict) -> di
     """One entry of ``tasks.json``."""
     search_best = best.noise.get("search_latency_s") if best is not None else None
     return {**task.summary(), "trials": len(result.measurements), "invalid": result.n_invalid,
+            "static_invalid": result.n_static_invalid, "static_invalid_fraction": result.static_invalid_fraction,
             "search_s": result.search_s, "lock_wait_s": result.lock_wait_s, "stop_reason": result.stop_reason,
             "best_latency_ms": best.latency_s * 1e3 if best else None,
             "best_latency_search_ms": search_best * 1e3 if search_best is not None else None,
@@ -103,6 +109,8 @@ def run_metrics(totals: RunTotals, target, protocol, wall: float, phase0: dict) 
     phase = {k: target.stats[k] - phase0[k] for k in PHASES}
     # overhead = wall time in none of the phases (waiting for another process's lock is no phase of ours)
     out = {"search_time_s": totals.search_s, "n_measurements": totals.n_meas, "n_invalid": totals.n_invalid,
+           "n_static_invalid": totals.n_static_invalid,
+           "static_invalid_fraction": totals.n_static_invalid / totals.n_proposed if totals.n_proposed else 0.0,
            "n_tasks": len(totals.summaries), "wall_s": wall, **phase,
            "harness_overhead_share": max(0.0, wall - sum(phase.values())) / max(wall, 1e-9)}
     if any(s["method_report"] for s in totals.summaries):  # search time without source tuning / pre-training

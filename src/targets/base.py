@@ -22,6 +22,24 @@ from tunebench.task import Measurement, Task
 STAT_KEYS = ("build_phase_s", "run_phase_s", "check_s", "tool_s", "protocol_s", "lock_wait_s")
 
 
+#: the error text of a config a target's static check rejected (:meth:`Target.static_check`) starts with this
+STATIC_INVALID = "static: "
+
+
+def static_invalid(task: Task, config, reason: str, fidelity: str | None = None) -> Measurement:
+    """The invalid measurement of a config that :meth:`Target.static_check` rejected for ``reason``: never
+    built nor run; its error is :data:`STATIC_INVALID` + ``reason`` (:func:`is_static_invalid`)."""
+    m = Measurement(task.id, config, valid=False, error=STATIC_INVALID + reason)
+    if fidelity is not None:
+        m.fidelity = fidelity
+    return m
+
+
+def is_static_invalid(m: Measurement) -> bool:
+    """``m`` is a config the target's static check rejected (:func:`static_invalid`)."""
+    return not m.valid and m.error.startswith(STATIC_INVALID)
+
+
 def new_stats() -> dict[str, float]:
     """A zeroed ``stats`` dict with the fixed keys :data:`STAT_KEYS`."""
     return dict.fromkeys(STAT_KEYS, 0.0)
@@ -229,6 +247,14 @@ class Target(ABC):
     @abstractmethod
     def measure(self, task: Task, configs: list, fidelity: str | None = None) -> list[Measurement]:
         """One :class:`Measurement` per config, in order, at ``fidelity`` (None: :attr:`top_fidelity`)."""
+
+    def static_check(self, task: Task, config) -> str | None:
+        """Why ``config`` of ``task`` cannot run on the device, known without building or measuring it (e.g.
+        a GPU kernel that breaks the GPU's per-block limits), or None: nothing known against it (the
+        default). The tuning loop asks it of every config a method proposes: a rejected config is not
+        measured and, up to ``budget.max_static_rejects`` in a row, takes no trial of the budget
+        (:mod:`tunebench.harness.loop`). Cheap (milliseconds) and free of side effects."""
+        return None
 
     def check(self, task: Task, config) -> tuple[bool | None, str]:
         """Compare ``config``'s output with a reference: ``(ok, detail)``; ``ok`` None when the

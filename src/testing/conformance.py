@@ -9,7 +9,9 @@
 4. it survives invalid measurements and a space smaller than the budget, or empty;
 5. ``report()`` is called exactly once per task, by the loop;
 6. it resumes from records: a fresh instance given the first half as ``prior`` measures none of it
-   again and stays within the budget.
+   again and stays within the budget;
+7. it survives configs the target rejects before measuring them (``Target.static_check``): told them, it
+   goes on and ends within the budget, proposing none of them again.
 
 ``tests/methods/test_conformance.py`` runs it on every registered method;
 ``python -m tunebench check-method package.module:Class`` on one method from outside tunebench (named by
@@ -39,7 +41,13 @@ from tunebench.harness.tuning import task_rng
 from tunebench.methods import METHODS, Budget, Method, TargetNeeds, make_method, plugin_method
 from tunebench.records import record_line
 from tunebench.task import Measurement
-from tunebench.testing.conformance_cases import fitting_needs, sibling_history, target_for, task_for
+from tunebench.testing.conformance_cases import (
+    fitting_needs,
+    sibling_history,
+    static_rejects,
+    target_for,
+    task_for,
+)
 from tunebench.testing.fakes import FakeTarget
 
 torch.set_num_threads(1)
@@ -177,10 +185,10 @@ def time_limit(seconds: int, what: str):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run(case: Case, *, size: str = "normal", fail: bool = False, budget: Budget = BUDGET, seed: int = SEED,
-        prior: list[Measurement] | None = None) -> Run:
+def run(case: Case, *, size: str = "normal", fail: bool = False, static: bool = False, budget: Budget = BUDGET,
+        seed: int = SEED, prior: list[Measurement] | None = None) -> Run:
     """Tune the case's fake task once through ``tune_task``."""
-    task, target, method = task_for(case.needs, size), target_for(case.needs, fail=fail), make(case.name)
+    task, target, method = task_for(case.needs, size), target_for(case.needs, fail, static), make(case.name)
     out = Run(None, target, method)
     _watch(method, out)
     history = sibling_history(task, case.needs)
@@ -313,3 +321,16 @@ def test_resumes_from_its_records(case):
     again = {key(m) for m in cont.new} & {key(m) for m in prior}
     assert not again or case.remeasures, \
         f"{case} measured again, after resuming, (config, fidelity) {sorted(again, key=str)[:5]} of its records"
+
+
+# ---- 7. configs the target rejects before measuring ------------------------------------------------
+@pytest.mark.parametrize("case", _params("static"))
+def test_survives_configs_the_target_rejects_before_measuring(case):
+    r = run(case, static=True)
+    told = [key(m) for m in r.result.static_rejected]
+    assert not any(static_rejects(m.config) for m in r.result.measurements), \
+        f"{case}: a rejected config took a trial (its rejections in a row stayed below the loop's bound)"
+    assert len(r.result.measurements) <= BUDGET.trials_per_task and r.result.stop_reason in STOP_REASONS
+    again = [i for i, n in Counter(told).items() if n > 1]
+    assert not again or case.remeasures, f"{case} proposed again (config, fidelity) {again[:5]}, told the target rejects them"
+    assert_measured_once(case, r.result.measurements, " with static rejections")

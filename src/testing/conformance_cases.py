@@ -76,15 +76,22 @@ def fitting_needs(needs: TargetNeeds) -> list[TargetNeeds]:
     return [dataclasses.replace(needs, objectives=kind) for kind in ("single", "multi")]
 
 
-def target_for(needs: TargetNeeds, fail: bool = False) -> FakeTarget:
-    """A fake target the method can run on (``needs.problems`` of its info is empty)."""
+def static_rejects(config) -> str | None:
+    """A static check that rejects every fourth config (as a GPU's limits would, before it is built)."""
+    return "injected static rejection" if config.index % 4 == 1 else None
+
+
+def target_for(needs: TargetNeeds, fail: bool = False, static: bool = False) -> FakeTarget:
+    """A fake target the method can run on (``needs.problems`` of its info is empty); ``fail``: with
+    :func:`failures`; ``static``: with the static check :func:`static_rejects`."""
     n = max(1, needs.min_fidelities)
     fids = ("hw",) if n == 1 else tuple(f"level{i}" for i in range(n))
     inject = failures(fids[-1]) if fail else None
+    check = static_rejects if static else None
     if needs.objectives == "multi":
         return FakeTarget(name="fake_pareto", objectives=OBJECTIVES, fidelities=fids, values=pareto_values(fids),
-                          fail=inject, reference_point=[1.0] * len(OBJECTIVES), capacity=CAPACITY)
-    target = FakeTarget(latency, name="fake_latency", fidelities=fids, fail=inject,
+                          fail=inject, static=check, reference_point=[1.0] * len(OBJECTIVES), capacity=CAPACITY)
+    target = FakeTarget(latency, name="fake_latency", fidelities=fids, fail=inject, static=check,
                         tvm_target=TVM_TARGET if needs.compiles else None,
                         details={"mapspace": True} if needs.mapspace else None)
     target.graph_schedules = needs.graphs

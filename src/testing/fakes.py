@@ -28,6 +28,8 @@ class FakeTarget(Target):
             instead of ``latency``).
         fail: failure injection: ``fail(config, fidelity)`` returns an error text (the measurement
             is invalid with it) or None.
+        static: the target's static check (:meth:`Target.static_check`): ``static(config)`` returns why
+            the config cannot run, known before measuring it, or None.
         batch_size: configs per ``measure`` call of the loop.
         sleep_s: seconds slept per config measured.
         lock_wait_s: seconds added to ``stats["lock_wait_s"]`` per ``measure`` call (as if another
@@ -45,12 +47,12 @@ class FakeTarget(Target):
 
     def __init__(self, latency: Callable | None = None, *, name: str = "fake", objectives=("latency_s",),
                  fidelities=("hw",), values: Callable | None = None, fail: Callable | None = None,
-                 batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0, times_kernels: bool = False,
+                 static: Callable | None = None, batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0, times_kernels: bool = False,
                  simulated_clock: bool = False, reference_point=None, scale=None, capacity=None,
                  tvm_target: dict | None = None, details: dict | None = None):
         super().__init__()
         self.name, self.objectives, self.fidelities = name, tuple(objectives), tuple(fidelities)
-        self.latency, self.values, self.fail = latency or _index_latency, values, fail
+        self.latency, self.values, self.fail, self.static = latency or _index_latency, values, fail, static
         self.batch_size, self.sleep_s, self.lock_wait_s = batch_size, sleep_s, lock_wait_s
         self.times_kernels, self.simulated_clock = times_kernels, simulated_clock
         self.reference_point, self.scale, self.capacity = reference_point, scale, capacity
@@ -81,6 +83,9 @@ class FakeTarget(Target):
         self.calls.append((fid, indices))
         self.measured += indices
         return [self.measurement(task, c, fid, v) for c, v in zip(configs, self.evaluate(configs, fid))]
+
+    def static_check(self, task: Task, config) -> str | None:
+        return self.static(config) if self.static is not None else None
 
     def evaluate(self, configs: list, fidelity: str) -> list[dict]:
         """Objective values of each config at ``fidelity`` (override for a vectorized formula)."""

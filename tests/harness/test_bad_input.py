@@ -46,6 +46,8 @@ RUN_CASES = [
     (["target.batchsize=3"], "target.batchsize is unknown"),
     (["target.template=winograd"], "target.template='winograd': is not a template of target llvm; valid: packed, nchw, flex"),
     (["-m", "target=cuda", "target.template=packed"], "target.template='packed': is not a template of target cuda; valid: direct, flex"),
+    (["-m", "target=cuda", "target.tag=nvidia/h100"], "target.tag='nvidia/h100': not a target tag of TVM"),
+    (["-m", "target=cuda", "budget.max_static_rejects=-1"], "budget.max_static_rejects=-1"),
     (["e2e.foo=1"], "e2e.foo is unknown"),
     (["measure.noise.cv=0.1"], "measure.noise.cv is unknown"),
     (["tracking.url=x"], "tracking.url is unknown"),

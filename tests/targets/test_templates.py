@@ -18,14 +18,22 @@ import shutil
 import numpy as np
 import pytest
 import tvm
-from tvm import te, tirx
 
-from tunebench.space import Space
 from tunebench.targets.tvm.templates import TEMPLATE_KINDS, analyze, get_template
 from tunebench.targets.tvm.templates.cpu_packed import CpuConv2dPacked
-from tvm_helpers import CUDA, LIMITS, serialize_gpu_schedule
+from tvm_helpers import (
+    CUDA,
+    LIMITS,
+    LLVM,
+    assert_close,
+    conv_te,
+    dense_te,
+    random_args,
+    run_llvm,
+    sample_configs,
+    serialize_gpu_schedule,
+)
 
-LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 LABELS = ("conv3x3_res", "conv1x1_s2", "conv7x7_s2", "dw3x3_s2", "dense")
 
 
@@ -78,77 +86,6 @@ def relax_tasks() -> dict:
             out[{7: "conv7x7_s2", 3: "conv3x3_res", 1: "conv1x1_s2"}[info.extents["ry"]]] = task_mod
     assert sorted(out) == sorted(LABELS)
     return out
-
-
-def _i64(*values):
-    return [tirx.const(v, "int64") for v in values]
-
-
-def conv_te(n, c, h, w, f, k, stride=1, pad=0, bias=True, relu=True, depthwise=False) -> tvm.IRModule:
-    """A conv2d (NCHW) PrimFunc shaped like the Relax one: pad_temp, conv, T_add, compute."""
-    zero = tirx.const(0.0, "float32")
-    data = te.placeholder(_i64(n, c, h, w), name="x")
-    weight = te.placeholder(_i64(f, 1 if depthwise else c, k, k), name="w")
-    hp, wp = h + 2 * pad, w + 2 * pad
-    padded = te.compute(_i64(n, c, hp, wp), lambda a, b, y, x: tirx.if_then_else(
-        tirx.all(y >= pad, y < h + pad, x >= pad, x < w + pad), data[a, b, y - pad, x - pad], zero),
-        name="pad_temp")
-    oh, ow = (hp - k) // stride + 1, (wp - k) // stride + 1
-    rc = te.reduce_axis(tuple(_i64(0, 1 if depthwise else c)), "rc")
-    ry, rx = te.reduce_axis(tuple(_i64(0, k)), "ry"), te.reduce_axis(tuple(_i64(0, k)), "rx")
-    chan = (lambda ff: ff + rc) if depthwise else (lambda ff: rc)
-    out = te.compute(_i64(n, f, oh, ow), lambda nn, ff, yy, xx: te.sum(
-        padded[nn, chan(ff), yy * stride + ry, xx * stride + rx] * weight[ff, rc, ry, rx], axis=[rc, ry, rx]),
-        name="group_conv2d_nchw" if depthwise else "conv2d_nchw")
-    args = [data, weight]
-    if bias:
-        b = te.placeholder(_i64(1, f, 1, 1), name="b")
-        args.append(b)
-        conv = out
-        out = te.compute(conv.shape, lambda a, ff, y, x: conv[a, ff, y, x] + b[a, ff, 0, 0], name="T_add")
-    if relu:
-        pre = out
-        out = te.compute(pre.shape, lambda *i: tirx.max(pre(*i), zero), name="compute")
-    return tvm.IRModule({"main": te.create_prim_func(args + [out])})
-
-
-def dense_te(m, k, n, bias=True) -> tvm.IRModule:
-    """A dense PrimFunc shaped like the Relax one: matmul A[M, K] x W[K, N], then T_add bias."""
-    a = te.placeholder(_i64(m, k), name="A")
-    w = te.placeholder(_i64(k, n), name="W")
-    r = te.reduce_axis(tuple(_i64(0, k)), "k")
-    out = te.compute(_i64(m, n), lambda i, j: te.sum(a[i, r] * w[r, j], axis=r), name="matmul")
-    args = [a, w]
-    if bias:
-        b = te.placeholder(_i64(n), name="bias")
-        args.append(b)
-        mm = out
-        out = te.compute(mm.shape, lambda i, j: mm[i, j] + b[j], name="T_add")
-    return tvm.IRModule({"main": te.create_prim_func(args + [out])})
-
-
-# ---- helpers -------------------------------------------------------------------------------
-
-def random_args(mod: tvm.IRModule, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal([int(s) for s in p.shape]).astype("float32") for p in mod["main"].params]
-
-
-def run_llvm(mod: tvm.IRModule, args: list[np.ndarray]) -> np.ndarray:
-    """Compile for llvm, run on copies of ``args`` (last = output), return the output."""
-    dev = tvm.cpu()
-    arrays = [tvm.runtime.tensor(a.copy(), dev) for a in args[:-1]]
-    arrays.append(tvm.runtime.tensor(np.zeros_like(args[-1]), dev))
-    tvm.compile(mod, target=LLVM)["main"](*arrays)
-    return arrays[-1].numpy()
-
-
-def sample_configs(space: Space, n: int, seed: int):
-    return [space.get(i) for i in space.sample(np.random.default_rng(seed), n)]
-
-
-def assert_close(got, ref):
-    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
 # ---- registry and analysis -----------------------------------------------------------------

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunebench.errors import UserError
+from tunebench.targets.tvm.gpu_limits import compute_capability, tag_attrs
 
 #: the csv's columns, in order
 COLUMNS = ("tag", "name", "sm_count", "cuda_cores", "base_clock_mhz", "boost_clock_mhz", "memory_gb",
@@ -63,27 +64,6 @@ def csv_path() -> str:
     from tunebench.resources import data_dir
 
     return os.path.join(data_dir("glimpse"), "gpus.csv")
-
-
-def compute_capability(arch: str) -> float:
-    """``"sm_86"`` -> 8.6, ``"sm_90a"`` -> 9.0, ``"sm_120"`` -> 12.0 (the last digit is the minor version)."""
-    m = re.fullmatch(r"sm_(\d+)(\d)[a-z]?", arch)
-    if m is None:
-        raise ValueError(f"not a CUDA arch: {arch!r}")
-    return int(m.group(1)) + int(m.group(2)) / 10
-
-
-def tag_attrs(tag: str) -> dict:
-    """The attributes of a TVM target tag (``dict(Target(tag).attrs)``).
-
-    Raises:
-        UserError: TVM has no such tag.
-    """
-    import tvm
-
-    if tag not in tvm.target.tag.list_tags():
-        raise UserError(f"TVM {tvm.__version__} has no target tag {tag!r} (tvm.target.tag.list_tags())")
-    return dict(tvm.target.Target(tag).attrs)
 
 
 def _row_spec(row: dict[str, str]) -> GpuSpec:

@@ -6,8 +6,8 @@ virtual threads per dimension, or the bytes of its staged shared-memory tiles. B
 need only the limits, so they can be computed for any GPU TVM knows by a target tag: these are the
 validity labels a hardware-aware model of Glimpse learns from ([Ahn-PhD] Ch. 4).
 
-- :func:`tag_limits`: the ``verify_gpu_code`` limits of a tag (the keys ``CUDATarget`` takes from a live
-  device);
+- :func:`~tunebench.targets.tvm.gpu_limits.tag_limits`: the ``verify_gpu_code`` limits of a tag (the
+  keys ``CUDATarget`` takes from a live device; the target's own module, re-exported here);
 - :func:`cuda_tasks`: a model's CUDA tasks with their template and space (task extraction and lowering
   need no GPU);
 - :func:`static_labels`: valid / invalid per config, from the knobs alone or from the lowered kernel.
@@ -17,49 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tunebench.methods.glimpse.gpu_specs import compute_capability, tag_attrs
+from tunebench.targets.tvm.gpu_limits import MAX_THREAD_DIMS, STATIC_SHARED_BYTES, nvidia_tags, tag_limits
 
-#: the largest x, y, z extent of a thread block, the same for every compute capability >= 2.0 (NVIDIA CUDA
-#: C++ Programming Guide, table "Technical Specifications per Compute Capability": maximum x- or
-#: y-dimension of a block 1024, maximum z-dimension of a block 64)
-MAX_THREAD_DIMS = (1024, 1024, 64)
-
-#: the shared memory a block may allocate statically (``__shared__`` arrays, which is what TVM emits for
-#: ``"shared"`` buffers): 48 KiB on every GPU. More needs dynamic shared memory and a per-kernel opt-in
-#: (``cudaFuncSetAttribute``), NVIDIA CUDA C++ Programming Guide, shared memory of compute capability 7.x+.
-STATIC_SHARED_BYTES = 48 * 1024
-
-
-def tag_limits(tag: str, max_vthread: int = 8, static_shared: bool = True) -> dict:
-    """The ``verify_gpu_code`` limits of the GPU of a TVM target tag (``"nvidia/geforce-rtx-3090"``).
-
-    Keys as ``CUDATarget._set_gpu`` builds them from a live device: ``max_threads_per_block`` and
-    ``max_shared_memory_per_block`` from the tag, ``max_thread_x/y/z`` from :data:`MAX_THREAD_DIMS`,
-    ``max_vthread`` as given (AutoTVM's limit on virtual threads per axis). With ``static_shared`` the
-    shared memory is capped at :data:`STATIC_SHARED_BYTES`, the limit of the templates' kernels; a tag's
-    larger value (``nvidia/jetson-agx-thor``: 232,448 bytes) is the opt-in maximum, which the
-    device attribute ``max_shared_memory_per_block`` a live device reports does not include either.
-
-    Raises:
-        UserError: TVM has no such tag.
-        ValueError: the tag's GPU is older than compute capability 2.0.
-    """
-    attrs = tag_attrs(tag)
-    if compute_capability(str(attrs["arch"])) < 2.0:
-        raise ValueError(f"{tag}: compute capability below 2.0 has other block limits")
-    shared = int(attrs["max_shared_memory_per_block"])
-    if static_shared:
-        shared = min(shared, STATIC_SHARED_BYTES)
-    x, y, z = MAX_THREAD_DIMS
-    return {"max_threads_per_block": int(attrs["max_threads_per_block"]), "max_shared_memory_per_block": shared,
-            "max_thread_x": x, "max_thread_y": y, "max_thread_z": z, "max_vthread": int(max_vthread)}
-
-
-def nvidia_tags() -> list[str]:
-    """Every ``nvidia/...`` target tag of this TVM, sorted."""
-    import tvm
-
-    return sorted(t for t in tvm.target.tag.list_tags() if t.startswith("nvidia/"))
+__all__ = ["MAX_THREAD_DIMS", "STATIC_SHARED_BYTES", "cuda_tasks", "nvidia_tags", "static_labels", "tag_limits"]
 
 
 def cuda_tasks(model_name: str = "resnet18", kinds: tuple[str, ...] = ("conv2d",)) -> list[tuple]:

@@ -6,6 +6,7 @@ import platform
 
 from tunebench.errors import UserError
 from tunebench.space import TraceConfig
+from tunebench.targets.tvm.gpu_limits import compute_capability, device_limits, tag_attrs, tag_limits, tightest
 from tunebench.targets.tvm.settings import CUDASettings
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.variants import VARIANTS
@@ -13,7 +14,8 @@ from tunebench.targets.tvm.variants import VARIANTS
 
 class CUDATarget(TVMTarget):
     """``target=cuda``: a CUDA GPU (or one behind ``target.rpc``); configs that break the GPU's limits
-    are rejected before they are built; PyTorch baselines run on the GPU with TF32 off."""
+    (the device's, and those of ``target.tag`` where it is set) are rejected before they are built
+    (:meth:`static_check`); PyTorch baselines run on the GPU with TF32 off."""
 
     kind = "cuda"
     Settings = CUDASettings
@@ -29,10 +31,15 @@ class CUDATarget(TVMTarget):
     def threads_label(self) -> str:
         return "GPU"
 
-    def static_check(self, task, template, config) -> str | None:
-        """The GPU's limits (threads per block, shared memory, ...) from a template's knobs alone; a
-        MetaSchedule trace is checked when it is built."""
-        return None if isinstance(config, TraceConfig) else template.check(task.mod, config, self.limits)
+    def static_check(self, task, config) -> str | None:
+        """The GPU's limits (threads per block, each thread dimension, virtual threads, shared memory per
+        block: :attr:`limits`) from the template's knobs, and from the lowered kernel where the knobs do not
+        tell (``target.template=flex``); a MetaSchedule trace is checked when it is built."""
+        from tunebench.targets.tvm.templates import get_template
+
+        if isinstance(config, TraceConfig):
+            return None
+        return get_template(task.kind, self.kind, task.template).static_check(task.mod, config, self.limits)
 
     def _probe_local(self) -> None:
         import tvm
@@ -54,16 +61,28 @@ class CUDATarget(TVMTarget):
         self.device.update(where)
 
     def _set_gpu(self, gpu: dict, host: str) -> None:
-        """TVM target, schedule limits and description of a CUDA GPU (``gpu``: its properties)."""
+        """TVM target, schedule limits and description of a CUDA GPU (``gpu``: its properties). With
+        ``target.tag`` each limit is the smaller of the tag's and the device's."""
+        limits = device_limits(gpu, int(self.settings.max_vthread))
+        tag = self.settings.tag
+        if tag:
+            _check_tag_matches(tag, gpu)
+            limits = tightest(limits, tag_limits(tag, int(self.settings.max_vthread)))
         major, minor = str(gpu["compute_version"]).split(".")
         self.tvm_target = {"kind": "cuda", "arch": f"sm_{major}{minor}",
-                           "max_threads_per_block": gpu["max_threads_per_block"],
-                           "max_shared_memory_per_block": gpu["max_shared_memory_per_block"],
+                           "max_threads_per_block": limits["max_threads_per_block"],
+                           "max_shared_memory_per_block": limits["max_shared_memory_per_block"],
                            "thread_warp_size": gpu["warp_size"]}
-        dims = gpu["max_thread_dimensions"]
-        self.limits = {"max_threads_per_block": gpu["max_threads_per_block"],
-                       "max_shared_memory_per_block": gpu["max_shared_memory_per_block"],
-                       "max_thread_x": dims[0], "max_thread_y": dims[1], "max_thread_z": dims[2],
-                       "max_vthread": int(self.settings.max_vthread)}
+        self.limits = limits
         self.device = {"kind": "cuda", "name": gpu["name"], "compute_version": gpu["compute_version"],
-                       "host": host, **self.limits}
+                       "host": host, **({"tag": tag} if tag else {}), **self.limits}
+
+
+def _check_tag_matches(tag: str, gpu: dict) -> None:
+    """``target.tag`` names a GPU of the device's compute capability (its kernels are compiled for the
+    device's architecture, its limits apply to the device)."""
+    tagged = compute_capability(str(tag_attrs(tag)["arch"]))
+    found = float(str(gpu["compute_version"]))
+    if abs(tagged - found) > 1e-6:
+        raise UserError(f"target.tag={tag}: a GPU of compute capability {tagged:.1f}, but the GPU found ({gpu['name']}) "
+                        f"has {gpu['compute_version']}; name its tag, or target.tag=null for the device's own limits")

@@ -115,6 +115,15 @@ def _template(kind: str):
     return lambda v: template_problem(kind, v)
 
 
+def _cuda_tag(value) -> str | None:
+    """The check of ``target.tag``: null or a CUDA tag this TVM knows (TVM is imported only for a tag)."""
+    if value is None:
+        return None
+    from tunebench.targets.tvm.gpu_limits import tag_problem
+
+    return tag_problem(value)
+
+
 TEMPLATE_DOC = {
     "llvm": "conv2d/dense schedule template: packed = weights pre-packed once per model, AutoTVM's x86 conv2d_NCHWc "
             "/ dense_pack knobs (tile_ic, tile_oc, tile_ow, tile_oh, unroll_kw; tile_y, tile_x, tile_k); nchw = tiled "
@@ -145,5 +154,9 @@ class CUDASettings(TVMTargetSettings):
     kind: str = knob("cuda", NAME, "the target class")
     template: str | None = knob("direct", _template("cuda"), TEMPLATE_DOC["cuda"])
     max_vthread: int = knob(8, POS_INT, "AutoTVM's limit on virtual threads per axis")
+    tag: str | None = knob(None, _cuda_tag, "a TVM target tag of the GPU (e.g. nvidia/nvidia-h100): its per-block "
+                           "limits (threads, thread dims, shared memory, static 48 KiB at most) bound the configs "
+                           "tried, with the device's own; its compute capability must be the device's; null = the "
+                           "device's limits only")
     runner: RunnerSettings = knob(factory=lambda: RunnerSettings(min_repeat_ms=100.0, timeout_s=30.0),
                                   doc="the runner: AutoTVM's GPU setting min_repeat_ms=100; 30 s timeout")

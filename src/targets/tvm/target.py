@@ -31,7 +31,7 @@ from tunebench.protocol.noise import CpuMonitor, NoisePolicy
 from tunebench.protocol.remote import DeviceResult
 from tunebench.safe_files import private_dir, run_temp_dir, user_dir
 from tunebench.space import Config, TraceConfig
-from tunebench.targets.base import Target
+from tunebench.targets.base import Target, static_invalid
 from tunebench.targets.devicelock import DeviceLock
 from tunebench.targets.tvm.messages import BuildInput, CheckInput, RunInput, TaskSpec
 from tunebench.targets.tvm.rpc import SessionHold, rpc_settings
@@ -164,10 +164,6 @@ class TVMTarget(TimingProtocol, Target):
 
     def run_tags(self) -> dict[str, str]:
         return {"precision": self.precision, "threads": str(self.threads)}
-
-    def static_check(self, task: Task, template, config) -> str | None:
-        """Why ``config`` cannot run on the device, known before it is built (None: no such check)."""
-        return None
 
     def threads_label(self) -> str:
         """How the timed kernels run, for log lines: ``<n> threads`` (a GPU says ``GPU``)."""
@@ -303,16 +299,13 @@ class TVMTarget(TimingProtocol, Target):
         ``fidelity``: None or "hw" (the only one)."""
         if fidelity not in (None, "hw"):
             raise UserError(f"fidelity={fidelity!r} is unknown for target {self.name}; valid: hw")
-        from tunebench.targets.tvm.templates import get_template
-
         self.start()
-        tpl = get_template(task.kind, self.kind, task.template)
         results: list[Measurement | None] = [None] * len(configs)
         to_build = []
-        for i, config in enumerate(configs):
-            err = self.static_check(task, tpl, config)
+        for i, config in enumerate(configs):  # the loop screened them; a caller outside it is screened here
+            err = self.static_check(task, config)
             if err:
-                results[i] = Measurement(task.id, config, valid=False, error=f"invalid config: {err}")
+                results[i] = static_invalid(task, config, err)
             else:
                 to_build.append(i)
         paths, built = self._build_all(task, [configs[i] for i in to_build])

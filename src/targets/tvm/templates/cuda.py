@@ -136,6 +136,8 @@ class CudaTemplate(Template):
     target_kind = "cuda"
     thread_axes: tuple[tuple[str, str], ...] = ()  # (knob, thread axis) of the thread-level factor
     vthread_axes: tuple[tuple[str, str], ...] = ()  # (knob, vthread axis) of the vthread factor
+    #: :meth:`check` decides everything :meth:`verify` does (False: the lowered kernel must be verified too)
+    knob_check_complete: bool = True
 
     @abc.abstractmethod
     def shared_bytes(self, info: FusedInfo, config: Config) -> int:
@@ -149,6 +151,20 @@ class CudaTemplate(Template):
         threads = {tag: int(config[knob][2]) for knob, tag in self.thread_axes}
         vthreads = {tag: int(config[knob][1]) for knob, tag in self.vthread_axes}
         return limit_error(threads, vthreads, self.shared_bytes(info, config), limits)
+
+    def static_check(self, mod: tvm.IRModule, config: Config, limits: dict) -> str | None:
+        """Why ``config`` breaks ``limits``, known before it is built: :meth:`check` (the knobs, about a
+        millisecond), then, where that is not the whole verdict (:attr:`knob_check_complete` False), the
+        lowered kernel (:meth:`verify`, tens of milliseconds). A schedule that fails to apply is no verdict
+        here (None): its build reports the error."""
+        reason = self.check(mod, config, limits)
+        if reason is not None or self.knob_check_complete:
+            return reason
+        try:
+            sched = self.apply(mod, config)
+        except Exception:  # any schedule error: the builder reports it as the measurement's error
+            return None
+        return self.verify(sched, limits)
 
     def verify(self, sched_mod: tvm.IRModule, limits: dict) -> str | None:
         """Lower ``sched_mod`` (up to virtual-thread injection) and run ``verify_gpu_code`` on it;

@@ -20,7 +20,7 @@ producers before it are inlined); the epilogue is computed by the thread that ow
 
 Validity: :meth:`FlexCuda.check` checks threads and virtual threads per block from the knobs;
 :meth:`FlexCuda.verify` lowers the kernel and checks its shared memory (``verify_gpu_code``), as the
-templates of :mod:`.cuda` do.
+templates of :mod:`.cuda` do; ``static_check`` (what ``target=cuda`` screens proposed configs with) does both.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ def _groups(sizes: tuple[int, ...]) -> list[list[int]]:
 
 class FlexCuda(CudaTemplate):
     """The template-free CUDA space of any task with one reduction block (module docstring)."""
+
+    knob_check_complete = False  # the shared memory is known from the lowered kernel only
 
     def __init__(self, task_kind: str = ""):
         self.task_kind = task_kind
