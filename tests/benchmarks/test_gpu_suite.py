@@ -1,0 +1,122 @@
+"""benchmarks/gpu_suite.py: the overall budget and its skips, the Markdown report, and its dry run on llvm."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import _gpu_md
+import _gpu_parts
+import gpu_suite
+
+SUITE = os.path.join(ROOT, "benchmarks", "gpu_suite.py")
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_budget_caps_each_part_and_skips_once_spent():
+    clock = Clock()
+    b = gpu_suite.Budget(100.0, clock=clock, min_part_s=15.0)
+    assert b.admit(60) == (60.0, None)  # its own cap
+    clock.t += 70
+    assert b.admit(60) == (30.0, None)  # what is left
+    clock.t += 20
+    allowed, why = b.admit(60)
+    assert allowed is None and "overall budget spent: 10 s of 100 s left" in why
+
+
+def test_pytest_summary_counts():
+    text = "....s\n= 3 passed, 1 skipped, 71 deselected, 2 errors in 12.0s =\n"
+    assert _gpu_parts.pytest_counts(text) == {"passed": 3, "skipped": 1, "deselected": 71, "errors": 2}
+    assert _gpu_parts.pytest_counts("no tests ran") == {}
+    assert _gpu_parts.dense_bytes({"in_features": 4, "out_features": 2}) == 4 * (8 + 2 + 4 + 2)
+
+
+def test_gpu_test_files_are_the_ones_with_gpu_marks():
+    files = _gpu_parts.gpu_test_files()
+    assert "tests/targets/test_cuda_gpu.py" in files and "tests/benchmarks/test_gpu_suite.py" not in files
+
+
+def _suite_out(parts: dict) -> dict:
+    return {"dry_run": False, "device": {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.1", "gpu_memory": "80 GiB"},
+            "host": "h", "git_commit": "abc", "date": "2026-11-27", "wall_s": 400.0, "budget_s": 480.0,
+            "loadavg_before": [0.1], "loadavg_after": [0.2], "parts": parts}
+
+
+def test_markdown_report_has_every_part_its_spread_and_the_kernel_taken():
+    e2e = {"method": "autotvm", "run_id": "r1", "trials_per_task": 4, "n_default_kernels": 1.0, "error": None,
+           "rows": {"e2e": {"median": 1.0, "min": 0.9, "cv": 0.02, "noisy": False},
+                    "tvm_default": {"median": 3.0, "min": 2.9, "cv": 0.01, "noisy": True}},
+           "speedups": {"tvm_default": {"geomean": 3.0, "ci_low": 2.8, "ci_high": 3.2}},
+           "tasks": [{"task": "conv", "kernel": "default", "within_noise": True,
+                      "tuned_ms": {"median": 0.2, "min": 0.19, "cv": 0.01, "noisy": False},
+                      "default_ms": {"median": 0.19, "min": 0.18, "cv": 0.02, "noisy": False},
+                      "speedup_vs_default": {"geomean": 0.95, "ci_low": 0.9, "ci_high": 1.01},
+                      "static_invalid_fraction": "not reported"}]}
+    parts = {"gpu_tests": {"status": "done", "wall_s": 50, "cap_s": 60,
+                           "result": {"command": "python -m pytest -m gpu -q t.py", "returncode": 0,
+                                      "counts": {"passed": 8}}},
+             "peak": {"status": "timeout", "reason": "killed at its cap of 30 s", "wall_s": 30, "cap_s": 30},
+             "resnet18_autotvm": {"status": "done", "wall_s": 140, "cap_s": 150, "result": e2e},
+             "dgp_vs_autotvm": {"status": "skipped", "reason": "overall budget spent: 5 s of 480 s left", "cap_s": 45}}
+    md = _gpu_md.markdown(_suite_out(parts))
+    assert "NVIDIA H100 80GB HBM3 (driver 580.1" in md and "commit abc" in md
+    assert "| Measured peak | timeout | 30 | 30 | killed at its cap of 30 s |" in md
+    assert "| dgp vs autotvm, VGG-16 conv layers | skipped | — | 45 | overall budget spent" in md
+    assert "8 passed (exit code 0)" in md
+    assert "| TVM default build | 3 ms (min 2.9, cv 1.0 %)* | 3.00× [2.80, 3.20] |" in md
+    assert "| conv | default (within noise) | 0.2 ms (min 0.19, cv 1.0 %) | 0.19 ms" in md
+    assert "0.95× [0.90, 1.01] | not reported |" in md
+    assert "## Measured peak" not in md  # a part without a result has no section
+
+
+def test_an_exhausted_budget_skips_every_part_and_still_writes_both_files(tmp_path):
+    out = tmp_path / "suite.json"
+    proc = subprocess.run([sys.executable, SUITE, "--dry-run", "--budget-s", "5", "--work", str(tmp_path / "w"),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["dry_run"] and data["target"] == "llvm"
+    assert {p["status"] for p in data["parts"].values()} == {"skipped"} and len(data["parts"]) == 6
+    md = (tmp_path / "suite.md").read_text()
+    assert md.startswith("# GPU suite (dry run on llvm)") and md.count("| skipped |") == 6
+
+
+def test_bad_arguments_are_usage_errors(tmp_path):
+    for args in (["--dry-run", "--publish"], ["--only", "nope"], ["--trials", "0"]):
+        proc = subprocess.run([sys.executable, SUITE, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+
+
+@pytest.mark.slow
+def test_dry_run_runs_every_part_on_llvm(tmp_path):
+    """The whole suite on llvm with tiny layers and budgets (minutes on 2 cores, MetaSchedule's share the largest)."""
+    out = tmp_path / "suite.json"
+    proc = subprocess.run([sys.executable, SUITE, "--dry-run", "--work", str(tmp_path / "w"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    parts = data["parts"]
+    assert {k: p["status"] for k, p in parts.items()} == {k: "done" for k in gpu_suite.DRY_CAPS}, \
+        {k: (p["status"], p.get("reason"), p.get("log_tail")) for k, p in parts.items()}
+    assert parts["gpu_tests"]["result"]["counts"].get("skipped", 0) > 0  # no GPU here: every GPU test skips
+    assert parts["peak"]["result"]["fma_gflops"] > 0 and parts["peak"]["result"]["mem_gbps"] > 0
+    for method in ("autotvm", "metaschedule"):
+        r = parts[f"resnet18_{method}"]["result"]
+        assert r["rows"]["e2e"]["median"] > 0 and "torch" in r["speedups"] and "tvm_default" in r["speedups"]
+        assert all(t["kernel"] in ("tuned", "default") for t in r["tasks"])
+        assert all(t["tuned_ms"]["median"] > 0 and t["default_ms"]["median"] > 0 for t in r["tasks"])
+    layer = parts["vgg16_dense"]["result"]["layers"][0]
+    assert layer["tuned"]["gbps"] > 0 and layer["speedup_vs_torch"]["geomean"] > 0
+    assert set(parts["dgp_vs_autotvm"]["result"]["methods"]) == {"autotvm", "dgp"}
+    assert (tmp_path / "suite.md").read_text().count("| done |") == 6
