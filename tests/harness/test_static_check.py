@@ -1,6 +1,6 @@
 """The loop's static check: configs the target rejects before measuring take no trial, the method is told
 them, and a method that proposes nothing else still ends; their counts in tasks.json and the run metrics.
-Pure Python (no TVM)."""
+Pure Python (no TVM); through the driver: tests/targets/test_toy_static_check.py."""
 
 import logging
 
@@ -18,7 +18,7 @@ from tunebench.testing.fakes import FakeTarget
 
 
 def small_task():
-    """A task with a 3-knob space of 1,092 configs, no workload."""
+    """A task with a 3-knob space of 546 configs, no workload."""
     t = Task(id="00000000abcd", name="t", kind="conv2d", mod=None, shape={}, flops=10)
     t.space = Space([SplitKnob("a", 4096, 3), ChoiceKnob("b", (0, 1, 2)), ChoiceKnob("c", (0, 1))])
     return t
@@ -128,3 +128,4 @@ def test_counts_in_the_task_entry_task_metrics_and_run_metrics():
     totals.summaries.append(entry)
     out = run_metrics(totals, target, _Protocol(), 1.0, dict.fromkeys(target.stats, 0.0))
     assert out["n_static_invalid"] == n and out["static_invalid_fraction"] == pytest.approx(n / (n + 6))
+
