@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,7 +122,7 @@ class Measurement:
         """One JSON-serializable record line."""
         return {"task_id": self.task_id, "trial": self.trial, "index": self.config.index,
                 "config": self.config.to_dict(), "valid": self.valid,
-                "latency_s": self.latency_s if self.valid else None,
+                "latency_s": self.latency_s if self.valid and math.isfinite(self.latency_s) else None,
                 "latency_std_s": self.latency_std_s, "gflops": self.gflops, "error": self.error,
                 "build_s": round(self.build_s, 6), "run_s": round(self.run_s, 6),
                 "cost_s": round(self.cost_s, 6), "search_s": round(self.search_s, 6),

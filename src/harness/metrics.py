@@ -41,12 +41,13 @@ class RunTotals:
         self.n_noisy += sum(m.noisy for m in result.measurements)
         if best is not None:
             self.best[task.id] = best
-            self.latency_s += task.weight * best.latency_s
+            self.latency_s += task.weight * best.latency_s  # inf where the target measures no latency
             self.flops += task.weight * task.flops
 
     @property
     def all_tuned(self) -> bool:
-        return all(s["best_latency_ms"] is not None for s in self.summaries)
+        """Every task has a reported best (a valid, output-checked config)."""
+        return all(s["best_trial"] is not None for s in self.summaries)
 
 
 def task_metrics(task: Task, result, best, checks, check: bool, protocol, calib) -> dict:
@@ -60,7 +61,8 @@ def task_metrics(task: Task, result, best, checks, check: bool, protocol, calib)
                    **check_metrics(best, checks, check))
     share = None
     if best is not None:
-        metrics.update(best_latency_ms=best.latency_s * 1e3, best_gflops=best.gflops)
+        if math.isfinite(best.latency_s):  # a target whose objective is no latency (memory) has none
+            metrics.update(best_latency_ms=best.latency_s * 1e3, best_gflops=best.gflops)
         metrics.update(protocol.target.best_metrics(task, best))
         metrics.update({f"best_{k}": float(v) for k, v in best.objectives.items() if k != "latency_s"})
         share = 100.0 * best.gflops / protocol.peak["fma_gflops"] if protocol.peak else None
@@ -90,7 +92,7 @@ def task_summary(task: Task, result, best, checks, retimed, metrics: dict) -> di
     return {**task.summary(), "trials": len(result.measurements), "invalid": result.n_invalid,
             "static_invalid": result.n_static_invalid, "static_invalid_fraction": result.static_invalid_fraction,
             "search_s": result.search_s, "lock_wait_s": result.lock_wait_s, "stop_reason": result.stop_reason,
-            "best_latency_ms": best.latency_s * 1e3 if best else None,
+            "best_latency_ms": best.latency_s * 1e3 if best and math.isfinite(best.latency_s) else None,
             "best_latency_search_ms": search_best * 1e3 if search_best is not None else None,
             "best_latency_min_ms": best.latency_min_s * 1e3 if best and math.isfinite(best.latency_min_s) else None,
             "best_gflops": best.gflops if best else None,
@@ -115,7 +117,7 @@ def run_metrics(totals: RunTotals, target, protocol, wall: float, phase0: dict) 
            "harness_overhead_share": max(0.0, wall - sum(phase.values())) / max(wall, 1e-9)}
     if any(s["method_report"] for s in totals.summaries):  # search time without source tuning / pre-training
         out["search_time_excl_source_s"] = totals.search_s - totals.excluded_search_s
-    if totals.all_tuned:
+    if totals.all_tuned and math.isfinite(totals.latency_s):
         out["tasks_latency_ms"] = totals.latency_s * 1e3  # sum over tasks of weight x best latency
     if protocol.timed:
         out.update(_timed_metrics(totals, protocol))

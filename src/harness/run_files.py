@@ -80,6 +80,6 @@ def write_run_files(run_dir: str, totals, tracker, extra_artifacts=()) -> None:
         if os.path.exists(os.path.join(run_dir, name)):
             tracker.artifact(os.path.join(run_dir, name))
     if not totals.all_tuned:
-        bad = [s["name"] for s in totals.summaries if s["best_latency_ms"] is None]
+        bad = [s["name"] for s in totals.summaries if s["best_trial"] is None]
         tracker.set_tags({"tunebench.tasks_without_result": ",".join(bad)})
         log.warning("no valid, output-checked config for task(s) %s", ", ".join(bad))

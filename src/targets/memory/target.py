@@ -14,9 +14,10 @@ Measuring a config:
    must equal the computed peak, and the outputs must equal the original graph's (allclose), else the
    measurement is invalid with the reason.
 
-The objective is ``peak_bytes`` (the no-allocator peak; carried in ``Measurement.latency_s``, the
-value the loop ranks by, as the FPGA targets carry ``delay_s``: a best's ``best_latency_ms`` is then
-1000 x bytes, and the target's own metrics give the real names). Rewriting the graph again (step 1) and
+The objective is ``peak_bytes`` (the no-allocator peak), the measurement's one objective and so what the
+loop ranks by (``Measurement.score``); a measurement has no latency (``latency_s`` stays infinite, recorded
+as null), so a task has no ``best_latency_ms`` and the run no ``tasks_latency_ms``: the target's own
+metrics (``best_metrics``, ``run_metrics``) give its numbers. Rewriting the graph again (step 1) and
 the run of step 3 check the method's answer (``stats["check_s"]``), which the search clock leaves out:
 the clock is the method's scheduling time plus the computed numbers of step 2.
 """
@@ -114,7 +115,7 @@ class MemoryTarget(Target):
         except ValueError as exc:
             return Measurement(task.id, config, valid=False, error=str(exc), fidelity="hw")
         peak = float(d["peak_bytes"])
-        return Measurement(task.id, config, valid=True, latency_s=peak, objectives={"peak_bytes": peak},
+        return Measurement(task.id, config, valid=True, objectives={"peak_bytes": peak},
                            run_s=d.get("execute_s", 0.0), fidelity="hw")
 
     def evaluate(self, task: Task, config) -> dict:
