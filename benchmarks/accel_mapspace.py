@@ -8,7 +8,7 @@ Each (task, method, seed) is one ``tune_task`` of the harness's loop on the real
 the share of invalid draws (random), evaluations to beat a value. Printed: mean +- std over the seeds.
 
 Usage: python benchmarks/accel_mapspace.py [--seeds 5] [--bo-trials 100] [--random-trials 4000]
-           [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1]
+           [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1 [--layers FIRST:LAST]]
            [--transfer --transfer-samples 24] [--salsa-trials 3]
            [--out PATH | --publish]
   default output: benchmarks/results/local/accel_mapspace.json (untracked).
@@ -93,12 +93,13 @@ def paper(args, target, tasks) -> dict:
     return out
 
 
-def resnet18(args, target) -> dict:
+def resnet18(args, target, save) -> dict:
     from tunebench.datasets.models import MODEL_OPTIONS
 
     tasks, _ = target.load_tasks(MODEL_OPTIONS["resnet18"])
+    first, last = (int(x) for x in args.layers.split(":")) if args.layers else (0, len(tasks))
     rows = []
-    for task in tasks:
+    for task in tasks[first:last]:
         row = {"task": task.name, "shape": task.shape, "weight": task.weight}
         for method in ({"name": "mapspace_bo", "order_encoding": "scores"}, {"name": "random"}, {"name": "loma"},
                        {"name": "salsa"}):
@@ -109,6 +110,7 @@ def resnet18(args, target) -> dict:
                                    "report": runs[0]["report"]}
         print(row["task"], {k: v["best"] for k, v in row.items() if isinstance(v, dict) and "best" in v}, flush=True)
         rows.append(row)
+        save({"layers": rows})  # after every layer: a run that is stopped keeps what it finished
     return {"layers": rows}
 
 
@@ -142,6 +144,8 @@ def main() -> int:
     ap.add_argument("--resnet18", action="store_true", help="the per-layer ResNet-18 table instead")
     ap.add_argument("--layer-trials", type=int, default=100)
     ap.add_argument("--layer-seeds", type=int, default=1)
+    ap.add_argument("--layers", default=None, help="FIRST:LAST: only these layers of the ResNet-18 table (0-based, "
+                    "LAST excluded), e.g. to run it in two processes")
     ap.add_argument("--transfer", action="store_true", help="the transfer run (§III-B) instead")
     ap.add_argument("--transfer-samples", type=int, default=24)
     ap.add_argument("--salsa-trials", type=int, default=3,
@@ -158,15 +162,19 @@ def main() -> int:
     target = AccelTarget(AccelSettings())
     load0 = loadavg()
     start = time.time()
+
+    def save(results: dict) -> None:
+        write_json(path, {**provenance(), "machine": {"cores": os.cpu_count(), "load_before": load0,
+                                                      "load_after": loadavg()},
+                          "args": vars(args), "wall_s": time.time() - start, "results": results})
+
     if args.resnet18:
-        results = resnet18(args, target)
+        results = resnet18(args, target, save)
     elif args.transfer:
         results = transfer(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
     else:
         results = paper(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
-    write_json(path, {**provenance(), "machine": {"cores": os.cpu_count(), "load_before": load0,
-                                                  "load_after": loadavg()},
-                      "args": vars(args), "wall_s": time.time() - start, "results": results})
+    save(results)
     print("written", path)
     return 0
 
