@@ -23,8 +23,8 @@ a few minutes on 2 cores).
 Exit codes: 0 the suite ran (failed or skipped parts are recorded, not fatal); 2 bad arguments; 4 a
 failure of the suite itself (traceback).
 
-Usage: python benchmarks/gpu_suite.py [--dry-run] [--budget-s S] [--trials N] [--work DIR]
-    [--out PATH | --publish]
+Usage: python benchmarks/gpu_suite.py [--dry-run] [--budget-s S] [--trials N] [--only PARTS] [--work DIR]
+    [--commit SHA] [--out PATH | --publish]
   default output: benchmarks/results/local/gpu_suite.json and .md (untracked); --publish:
   benchmarks/results/gpu_suite.json and .md (tracked; not with --dry-run).
 """
@@ -202,7 +202,8 @@ def run_suite(args, plan: dict, caps: dict) -> dict:
         print(f"[{budget.used():5.0f} s] {name}: {parts[name]['status']} {parts[name].get('reason', '')}", flush=True)
     return {"dry_run": args.dry_run, "target": plan["target"], "budget_s": args.budget_s, "caps_s": caps,
             "wall_s": budget.used(), "device": device_info(), "host": platform.node(), "work": plan["work"],
-            "loadavg_before": load_before, "loadavg_after": loadavg(), "plan": plan, "parts": parts, **provenance()}
+            "loadavg_before": load_before, "loadavg_after": loadavg(), "plan": plan, "parts": parts, **provenance(),
+            **({"git_commit": args.commit} if args.commit else {})}
 
 
 def parse_args():
@@ -212,6 +213,8 @@ def parse_args():
     ap.add_argument("--trials", type=int, default=None, help="trials per task of the ResNet-18 runs")
     ap.add_argument("--only", default=None, help="comma-separated parts to run (default: all)")
     ap.add_argument("--work", default=None, help="folder for the runs and logs (default: a new temporary one)")
+    ap.add_argument("--commit", default=None,
+                    help="the commit to record, for a copied tree without git (default: git rev-parse HEAD)")
     ap.add_argument("--part", help=argparse.SUPPRESS)
     ap.add_argument("--plan", help=argparse.SUPPRESS)
     ap.add_argument("--part-out", help=argparse.SUPPRESS)

@@ -83,10 +83,10 @@ def test_markdown_report_has_every_part_its_spread_and_the_kernel_taken():
 def test_an_exhausted_budget_skips_every_part_and_still_writes_both_files(tmp_path):
     out = tmp_path / "suite.json"
     proc = subprocess.run([sys.executable, SUITE, "--dry-run", "--budget-s", "5", "--work", str(tmp_path / "w"),
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+                           "--commit", "abc1234", "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
-    assert data["dry_run"] and data["target"] == "llvm"
+    assert data["dry_run"] and data["target"] == "llvm" and data["git_commit"] == "abc1234"
     assert {p["status"] for p in data["parts"].values()} == {"skipped"} and len(data["parts"]) == 6
     md = (tmp_path / "suite.md").read_text()
     assert md.startswith("# GPU suite (dry run on llvm)") and md.count("| skipped |") == 6
