@@ -77,11 +77,12 @@ class EndToEndStep(RunStep):
 
         run.protocol.wait_if_busy("the end-to-end step")
         cfg = run.cfg
+        entries = run.totals.summaries  # the tasks.json entries, given each task's kernel choice
         if self.imported is None:
-            error = operator_latencies(cfg.e2e, run.tasks, run.totals.best, run.target, run.tracker)
+            error = operator_latencies(cfg.e2e, run.tasks, run.totals.best, run.target, run.tracker, entries=entries)
         else:
             error = model_latency(cfg.e2e, cfg.model.name, self.imported, run.tasks, run.totals.best, run.target,
-                                  run.tracker)
+                                  run.tracker, entries=entries)
         run.tracker.flush()
         return error
 

@@ -64,6 +64,10 @@ def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
     assert m[f"{tid}.best_latency_ms"] == pytest.approx(chosen["latency_s"] * 1e3)
     arts = {a.path for a in _client(tiny_cfg.workdir).list_artifacts(run_id)}
     assert {"records.jsonl", "config.yaml", "tasks.json", "retimed.jsonl"} <= arts
+    # the end-to-end step's kernel choice (tuned or TVM's default, the faster) in tasks.json and the metrics
+    (entry,) = json.load(open(os.path.join(os.path.dirname(tags[RECORD_TAG]), "tasks.json")))
+    assert entry["e2e_kernel"]["kernel"] in ("tuned", "default")
+    assert m[f"{tid}.kernel_default_taken"] == float(entry["e2e_kernel"]["kernel"] == "default")
 
 
 def test_same_seed_same_configs(tiny_cfg, tmp_path):
