@@ -12,7 +12,8 @@ recorded as ``timeout``; once the overall budget is spent the remaining parts ar
    kernel, with both kernels' latencies and which one was taken) against TVM's default build, PyTorch
    FP32 (TF32 off), ``torch.compile`` and PyTorch with TF32, interleaved rounds, 95 % intervals; per task
    the static-invalid fraction when the run reports it (else ``not reported``);
-4. ``vgg16_dense``: VGG-16's three dense layers (batch 1, memory-bound) tuned with AutoTVM, each against
+4. ``vgg16_dense``: VGG-16's three dense layers (batch 1, memory-bound; ``direct``'s split-K GEMV template,
+   no flag needed) tuned with AutoTVM, each against
    PyTorch as a one-layer model, interleaved; achieved bandwidth against the measured one;
 5. ``dgp_vs_autotvm``: a short dgp vs AutoTVM run on three VGG-16 conv layers of one group.
 

@@ -112,7 +112,8 @@ def test_static_check_is_the_templates_check_under_the_tags_limits(h100, layer):
     expected = [tpl.check(task.mod, task.space.get(i), H100_LIMITS)
                 for i in task.space.sample(np.random.default_rng(0), 200)]
     assert verdicts == expected
-    assert 0.3 < np.mean([v is not None for v in verdicts]) < 1.0  # uniform sampling wastes most trials here
+    low = 0.1 if kind == "dense" else 0.3  # batch-1 dense (split-K GEMV): only threads_k * threads_n > 1024
+    assert low < np.mean([v is not None for v in verdicts]) < 1.0  # uniform sampling wastes many trials here
     assert h100.static_check(task, TraceConfig(0, "[]")) is None  # a MetaSchedule trace: checked when built
 
 
@@ -191,4 +192,5 @@ def test_cuda_codegen_of_resnet18_sized_configs(h100, layer):
     tpl = get_template(kind, "cuda")
     for cfg in _passing(h100, task, 2, seed=2):
         source = tvm.compile(tpl.apply(task.mod, cfg), target=tvm.target.Target(H100)).mod.imports[0].inspect_source()
-        assert "__global__" in source and "__shared__" in source
+        assert "__global__" in source
+        assert "__shared__" in source if kind != "dense" else "threadIdx.x" in source  # batch 1: split-K GEMV

@@ -141,9 +141,12 @@ def test_cuda_space_knobs(relax_tasks):
     dw = get_template("depthwise_conv2d", "cuda").make_space(relax_tasks["dw3x3_s2"])
     assert dw.names == ("tile_f", "tile_y", "tile_x", "auto_unroll_max_step", "unroll_explicit")
     assert dw.knobs[3].values == (0, 256, 1500)
-    fc = get_template("dense", "cuda").make_space(relax_tasks["dense"])
-    assert fc.names == ("tile_y", "tile_x", "tile_k", "auto_unroll_max_step", "unroll_explicit")
-    assert [len(k.entities) for k in fc.knobs] == [1, 16, 5, 3, 2]
+    fc = get_template("dense", "cuda").make_space(relax_tasks["dense"])  # batch 1: the split-K GEMV template
+    assert fc.names == ("threads_k", "threads_n", "vector", "k_inner", "auto_unroll_max_step")
+    assert [len(k.entities) for k in fc.knobs] == [5, 6, 2, 4, 4]
+    tiled = get_template("dense", "cuda").make_space(dense_te(2, 16, 10))
+    assert tiled.names == ("tile_y", "tile_x", "tile_k", "auto_unroll_max_step", "unroll_explicit")
+    assert [len(k.entities) for k in tiled.knobs] == [4, 16, 5, 3, 2]
 
 
 @pytest.mark.parametrize("kind, mod", [
@@ -206,7 +209,10 @@ def test_cuda_template_codegen_and_serial_numerics(relax_tasks, label, variant):
         # flex checks threads from its knobs; shared memory only after lowering
         assert by_knobs == lowered if variant == "direct" else by_knobs or not lowered
         source = tvm.compile(sched, target=CUDA).mod.imports[0].inspect_source()
-        assert "__global__" in source and "__shared__" in source and "__syncthreads" in source
+        if label == "dense" and variant == "direct":  # batch 1: split-K GEMV, a warp reduction where K is split
+            assert "__global__" in source and ("__shfl_down_sync" in source) == (cfg["threads_k"] > 1)
+        else:
+            assert "__global__" in source and "__shared__" in source and "__syncthreads" in source
         assert_close(run_llvm(serialize_gpu_schedule(sched), args), ref)
 
 

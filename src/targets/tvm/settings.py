@@ -130,8 +130,9 @@ TEMPLATE_DOC = {
             "NCHW loops on the weights as they are (tile_f, tile_y, tile_x, tile_rc, order, unroll_kw); flex = no "
             "template, a space from any task's loop nest ([Zheng-ASPLOS20]). Depthwise: the NCHW template in "
             "packed and nchw",
-    "cuda": "schedule templates: direct = AutoTVM's CUDA conv2d_nchw direct / depthwise / dense; flex = no "
-            "template, a space from any task's loop nest ([Zheng-ASPLOS20])",
+    "cuda": "schedule templates: direct = AutoTVM's CUDA conv2d_nchw direct / depthwise / dense (a batch-1 "
+            "dense: split-K GEMV, warp-shuffle reduction); flex = no template, a space from any task's loop nest "
+            "([Zheng-ASPLOS20])",
 }
 
 

@@ -14,7 +14,8 @@ A target kind has one or more template *variants* (``VARIANTS``; the first is th
 ``llvm`` has ``packed`` (conv2d and dense on weights pre-packed once per model: AutoTVM's x86
 ``conv2d_NCHWc`` and ``dense_pack``, :mod:`.cpu_packed`) and ``nchw`` (tiled NCHW loop nests on the
 weights as they are, :mod:`.cpu`); depthwise conv2d uses the NCHW template in both. ``cuda`` has
-``direct`` (:mod:`.cuda`). ``flex`` (llvm and cuda) is no template: a space derived from any task's loop nest
+``direct`` (:mod:`.cuda`; dense of one row, a batch-1 layer, takes the split-K GEMV template of
+:mod:`.cuda_gemv`). ``flex`` (llvm and cuda) is no template: a space derived from any task's loop nest
 (:mod:`.flex`, :mod:`.flex_cuda`, [Zheng-ASPLOS20]), for every task kind, the single operators of ``model=ops`` included.
 The analysis of a fused function (main block, pad and epilogue blocks, extents) is in :mod:`.fused`.
 """
@@ -24,7 +25,8 @@ from __future__ import annotations
 from ..variants import VARIANTS
 from .cpu import CpuConv2d, CpuDense, CpuDepthwiseConv2d
 from .cpu_packed import CpuConv2dPacked, CpuDensePacked
-from .cuda import CudaConv2dDirect, CudaDense, CudaDepthwiseConv2d
+from .cuda import CudaConv2dDirect, CudaDepthwiseConv2d
+from .cuda_gemv import CudaDenseDirect
 from .flex import FlexCpu
 from .flex_cuda import FlexCuda
 from .fused import FusedInfo, Template, analyze
@@ -45,7 +47,7 @@ TEMPLATE_KINDS: dict[tuple[str, str, str], type[Template]] = {
     ("dense", "llvm", "nchw"): CpuDense,
     ("conv2d", "cuda", "direct"): CudaConv2dDirect,
     ("depthwise_conv2d", "cuda", "direct"): CudaDepthwiseConv2d,
-    ("dense", "cuda", "direct"): CudaDense,
+    ("dense", "cuda", "direct"): CudaDenseDirect,  # M = 1: CudaGemv, else CudaDense
 }
 
 
