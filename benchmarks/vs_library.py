@@ -11,7 +11,8 @@ interval; every row judged for noise (noisy values are named in the table, never
 
 Layer sets: ``--model resnet18`` (its distinct conv and dense layers, each + bias + ReLU here),
 ``--set irregular`` (shapes no model of the suite has: odd channel counts, stride 2 without
-padding, 1x1 at 7x7, 5x5, 7x7 stride 2, depthwise, a non-power-of-two width) or ``--layers FILE``
+padding, 1x1 at 7x7, 5x5, 7x7 stride 2, depthwise, a non-power-of-two width), ``--set weak`` (prime
+channel counts, 5x5, a 3-channel stem) or ``--layers FILE``
 (a JSON list of ``model.layers`` specs).
 
 Table: layer, tuned ms, PyTorch ms, GFLOP/s of the tuned layer, % of the device's measured FMA peak,
@@ -20,7 +21,7 @@ speedup vs PyTorch [95 % CI], noisy values; the geometric mean of the speedups o
 Exit codes: 0 done (noisy values are marked, not fatal); 2 bad arguments or input; 4 a failure
 (traceback). Runtime on 2 cores: about layers x trials x 0.5 s of tuning plus ~40 s per layer.
 
-Usage: python benchmarks/vs_library.py [--model resnet18 | --set irregular | --layers FILE]
+Usage: python benchmarks/vs_library.py [--model resnet18 | --set irregular|weak | --layers FILE]
     [--method autotvm] [--trials 64] [--target llvm] [--template packed] [--seed 0]
     [--no-torch-compile] [--out PATH | --publish]
   default output: benchmarks/results/local/vs_library.json (untracked); --publish:
@@ -50,6 +51,14 @@ IRREGULAR = [
     {"in_channels": 96, "height": 28, "width": 28, "out_channels": 24, "kernel": 1, "stride": 1, "padding": 0},
     {"in_channels": 200, "height": 14, "width": 14, "out_channels": 200, "kernel": 3, "stride": 1, "padding": 1},
 ]
+#: layers of the kinds the packed CPU templates lost on: prime channel counts on both sides (no
+#: multiple-of-16 divisor), a 5x5 kernel, a 3-channel 7x7 stride-2 stem
+WEAK = [
+    {"in_channels": 67, "height": 28, "width": 28, "out_channels": 71, "kernel": 3, "stride": 1, "padding": 1},
+    {"in_channels": 64, "height": 28, "width": 28, "out_channels": 96, "kernel": 5, "stride": 1, "padding": 2},
+    {"in_channels": 3, "height": 224, "width": 224, "out_channels": 32, "kernel": 7, "stride": 2, "padding": 3},
+]
+SETS = {"irregular": IRREGULAR, "weak": WEAK}
 SHAPE_KEYS = {"conv2d": ("batch", "in_channels", "height", "width", "out_channels", "kernel", "stride", "padding",
                          "groups"),
               "dense": ("batch", "in_features", "out_features")}
@@ -117,7 +126,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--model", default=None, help="the distinct conv layers of this model (e.g. resnet18)")
-    which.add_argument("--set", choices=("irregular",), default=None, help="a built-in layer set")
+    which.add_argument("--set", choices=tuple(SETS), default=None, help="a built-in layer set")
     which.add_argument("--layers", default=None, help="a JSON file with a list of model.layers specs")
     ap.add_argument("--method", default="autotvm")
     ap.add_argument("--trials", type=int, default=64, help="trials per layer (default 64)")
@@ -140,8 +149,8 @@ def parse_args():
 def _layers(args) -> list[dict]:
     from tunebench.datasets.layer_spec import check_layer_list
 
-    if args.set == "irregular":
-        return check_layer_list(IRREGULAR)
+    if args.set:
+        return check_layer_list(SETS[args.set])
     if args.layers:
         with open(args.layers) as fh:
             return check_layer_list(json.load(fh))
