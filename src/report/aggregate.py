@@ -45,6 +45,7 @@ STATS_COLUMNS = (
     "tasks_gflops_mean", "pct_peak_mean", "n_unchecked_runs", "unchecked_tasks")
 CSV_COLUMNS = ("model", "target", "method", "is_baseline", "n_seeds", "seeds", "search_time_s_mean",
                "search_time_s_std", "search_time_h_mean", "search_time_h_std", "n_measurements_mean",
+               "static_invalid_fraction_mean",
                "tasks_latency_ms_mean", "e2e_latency_ms_mean", "e2e_latency_ms_std", "n_e2e",
                "torch_latency_ms_mean", "tvm_default_latency_ms_mean", "e2e_rel_err_max",
                "search_red_pct", "latency_red_pct", "hv_vs_baseline", "search_excl_source_s_mean",
@@ -99,6 +100,7 @@ def _method_row(model: str, target: str, method: str, m: pd.DataFrame, base: pd.
         "search_time_s_mean": t, "search_time_s_std": m["search_time_s"].std(),
         "search_time_h_mean": t / 3600, "search_time_h_std": m["search_time_s"].std() / 3600,
         "n_measurements_mean": m["n_measurements"].mean(),
+        "static_invalid_fraction_mean": m["static_invalid_fraction"].mean(),
         "tasks_latency_ms_mean": m["tasks_latency_ms"].mean(),
         "e2e_latency_ms_mean": lat, "e2e_latency_ms_std": m["e2e_latency_ms"].std(),
         "n_e2e": int(m["e2e_latency_ms"].notna().sum()),

@@ -153,6 +153,8 @@ COLUMNS = (
     ("search [h]", lambda r: pm(r["search_time_h_mean"], r["search_time_h_std"], 2)),
     ("search [s]", lambda r: pm(r["search_time_s_mean"], r["search_time_s_std"], 1)),
     ("measurements", lambda r: fmt_num(r["n_measurements_mean"], 1, strip=True)),
+    ("rejected before building [%]", lambda r: fmt_num(100 * r["static_invalid_fraction_mean"], 1)
+     if finite(r.get("static_invalid_fraction_mean")) else ""),
     ("Σ task latency [ms]", lambda r: tasks_cell(fmt_num(r["tasks_latency_ms_mean"], 4), r)),
     ("e2e latency [ms]", lambda r: mark(pm(r["e2e_latency_ms_mean"], r["e2e_latency_ms_std"], 4),
                                         flag(r["e2e_noisy_any"]))),
@@ -175,10 +177,12 @@ COLUMNS = (
 )
 #: columns left out of a group's table unless the predicate (None: the cell is not blank) holds for
 #: some row: excl. source times exist for transfer methods (dgp) only, TF32 on cuda only, methodology
-#: scores on replayed measured spaces only
+#: scores on replayed measured spaces only, configs rejected by a static check (GPU limits) where some were
 OPTIONAL = {"search excl. source [s]": None, "search red. excl. source [%]": None, "HV excl. source": None,
             "speedup vs PyTorch TF32 [×]": None, "noisy tasks": tasks_noisy,
-            "methodology score [evals]": None, "methodology score [time]": None}
+            "methodology score [evals]": None, "methodology score [time]": None,
+            "rejected before building [%]": lambda r: finite(r.get("static_invalid_fraction_mean"))
+            and r["static_invalid_fraction_mean"] > 0}
 
 
 def group_tables(table: pd.DataFrame) -> Iterator[tuple[tuple[str, str], list[str], list[list[str]]]]:

@@ -61,7 +61,9 @@ FOOTNOTE = (
     "methodology score (replayed measured spaces, target=replay; Willemsen et al., FGCS 2024): a run's best so "
     "far placed between the calculated random-search baseline (0) and the space's optimum (1), averaged over "
     "evaluations 1..the group's largest trial count [evals] or over the replay clock [time], over spaces, and "
-    "over seeds, with a 95 % bootstrap interval; negative: worse than random.")
+    "over seeds, with a 95 % bootstrap interval; negative: worse than random. rejected before building = mean "
+    "over seeds of the share of proposed configs the target's static check rejected (a GPU's per-block limits; "
+    "they take no trial), shown where some were.")
 
 EMPTY = "No FINISHED runs match the filters."
 

@@ -45,7 +45,8 @@ MEMORY_METRICS = ("peak_bytes", "arena_bytes", "program_peak_bytes", "program_ar
                   "nodes_before", "nodes_after", "edges_before", "edges_after")
 #: run metrics of accelerator mappings (target=accel: AccelTarget.run_metrics)
 ACCEL_METRICS = ("energy_pj_per_mac", "energy_uj", "model_latency_ms", "edp_js")
-RUN_METRICS = ("search_time_s", "search_time_excl_source_s", "n_measurements", "n_invalid", "n_tasks",
+RUN_METRICS = ("search_time_s", "search_time_excl_source_s", "n_measurements", "n_invalid", "n_static_invalid",
+               "static_invalid_fraction", "n_tasks",
                "tasks_latency_ms", "wall_s",
                "e2e_latency_ms", "e2e_latency_std_ms", "torch_latency_ms", "torch_latency_std_ms",
                "tvm_default_latency_ms", "tvm_default_latency_std_ms", "e2e_rel_err",

@@ -58,3 +58,12 @@ def test_a_run_reports_the_rejected_configs_and_records_only_trials(static_toy, 
     assert m["n_static_invalid"] == rejected and m["n_measurements"] == 6 and m["n_invalid"] == 0
     assert m["static_invalid_fraction"] == pytest.approx(rejected / (rejected + 6))
     assert {m[f"{e['id']}.static_invalid"] for e in entries} == {e["static_invalid"] for e in entries}
+    # the leaderboard's column: the share of proposed configs rejected before building
+    from tunebench.report.aggregate import aggregate
+    from tunebench.report.cells import group_tables
+    from tunebench.report.query import load_runs
+
+    table, _ = aggregate(load_runs(MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")), baseline="random")
+    (_, headers, cells), = list(group_tables(table))
+    share = cells[0][headers.index("rejected before building [%]")]
+    assert share == f"{100 * m['static_invalid_fraction']:.1f}"
