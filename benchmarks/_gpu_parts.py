@@ -4,7 +4,6 @@ work folder, the shared machine cache (the peak is measured once, by the ``peak`
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -93,12 +92,10 @@ def run_data(cfg, run_id: str) -> tuple[dict, dict, list[dict]]:
     """``(metrics, tags, tasks.json entries)`` of a finished run."""
     from mlflow.tracking import MlflowClient
 
+    from tunebench.harness.run_files import read_tasks_json
+
     data = MlflowClient(f"sqlite:///{cfg.workdir}/mlflow.db").get_run(run_id).data
-    path = os.path.join(cfg.workdir, cfg.records_dir, run_id, "tasks.json")
-    entries = []
-    if os.path.exists(path):
-        with open(path) as fh:
-            entries = json.load(fh)
+    entries = list(read_tasks_json(os.path.join(cfg.workdir, cfg.records_dir, run_id)).values())
     return dict(data.metrics), dict(data.tags), entries
 
 

@@ -99,11 +99,6 @@ def methodology_score(curves: list[list[float]], space, budget: int) -> dict:
     return {"mean": s.mean, "ci": [s.ci_low, s.ci_high], "per_seed": list(s.per_seed)}
 
 
-def stored(curves: list[list[float]]) -> list[list[float | None]]:
-    """Curves for the result file: JSON has no infinity (before a run's first valid value): null."""
-    return [[v if np.isfinite(v) else None for v in c] for c in curves]
-
-
 def calculated_random() -> dict:
     """The expected best of random search without replacement at each checkpoint, computed from the
     cache (:func:`tunebench.protocol.stats.expected_best_of_random`): what both random rows must match."""
@@ -127,10 +122,8 @@ def main() -> None:
     from tunebench.datasets.kt_cache import read_cache, resolve
 
     cache = json.load(gzip.open(resolve(CACHE)))
-    optimum = min(r.latency_s for r in read_cache(resolve(CACHE)).rows if r.latency_s is not None) * 1e3
-    from tunebench.protocol.methodology import SpaceStats
-
-    space = SpaceStats.of([r.latency_s * 1e3 for r in read_cache(resolve(CACHE)).rows if r.latency_s is not None])
+    space = read_cache(resolve(CACHE)).stats(unit=1e3)  # latencies in ms, as the curves
+    optimum = space.optimum
     rng = np.random.default_rng(0)
 
     def save(rows: dict) -> None:  # after every row: a long run that is stopped keeps what it finished
@@ -147,14 +140,14 @@ def main() -> None:
             tic = time.time()
             curves = [kernel_tuner_curve(cache, path, s, args.budget, seed) for seed in range(args.seeds)]
             rows[f"kernel_tuner:{s}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic,
-                                         "score": methodology_score(curves, space, args.budget), "curves": stored(curves)}
+                                         "score": methodology_score(curves, space, args.budget), "curves": curves}
             print(f"kernel_tuner {s}: {rows[f'kernel_tuner:{s}']['checkpoints']}", flush=True)
             save(rows)
     for m in args.methods.split(","):
         tic = time.time()
         curves = [tunebench_curve(m, args.budget, seed) for seed in range(args.seeds)]
         rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic,
-                                  "score": methodology_score(curves, space, args.budget), "curves": stored(curves)}
+                                  "score": methodology_score(curves, space, args.budget), "curves": curves}
         print(f"tunebench {m}: {rows[f'tunebench:{m}']['checkpoints']}", flush=True)
         save(rows)
 

@@ -54,6 +54,15 @@ class MeasuredSpace:
     def n_valid(self) -> int:
         return sum(r.latency_s is not None for r in self.rows)
 
+    def stats(self, unit: float = 1.0):
+        """The space as the methodology score needs it (:class:`~tunebench.protocol.methodology.SpaceStats`):
+        its valid latencies (times ``unit``: 1 for seconds, 1e3 for ms) and the seconds each configuration
+        cost (compile + benchmark)."""
+        from tunebench.protocol.methodology import SpaceStats
+
+        return SpaceStats.of([r.latency_s * unit for r in self.rows if r.latency_s is not None],
+                             [r.compile_s + r.benchmark_s for r in self.rows])
+
 
 def _read_json(path: str) -> tuple[dict, str]:
     """The cache's data and the sha256 of its bytes (first 12 hex digits)."""

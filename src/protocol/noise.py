@@ -91,6 +91,18 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (of "cpu ..." in /proc/stat)
 
 
+def until_clean(attempt: Callable[[], dict], policy: NoisePolicy, n_noisy: Callable[[dict], int]) -> list[dict]:
+    """Time an attempt (``attempt()``) again while it has noisy timings (``n_noisy`` of it > 0), at most
+    ``1 + policy.remeasure`` attempts in all; returns every attempt, in order (the caller keeps the least
+    noisy one)."""
+    attempts: list[dict] = []
+    for _ in range(1 + policy.remeasure):
+        attempts.append(attempt())
+        if not n_noisy(attempts[-1]):
+            break
+    return attempts
+
+
 def _machine_busy_ticks() -> int | None:
     try:
         with open("/proc/stat") as fh:

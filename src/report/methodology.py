@@ -58,9 +58,7 @@ def replay_space(saved: dict, cache: dict) -> tuple[str, SpaceStats] | None:
         return None
     if path not in cache:
         measured = read_cache(resolve(path))
-        cache[path] = (measured.digest, SpaceStats.of(
-            [r.latency_s for r in measured.rows if r.latency_s is not None],
-            [r.compile_s + r.benchmark_s for r in measured.rows]))
+        cache[path] = (measured.digest, measured.stats())
     return cache[path]
 
 
@@ -102,10 +100,11 @@ def _ranges(curves: list[RunCurve], spaces: dict[str, SpaceStats]) -> tuple[np.n
     return np.arange(1, budget + 1), grid
 
 
-def method_scores(curves: list[RunCurve], spaces: dict[str, SpaceStats]) -> dict[str, dict[str, Score]]:
-    """Per method: its :class:`Score` over evaluations (``evals``) and over time (``time``, when the
-    spaces recorded their seconds); seeds matched across spaces by seed number."""
-    fevals, grid = _ranges(curves, spaces)
+def method_scores(curves: list[RunCurve], spaces: dict[str, SpaceStats], fevals: np.ndarray,
+                  grid: np.ndarray | None) -> dict[str, dict[str, Score]]:
+    """Per method: its :class:`Score` over the evaluations ``fevals`` (``evals``) and over the time ``grid``
+    (``time``, when there is one: the spaces recorded their seconds); seeds matched across spaces by seed
+    number."""
     order = sorted(spaces)
     base_f = [baseline_over_fevals(spaces[s], fevals) for s in order]
     base_t = [baseline_over_time(spaces[s], grid) for s in order] if grid is not None else None
@@ -128,7 +127,7 @@ def method_scores(curves: list[RunCurve], spaces: dict[str, SpaceStats]) -> dict
 
 def add_scores(table: pd.DataFrame, runs: pd.DataFrame, files) -> dict[tuple[str, str], dict]:
     """Fill the :data:`SCORE_COLUMNS` of ``table``'s rows in replay groups; returns per group the scores and
-    the ranges for :func:`score_figures`."""
+    the ranges for :func:`score_figure`."""
     for col in SCORE_COLUMNS:
         if col not in table:
             table[col] = math.nan
@@ -137,8 +136,9 @@ def add_scores(table: pd.DataFrame, runs: pd.DataFrame, files) -> dict[tuple[str
         curves, spaces = load_curves(group, files)
         if not curves:
             continue
-        scores = method_scores(curves, spaces)
-        found[(model, target)] = {"scores": scores, "ranges": _ranges(curves, spaces), "n_spaces": len(spaces)}
+        ranges = _ranges(curves, spaces)
+        scores = method_scores(curves, spaces, *ranges)
+        found[(model, target)] = {"scores": scores, "ranges": ranges, "n_spaces": len(spaces)}
         for method, by_axis in scores.items():
             rows = (table["model"] == model) & (table["target"] == target) & (table["method"] == method)
             for axis, s in by_axis.items():

@@ -138,7 +138,7 @@ def test_the_leaderboard_scores_replay_runs_by_the_methodology(tmp_path, cache_f
     from tunebench.__main__ import build_parser
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.setup.compose import compose_config
-    from tunebench.protocol.methodology import SpaceStats, baseline_over_fevals, curve_on_fevals, score
+    from tunebench.protocol.methodology import baseline_over_fevals, curve_on_fevals, score
     from tunebench.records import read_records
     from tunebench.report import run_leaderboard
     from tunebench.report.aggregate import aggregate
@@ -155,7 +155,7 @@ def test_the_leaderboard_scores_replay_runs_by_the_methodology(tmp_path, cache_f
     table, _ = aggregate(runs, baseline="random")
     add_scores(table, runs, RunFiles(client, str(tmp_path / "cache")))
     measured = read_cache(cache_file)
-    space = SpaceStats.of([r.latency_s for r in measured.rows if r.latency_s is not None])
+    space = measured.stats()
     base = baseline_over_fevals(space, np.arange(1, 6))
     for method in ("random", "autotvm"):
         curves = []

@@ -38,7 +38,7 @@ import tvm
 
 from tunebench.config.experiment import E2ESettings
 from tunebench.harness.e2e.build import default_schedule, one_line
-from tunebench.protocol.noise import CpuMonitor, judge
+from tunebench.protocol.noise import CpuMonitor, judge, until_clean
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
 
@@ -129,15 +129,14 @@ def compare_task(task, sched, target, s: E2ESettings, workdir: str) -> dict:
         _build(default_schedule(task.mod, target.tvm_target), target.tvm_target, paths[1])
     except Exception as exc:  # a default kernel dlight cannot schedule, say: the tuned one stays
         return {"kernel": "tuned", "error": f"build: {one_line(exc)}"}
-    attempts = []
+    def n_noisy(a: dict) -> int:
+        return sum(a[n]["verdict"].noisy for n in KERNELS)
+
     try:
-        for _ in range(1 + target.policy.remeasure):
-            attempts.append(_time_pair(task, paths, target, s))
-            if not any(attempts[-1][n]["verdict"].noisy for n in KERNELS):
-                break
+        attempts = until_clean(lambda: _time_pair(task, paths, target, s), target.policy, n_noisy)
     except Exception as exc:
         return {"kernel": "tuned", "error": one_line(exc)}
-    kept = min(attempts, key=lambda a: sum(a[n]["verdict"].noisy for n in KERNELS))
+    kept = min(attempts, key=n_noisy)
     return _choice(kept, len(attempts))
 
 

@@ -40,7 +40,7 @@ from tunebench.harness.e2e.build import (
     tuned_module,
 )
 from tunebench.protocol.model_messages import LoadOrtInput, LoadTorchInput, LoadTvmInput, TimeInput
-from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle
+from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle, until_clean
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
 from tunebench.targets.tvm.target import REMOTE_RETRIES
@@ -215,12 +215,12 @@ def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMo
                    name: str) -> tuple[list[Row], list[dict]]:
     """Load the rows, then time them until an attempt has no noisy row (at most ``1 + remeasure``)."""
     rows = _load_rows(rows, want, s.tolerance, name)
-    attempts: list[dict] = []
-    for _ in range(1 + target.policy.remeasure):
-        attempts.append({**(a := _time_rounds(rows, s, target, monitor)), **_judge_attempt(a, target.policy)})
-        if not attempts[-1]["n_noisy"]:
-            break
-    return rows, attempts
+
+    def attempt() -> dict:
+        timed = _time_rounds(rows, s, target, monitor)
+        return {**timed, **_judge_attempt(timed, target.policy)}
+
+    return rows, until_clean(attempt, target.policy, lambda a: a["n_noisy"])
 
 
 def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESettings, name: str = "model",

@@ -34,12 +34,17 @@ class CUDATarget(TVMTarget):
     def static_check(self, task, config) -> str | None:
         """The GPU's limits (threads per block, each thread dimension, virtual threads, shared memory per
         block: :attr:`limits`) from the template's knobs, and from the lowered kernel where the knobs do not
-        tell (``target.template=flex``); a MetaSchedule trace is checked when it is built."""
+        tell (``target.template=flex``); a MetaSchedule trace is checked when it is built. A config's verdict is
+        computed once for the current limits (the loop's screening and ``measure``'s own check share it)."""
         from tunebench.targets.tvm.templates import get_template
 
         if isinstance(config, TraceConfig):
             return None
-        return get_template(task.kind, self.kind, task.template).static_check(task.mod, config, self.limits)
+        key = (task.id, config.index)
+        if key not in self._verdicts:
+            tpl = get_template(task.kind, self.kind, task.template)
+            self._verdicts[key] = tpl.static_check(task.mod, config, self.limits)
+        return self._verdicts[key]
 
     def _probe_local(self) -> None:
         import tvm
@@ -74,6 +79,7 @@ class CUDATarget(TVMTarget):
                            "max_shared_memory_per_block": limits["max_shared_memory_per_block"],
                            "thread_warp_size": gpu["warp_size"]}
         self.limits = limits
+        self._verdicts: dict[tuple[str, int], str | None] = {}  # static_check's, for these limits
         self.device = {"kind": "cuda", "name": gpu["name"], "compute_version": gpu["compute_version"],
                        "host": host, **({"tag": tag} if tag else {}), **self.limits}
 

@@ -99,9 +99,8 @@ def tag_limits(tag: str, max_vthread: int = 8, static_shared: bool = True) -> di
     shared = int(attrs["max_shared_memory_per_block"])
     if static_shared:
         shared = min(shared, STATIC_SHARED_BYTES)
-    x, y, z = MAX_THREAD_DIMS
-    return {"max_threads_per_block": int(attrs["max_threads_per_block"]), "max_shared_memory_per_block": shared,
-            "max_thread_x": x, "max_thread_y": y, "max_thread_z": z, "max_vthread": int(max_vthread)}
+    return device_limits({"max_threads_per_block": attrs["max_threads_per_block"], "max_shared_memory_per_block": shared,
+                          "max_thread_dimensions": MAX_THREAD_DIMS}, max_vthread)
 
 
 def tag_gpu(tag: str) -> dict:

@@ -125,7 +125,7 @@ class CudaDenseDirect(CudaTemplate):
 
     def pick(self, mod: tvm.IRModule) -> CudaTemplate:
         """The template for ``mod``: :class:`CudaGemv` when its main block has one row, else :class:`CudaDense`."""
-        return CudaGemv() if self.analyze(mod).extents["y"] == 1 else CudaDense()
+        return _for(self.analyze(mod))
 
     def make_space(self, mod: tvm.IRModule) -> Space:
         return self.pick(mod).make_space(mod)
@@ -137,5 +137,9 @@ class CudaDenseDirect(CudaTemplate):
         return self.pick(mod).check(mod, config, limits)
 
     def shared_bytes(self, info: FusedInfo, config: Config) -> int:
-        tpl = CudaGemv() if info.extents["y"] == 1 else CudaDense()
-        return tpl.shared_bytes(info, config)
+        return _for(info).shared_bytes(info, config)
+
+
+def _for(info: FusedInfo) -> CudaTemplate:
+    """:class:`CudaGemv` for a dense of one row (M = 1), else :class:`~.cuda.CudaDense`."""
+    return CudaGemv() if info.extents["y"] == 1 else CudaDense()
