@@ -102,7 +102,8 @@ def methodology_score(curves: list[list[float]], space, budget: int) -> dict:
 def calculated_random() -> dict:
     """The expected best of random search without replacement at each checkpoint, computed from the
     cache (:func:`tunebench.protocol.stats.expected_best_of_random`): what both random rows must match."""
-    from tunebench.datasets.kt_cache import read_cache, resolve
+    from tunebench.datasets.kt_cache import read_cache
+    from tunebench.datasets.measured import resolve
     from tunebench.protocol.stats import expected_best_of_random
 
     ms = [r.latency_s * 1e3 if r.latency_s is not None else np.inf for r in read_cache(resolve(CACHE)).rows]
@@ -119,7 +120,8 @@ def main() -> None:
     ap.add_argument("--methods", default=",".join(TB_METHODS), help="tunebench methods (comma-separated)")
     add_out_args(ap, "kernel_tuner_check")
     args = ap.parse_args()
-    from tunebench.datasets.kt_cache import read_cache, resolve
+    from tunebench.datasets.kt_cache import read_cache
+    from tunebench.datasets.measured import resolve
 
     cache = json.load(gzip.open(resolve(CACHE)))
     space = read_cache(resolve(CACHE)).stats(unit=1e3)  # latencies in ms, as the curves

@@ -111,6 +111,18 @@ def _check_method(args: argparse.Namespace) -> None:
         raise SystemExit(code)
 
 
+def _space_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.harness.commands.space import add_options
+
+    add_options(parser)
+
+
+def _space(args: argparse.Namespace) -> None:
+    from tunebench.harness.commands.space import cmd_measure
+
+    cmd_measure(args)
+
+
 COMMANDS = {
     "leaderboard": ("tables (Markdown, CSV; --html: one HTML page) and best-so-far plots from the FINISHED "
                     "MLflow runs",
@@ -126,6 +138,8 @@ COMMANDS = {
             "--host 127.0.0.1 --port 9190]; Ctrl-C stops them", _rpc_options, _rpc),
     "check-method": ("the method conformance suite on your method: check-method package.module:Class "
                      "(docs/USAGE.md §Your own method)", _check_method_options, _check_method),
+    "space": ("measure a model's task spaces into versioned files for target=replay: space measure --out DIR "
+              "[--sample N] [--max-factor F] model=... target=llvm", _space_options, _space),
     "knobs": ("every knob of every config group, from the settings classes (docs/KNOBS.md): knobs [--out FILE]",
               _knobs_options, _knobs),
 }

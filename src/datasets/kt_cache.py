@@ -17,51 +17,12 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass
 
+from tunebench.datasets.measured import MeasuredRow, MeasuredSpace
 from tunebench.errors import UserError
 from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob
 
 REQUIRED = ("tune_params_keys", "tune_params", "cache")
-
-
-@dataclass(frozen=True)
-class MeasuredRow:
-    """One measured configuration: its latency in seconds (None: it failed, ``error`` says why), the
-    spread of its repeated timings, and the seconds it took to compile and to benchmark."""
-
-    latency_s: float | None
-    latency_std_s: float
-    compile_s: float
-    benchmark_s: float
-    error: str = ""
-
-
-@dataclass
-class MeasuredSpace:
-    """A kernel's measured space: its knobs and configs (an :class:`ExplicitSpace` of the measured
-    configurations, in file order) and one :class:`MeasuredRow` per config index."""
-
-    name: str
-    device: str
-    space: ExplicitSpace
-    rows: list[MeasuredRow]
-    origin: str  # the file it came from
-    digest: str  # sha256 of the file's bytes (first 12 hex digits)
-    flops: int = 0  # floating-point operations of one run, from the cache's GFLOP/s and times (0: none given)
-
-    @property
-    def n_valid(self) -> int:
-        return sum(r.latency_s is not None for r in self.rows)
-
-    def stats(self, unit: float = 1.0):
-        """The space as the methodology score needs it (:class:`~tunebench.protocol.methodology.SpaceStats`):
-        its valid latencies (times ``unit``: 1 for seconds, 1e3 for ms) and the seconds each configuration
-        cost (compile + benchmark)."""
-        from tunebench.protocol.methodology import SpaceStats
-
-        return SpaceStats.of([r.latency_s * unit for r in self.rows if r.latency_s is not None],
-                             [r.compile_s + r.benchmark_s for r in self.rows])
 
 
 def _read_json(path: str) -> tuple[dict, str]:
@@ -97,13 +58,6 @@ def _row(entry: dict, key: str, path: str) -> MeasuredRow:
                            error=time_ms)
     raise UserError(f"model.path={path}: cache entry {key!r} has time {time_ms!r}: neither milliseconds nor an "
                     "error name")
-
-
-def resolve(path: str) -> str:
-    """``path`` itself when it is a file, else the shipped file of that name under ``data/``."""
-    from tunebench.resources import data_dir
-
-    return path if os.path.isfile(path) or os.path.isabs(path) else data_dir(path)
 
 
 @functools.cache

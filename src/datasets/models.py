@@ -121,18 +121,21 @@ class OnnxModel(ModelSettings):
 
 @dataclass
 class MeasuredModel(ModelSettings):
-    """A space measured once and replayed (``target=replay``): a Kernel Tuner cache file, one task."""
+    """A space measured once and replayed (``target=replay``): a tunebench space file or a Kernel Tuner
+    cache, one task."""
 
     workload: ClassVar[str] = "measured_space"
     name: str = knob("measured", NAME, "the model")
     path: str = knob("kernel_tuner/convolution_MI50.json.gz", NAME,
-                     "a Kernel Tuner cache (.json or .json.gz); a relative path that is no file names a shipped one "
-                     "under data/ (default: Kernel Tuner's convolution kernel on an AMD MI50, data/kernel_tuner/)")
+                     "a space file (python -m tunebench space measure: .jsonl or .jsonl.gz) or a Kernel Tuner cache "
+                     "(.json or .json.gz); a relative path that is no file names a shipped one under data/ "
+                     "(spaces/: this project's CPU spaces; default: Kernel Tuner's convolution kernel on an AMD MI50, "
+                     "kernel_tuner/)")
 
     def check(self, prefix: str) -> None:
-        from tunebench.datasets.kt_cache import read_cache, resolve
+        from tunebench.datasets.space_file import read_measured
 
-        read_cache(resolve(self.path))
+        read_measured(self.path)
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """``method=exhaustive``: every config of the (pruned) space at every fidelity of the target, in index
-order; when all are measured, writes the design-space table (tunebench.targets.fpga.table) to ``out``.
-Used to make the ground-truth tables for ``target=table`` and ADRS; table assembly
-(``tunebench.harness.commands.assemble_table``) runs it on the part of a space still missing."""
+order, or the part of it ``max_factor`` bounds, or a uniform ``sample`` of it.
+
+On an FPGA target, when the whole space is measured, it writes the design-space table
+(tunebench.targets.fpga.table) to ``out``: the ground-truth tables for ``target=table`` and ADRS; table
+assembly (``tunebench.harness.commands.assemble_table``) runs it on the part of a space still missing.
+On a TVM target it measures a task's space for ``target=replay`` (``python -m tunebench space measure``)."""
 
 from __future__ import annotations
 
@@ -9,37 +12,58 @@ import logging
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import NAME, knob, opt
+from tunebench.config.knobs import NAME, POS_INT, knob, opt
 from tunebench.methods.base import Method
 
 log = logging.getLogger(__name__)
 
 
 def exhaustive_queue(space, fidelities, reverse: bool = False, shard: tuple[int, int] = (0, 1),
-                     only: dict | None = None, skip=frozenset()) -> list[tuple[int, str]]:
+                     only: dict | None = None, skip=frozenset(), max_factor: int | None = None,
+                     sample: tuple[int, int] | None = None) -> list[tuple[int, str]]:
     """The ``(config index, fidelity)`` pairs to measure, in order: every config (last index first when
-    ``reverse``) whose index is K modulo N (``shard=(K, N)``) and whose knob values match ``only``
-    (compared as text), at every fidelity; pairs in ``skip`` (already measured) are left out."""
+    ``reverse``) whose index is K modulo N (``shard=(K, N)``), whose knob values match ``only`` (compared
+    as text) and whose split factors after the outermost are all at most ``max_factor``, at every
+    fidelity; ``sample=(n, seed)`` keeps a uniform sample of n of those configs (the same n for the same
+    seed); pairs in ``skip`` (already measured) are left out."""
     only = only or {}
-    out = []
+    keep = []
     for i in (reversed(range(space.size)) if reverse else range(space.size)):
         if i % shard[1] != shard[0]:
             continue
-        values = space.get(i).to_dict()
-        if all(str(values[k]) == v for k, v in only.items()):
-            out += [(i, f) for f in fidelities if (i, f) not in skip]
-    return out
+        config = space.get(i)
+        values = config.to_dict()
+        if all(str(values[k]) == v for k, v in only.items()) and within(config, max_factor):
+            keep.append(i)
+    if sample is not None and sample[0] < len(keep):
+        picked = np.random.default_rng(sample[1]).choice(len(keep), size=sample[0], replace=False)
+        keep = [keep[j] for j in sorted(picked)]
+    return [(i, f) for i in keep for f in fidelities if (i, f) not in skip]
+
+
+def within(config, max_factor: int | None) -> bool:
+    """Every split knob's factors after the outermost are at most ``max_factor`` (None: no bound)."""
+    if max_factor is None:
+        return True
+    return all(max(v[1:], default=1) <= max_factor for v in config.values if isinstance(v, tuple))
 
 
 @dataclass
 class ExhaustiveSettings(MethodSettings):
-    """Every config of the pruned space at every fidelity of the target; writes the design-space table (FPGA
-    targets). Needs ``budget.trials_per_task`` >= space size x fidelities (e.g. 1000 for hls_gemm)."""
+    """Every config of the pruned space at every fidelity of the target (or the part ``max_factor`` bounds,
+    or a uniform ``sample``); writes the design-space table (FPGA targets, whole space). Needs
+    ``budget.trials_per_task`` >= configs x fidelities (e.g. 1000 for hls_gemm)."""
 
     name: str = knob("exhaustive", NAME, "the method")
     out: str | None = knob(None, opt(NAME), "CSV path; null = fpga_tables/<kernel>.csv in the working directory "
                                             "(our choice)")
+    max_factor: int | None = knob(None, opt(POS_INT), "measure only configs whose split factors after the "
+                                                      "outermost are all <= this (a bounded subspace); null = all")
+    sample: int | None = knob(None, opt(POS_INT), "measure a uniform sample of this many configs (drawn with the "
+                                                  "run's seed) instead of all; null = all")
 
 
 class Exhaustive(Method):
@@ -59,12 +83,15 @@ class Exhaustive(Method):
         super().__init__(settings, **overrides)
         self.out = self.settings.out
         self.part = {"reverse": reverse, "shard": tuple(shard), "only": dict(only or {}), "skip": frozenset(skip)}
-        self.whole = shard[1] == 1 and not only and not skip
+        self.whole = (shard[1] == 1 and not only and not skip and self.settings.max_factor is None
+                      and self.settings.sample is None)
 
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)
         self.fids = list(target_info.fidelities)
-        self.queue = exhaustive_queue(self.space, self.fids, **self.part)
+        sample = None if self.settings.sample is None else (self.settings.sample, int(rng.integers(2**31)))
+        self.queue = exhaustive_queue(self.space, self.fids, **self.part, max_factor=self.settings.max_factor,
+                                      sample=sample)
         self.pos = 0
         self.got = []
         self.done: set[tuple[int, str]] = set()  # (config index, fidelity) told, a resumed run's records too
@@ -82,7 +109,8 @@ class Exhaustive(Method):
         super().tell(measurements)
         self.got += measurements
         self.done.update((m.config.index, m.fidelity) for m in measurements)
-        if self.whole and len(self.got) >= len(self.queue) and self.written is None:
+        table = self.target_info.capacity is not None or self.out is not None  # a design-space table (FPGA)
+        if table and self.whole and len(self.got) >= len(self.queue) and self.written is None:
             from tunebench.targets.fpga.table import write_table
 
             path = self.out or os.path.join("fpga_tables", f"{self.task.name}.csv")

@@ -50,14 +50,14 @@ class RunCurve:
 def replay_space(saved: dict, cache: dict) -> tuple[str, SpaceStats] | None:
     """The measured space of a run's saved config (``target=replay``), or None for any other run."""
     from tunebench.config.load import SavedRun
-    from tunebench.datasets.kt_cache import read_cache, resolve
+    from tunebench.datasets.space_file import read_measured
 
     run = SavedRun.read(saved)
     path = run.model_config.get("path")
     if run.target_kind != "replay" or not isinstance(path, str):
         return None
     if path not in cache:
-        measured = read_cache(resolve(path))
+        measured = read_measured(path)
         cache[path] = (measured.digest, measured.stats())
     return cache[path]
 

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from tunebench.config.experiment import ModelSettings, TargetSettings
+from tunebench.errors import UserError
 from tunebench.task import Measurement, Task
 
 # cumulative wall seconds a target reports in ``Target.stats`` (every target has every key)
@@ -161,6 +162,7 @@ class Target(ABC):
     compiles: ClassVar[bool] = False
     end_to_end: ClassVar[bool] = False  # whole models run on it: the run ends with the end-to-end step
     graph_schedules: ClassVar[bool] = False  # tasks are graphs, configs execution orders (TargetInfo)
+    measures_spaces: ClassVar[bool] = False  # its tasks' spaces can be measured for replay (space_facts)
     objectives: tuple[str, ...] | list[str] = ("latency_s",)
     fidelities: tuple[str, ...] | list[str] = ("hw",)
     batch_size: int = 1
@@ -277,6 +279,17 @@ class Target(ABC):
         numbers; ``summaries``: the tasks' ``tasks.json`` entries), logged as run metrics once every task is
         tuned; none by default."""
         return {}
+
+    def space_facts(self, task: Task) -> dict:
+        """What a measured space of ``task`` records about how its configs become kernels (a TVM target:
+        the template, its source file and sha256; the TVM target, threads, precision), for
+        ``python -m tunebench space measure`` and the replay's template check.
+
+        Raises:
+            UserError: this target's measurements are no space to replay (only TVM targets have one).
+        """
+        raise UserError(f"target={self.name}: only TVM targets (llvm, cuda) measure spaces for target=replay; an "
+                        "FPGA space is a design-space table (method=exhaustive)")
 
     def table_for(self, task: Task):
         """The design-space table this target replays for ``task`` (its true Pareto front for

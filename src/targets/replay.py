@@ -1,4 +1,5 @@
-"""``target=replay``: a measured space served as measurements (``model=measured``: a Kernel Tuner cache).
+"""``target=replay``: a measured space served as measurements (``model=measured``: a tunebench space file
+measured by ``python -m tunebench space measure``, or a Kernel Tuner cache).
 
 Each config is answered with its recorded latency (or its recorded failure), and the seconds the
 original measurement took (compile + benchmark) are charged to the task's search clock
@@ -6,8 +7,10 @@ original measurement took (compile + benchmark) are charged to the task's search
 fewer measurements, or cheaper ones, is faster on the replay clock as it would have been on the device.
 A replayed trial costs microseconds, so many seeds of a method comparison take minutes.
 
-The task's space is the measured configurations (an :class:`~tunebench.space.ExplicitSpace`): no
-method can ask for one that was not measured.
+The task's space is the measured configurations (an :class:`~tunebench.space.ExplicitSpace` over the
+template's own knobs, so knob features are those of the live space): no method can ask for one that was
+not measured. A space file measured with another version of its template (the template's source differs
+from this checkout's) is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 from tunebench.config.experiment import TargetSettings
 from tunebench.config.knobs import NAME, POS_INT, knob
+from tunebench.errors import UserError
 from tunebench.targets.base import Target
 from tunebench.task import Measurement, Task
 
@@ -44,12 +48,15 @@ class ReplayTarget(Target):
 
     def load_tasks(self, model, own_schedules: bool = False) -> tuple[list[Task], None]:
         """One task: the measured space of ``model.path``."""
-        from tunebench.datasets.kt_cache import read_cache, resolve
+        from tunebench.datasets.space_file import read_measured
 
-        measured = read_cache(resolve(model.path))
+        measured = read_measured(model.path)
+        if measured.meta:
+            check_template(measured.meta["task"], model.path)
         task = Task(id=measured.digest, name=measured.name, kind="measured", mod=None,
                     shape={"device": measured.device, "origin": measured.origin, "configs": measured.space.size,
-                           "valid": measured.n_valid}, flops=measured.flops, weight=1)
+                           "valid": measured.n_valid, **_measured_shape(measured.meta)},
+                    flops=measured.flops, weight=1)
         task.space = measured.space
         self._spaces[task.id] = measured
         return [task], None
@@ -70,6 +77,35 @@ class ReplayTarget(Target):
             else:
                 out.append(Measurement(task.id, config, valid=True, latency_s=row.latency_s,
                                        latency_std_s=row.latency_std_s, build_s=row.compile_s,
-                                       run_s=row.benchmark_s, cost_s=cost,
+                                       run_s=row.benchmark_s, cost_s=cost, noisy=row.noisy,
                                        gflops=task.flops / row.latency_s / 1e9))
         return out
+
+
+def _measured_shape(meta: dict) -> dict:
+    """What a space file says of its task (kind, layer shape, template, where it was measured); {} for a
+    Kernel Tuner cache."""
+    if not meta:
+        return {}
+    return {"task_kind": meta["task"].get("kind"), "layer": meta["task"].get("shape"),
+            "template": meta["task"].get("template"), "commit": meta.get("commit"), "date": meta.get("date")}
+
+
+def check_template(task_meta: dict, path: str) -> None:
+    """Refuse a space measured with another version of its template: the sha256 of the template's source
+    file recorded in the space file must equal this checkout's.
+
+    Raises:
+        UserError: the template file is gone or its source differs.
+    """
+    from tunebench.targets.tvm.template_files import template_source_digest
+
+    rel, recorded = task_meta.get("template_file"), task_meta.get("template_sha256")
+    if not rel or not recorded:
+        return
+    now = template_source_digest(rel)
+    if now != recorded:
+        state = "is not in this checkout" if now is None else f"differs from this checkout's ({now[:12]})"
+        raise UserError(f"model.path={path}: measured with template {task_meta.get('template')} from {rel} "
+                        f"(sha256 {recorded[:12]}), which {state}: its configs would not build the kernels that were "
+                        "timed; re-measure it (python -m tunebench space measure)")

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tunebench.config.experiment import Budget
-from tunebench.datasets.kt_cache import read_cache, resolve
+from tunebench.datasets.kt_cache import read_cache
+from tunebench.datasets.measured import resolve
 from tunebench.datasets.models import MeasuredModel
 from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task

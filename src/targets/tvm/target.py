@@ -74,6 +74,7 @@ class TVMTarget(TimingProtocol, Target):
     Settings = TVMTargetSettings
     workloads = ("tensor_program",)
     compiles = True  # methods that make their own schedules (metaschedule, gat) can run here
+    measures_spaces = True
     end_to_end = True  # the run ends with the whole model against TVM's default build and PyTorch
     templates: tuple[str, ...] = ()  # the schedule template variants (targets/tvm/variants.py), default first
     device_type = "cpu"  # TVM's device type of the timed kernels (tvm.device(device_type, device_id))
@@ -164,6 +165,14 @@ class TVMTarget(TimingProtocol, Target):
 
     def run_tags(self) -> dict[str, str]:
         return {"precision": self.precision, "threads": str(self.threads)}
+
+    def space_facts(self, task: Task) -> dict:
+        from tunebench.targets.tvm.template_files import template_file, template_source_digest
+        from tunebench.targets.tvm.templates import get_template
+
+        rel = template_file(get_template(task.kind, self.kind, task.template))
+        return {"template": task.template, "template_file": rel, "template_sha256": template_source_digest(rel),
+                "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision}
 
     def threads_label(self) -> str:
         """How the timed kernels run, for log lines: ``<n> threads`` (a GPU says ``GPU``)."""

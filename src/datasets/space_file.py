@@ -1,0 +1,167 @@
+"""Measured spaces as versioned data files: a task's configurations measured once under the measurement
+protocol (``python -m tunebench space measure``), replayed by ``target=replay`` (``model=measured``).
+
+A file is JSON lines (``.jsonl``, or gzipped ``.jsonl.gz``). The first line is the header:
+
+- ``format`` (``"tunebench-space"``) and ``version`` (:data:`VERSION`);
+- ``name``, ``task`` (kind, shape, flops, and the template: its name, its source file and that file's
+  sha256, so that a space measured with another version of the template is refused), ``target`` (kind,
+  the TVM target, threads, precision), ``knobs`` (the template's knobs as ``Space.describe()`` gives them),
+  ``subspace`` (how the measured configs were chosen: all, ``max_factor``, ``sample``), ``space_size``
+  (configs of the whole template space), ``configs`` (lines that follow: a shorter file is truncated);
+- where and when: ``machine`` (CPU model, logical CPUs, host), ``commit``, ``date``, ``tvm``, ``run_id``.
+
+Each further line is one measured configuration: ``digits`` (entity index per knob), ``config`` (its knob
+values), ``latency_s`` (median of the repeats; null when it failed), ``latency_std_s``, ``latency_min_s``,
+``noisy`` and ``noise`` (the protocol's verdict and signals), ``build_s`` and ``run_s`` (the seconds the
+measurement took, charged to the search clock on replay) and ``error`` (why it failed, else "").
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+
+from tunebench.datasets.kt_cache import read_cache
+from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, resolve
+from tunebench.errors import UserError
+from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob, Space, SplitKnob
+
+FORMAT = "tunebench-space"
+VERSION = 1
+HEADER_KEYS = ("name", "task", "target", "knobs", "space_size", "configs", "machine", "commit", "date")
+ROW_KEYS = ("digits", "config", "latency_s", "build_s", "run_s")
+
+
+def is_space_file(raw: bytes) -> bool:
+    """Whether ``raw`` (a file's bytes, gzipped or not) starts like a space file's header."""
+    try:
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    except (OSError, EOFError):
+        return False  # a corrupt gzip file: the Kernel Tuner reader says so
+    return text.lstrip()[:64].replace(b" ", b"").startswith(b'{"format":"' + FORMAT.encode())
+
+
+def write_space_file(path: str, header: dict, rows: Sequence[dict]) -> None:
+    """Write ``header`` (``format``/``version``/``configs`` filled in) and ``rows`` to ``path``, whole or
+    not at all (a temporary file renamed into place); gzipped when ``path`` ends in ``.gz``."""
+    head = {"format": FORMAT, "version": VERSION, **header, "configs": len(rows)}
+    text = "".join(json.dumps(r, separators=(",", ":"), allow_nan=False) + "\n" for r in [head, *rows])
+    data = gzip.compress(text.encode(), mtime=0) if path.endswith(".gz") else text.encode()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _knob(d: dict, path: str):
+    kinds = {"split": lambda: SplitKnob(d["name"], int(d["length"]), int(d["n_parts"])),
+             "choice": lambda: ChoiceKnob(d["name"], tuple(_plain(v) for v in d["values"])),
+             "numeric": lambda: NumericKnob(d["name"], tuple(d["values"]))}
+    try:
+        return kinds[d["type"]]()
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"model.path={path}: knob {d!r} is not a knob description "
+                        f"(types: {', '.join(kinds)})") from None
+
+
+def _plain(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def _lines(raw: bytes, path: str) -> list[dict]:
+    try:
+        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise UserError(f"model.path={path}: not a readable space file (corrupt or truncated?): {exc}") from None
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise UserError(f"model.path={path}:{lineno}: not JSON (corrupt or truncated file)") from None
+        if not isinstance(item, dict):
+            raise UserError(f"model.path={path}:{lineno}: a line is a JSON object, not {type(item).__name__}")
+        out.append(item)
+    return out
+
+
+def _row(item: dict, space, lineno: int, path: str) -> tuple[tuple, MeasuredRow]:
+    missing = [k for k in ROW_KEYS if k not in item]
+    if missing:
+        raise UserError(f"model.path={path}:{lineno}: a measured config without {', '.join(missing)}")
+    digits = tuple(int(d) for d in item["digits"])
+    if len(digits) != len(space.knobs) or any(not 0 <= d < n for d, n in zip(digits, space.dims)):
+        raise UserError(f"model.path={path}:{lineno}: digits {list(digits)} do not fit the knobs {space.names}")
+    values = {k.name: _listed(k.entities[d]) for k, d in zip(space.knobs, digits)}
+    if values != item["config"]:
+        raise UserError(f"model.path={path}:{lineno}: config {item['config']} is not what digits {list(digits)} "
+                        f"name ({values}): the file was edited or is corrupt")
+    lat = item["latency_s"]
+    return digits, MeasuredRow(None if lat is None else float(lat), float(item.get("latency_std_s") or 0.0),
+                               float(item["build_s"]), float(item["run_s"]), error=str(item.get("error") or ""),
+                               noisy=bool(item.get("noisy", False)))
+
+
+def _listed(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+def read_space_file(path: str, raw: bytes | None = None) -> MeasuredSpace:
+    """The measured space of a space file (module docstring); ``meta`` is its header.
+
+    Raises:
+        UserError: a missing, unreadable, corrupt or truncated file; another format or version; a line
+            whose config does not fit the header's knobs.
+    """
+    if raw is None:
+        if not os.path.isfile(path):
+            raise UserError(f"model.path={path}: no such file")
+        raw = open(path, "rb").read()
+    items = _lines(raw, path)
+    if not items or items[0].get("format") != FORMAT:
+        raise UserError(f"model.path={path}: not a tunebench space file (its first line has no "
+                        f"\"format\": \"{FORMAT}\")")
+    head, body = items[0], items[1:]
+    if head.get("version") != VERSION:
+        raise UserError(f"model.path={path}: space file version {head.get('version')!r}; this tunebench reads "
+                        f"version {VERSION}")
+    missing = [k for k in HEADER_KEYS if k not in head]
+    if missing:
+        raise UserError(f"model.path={path}: the header has no {', '.join(missing)}")
+    if len(body) != head["configs"]:
+        raise UserError(f"model.path={path}: {len(body)} measured configs, the header says {head['configs']}: "
+                        "the file is truncated or was edited")
+    knobs = [_knob(d, path) for d in head["knobs"]]
+    product = Space(knobs)
+    parsed = [_row(item, product, lineno, path) for lineno, item in enumerate(body, 2)]
+    space = ExplicitSpace(knobs, [d for d, _ in parsed])
+    if space.size != len(parsed):
+        raise UserError(f"model.path={path}: a configuration is listed twice")
+    return MeasuredSpace(name=str(head["name"]), device=str(head["machine"].get("cpu", "?")), space=space,
+                         rows=[r for _, r in parsed], origin=os.path.abspath(path),
+                         digest=hashlib.sha256(raw).hexdigest()[:12], flops=int(head["task"].get("flops", 0)),
+                         meta=head)
+
+
+def read_measured(path: str) -> MeasuredSpace:
+    """The measured space in ``path`` (a space file or a Kernel Tuner cache; a relative path that is no
+    file names a shipped one under ``data/``), read once per file version."""
+    path = resolve(path)
+    if not os.path.isfile(path):
+        raise UserError(f"model.path={path}: no such file")
+    st = os.stat(path)
+    return _read_measured(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_measured(path: str, mtime_ns: int, size: int) -> MeasuredSpace:
+    raw = open(path, "rb").read()
+    return read_space_file(path, raw) if is_space_file(raw) else read_cache(path)

@@ -1,0 +1,166 @@
+"""``python -m tunebench space measure --out DIR [--sample N] [--max-factor F] [overrides ...]``: measure
+every task's space (or the part of it ``--max-factor`` bounds, or a uniform ``--sample``) under the
+measurement protocol and write one versioned space file per task (:mod:`tunebench.datasets.space_file`)
+for ``target=replay``.
+
+The measuring is one ordinary tuning run with ``method=exhaustive`` (its MLflow run and records folder
+in the working directory, the device lock, noise marks, the best config's output check). ``DIR`` holds
+``.measuring.json`` while it runs: run the same command again after a stop and it resumes that run, on
+the same machine only (a space's timings come from one machine). The files are written when every
+task is measured; the state file is then removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import time
+
+from tunebench.config.experiment import MAX_TRIALS
+from tunebench.errors import UserError
+
+log = logging.getLogger(__name__)
+STATE = ".measuring.json"
+#: overrides the command sets itself
+OWN = ("method", "budget.trials_per_task", "resume", "e2e.enabled")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="action", required=True, parser_class=type(parser))
+    parser = sub.add_parser("measure", help="measure the spaces of a model's tasks",
+                            description="measure the spaces of a model's tasks into versioned files (target=replay)")
+    parser.add_argument("--out", required=True, help="folder for the space files (one per task, .jsonl)")
+    parser.add_argument("--sample", type=int, default=None,
+                        help="a uniform sample of this many configs per task (drawn with seed=); default: all")
+    parser.add_argument("--max-factor", type=int, default=None,
+                        help="only configs whose split factors after the outermost are <= this; default: all")
+    parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz instead of .jsonl")
+    parser.add_argument("overrides", nargs="*", help="run.py overrides: model=..., target=..., seed=, measure.*")
+
+
+def machine() -> dict:
+    """The machine a space is measured on: CPU model, logical CPUs, host name."""
+    from tunebench.targets.tvm.llvm import cpu_model_name
+
+    return {"cpu": cpu_model_name(), "cores": os.cpu_count(), "host": platform.node()}
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    for name, value in (("--sample", args.sample), ("--max-factor", args.max_factor)):
+        if value is not None and value < 1:
+            raise UserError(f"{name}={value}: must be a whole number >= 1")
+    for item in args.overrides:
+        key = item.split("=", 1)[0].lstrip("+~")
+        if key in OWN or key.startswith("method."):
+            raise UserError(f"override {item!r}: space measure sets {key} itself (method=exhaustive, every "
+                            "config); give model=, target=, seed= and measure.* overrides")
+
+
+def _state(out: str, here: dict, overrides: list[str]) -> dict | None:
+    """The run being measured into ``out`` (its state file), checked to be this machine's and these
+    overrides'; None when nothing is being measured there."""
+    path = os.path.join(out, STATE)
+    if not os.path.exists(path):
+        return None
+    try:
+        state = json.load(open(path))
+        run_id, was, before = state["run_id"], state["machine"], state["overrides"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"{path}: not a readable measuring state; remove it to start over") from None
+    if was != here:
+        raise UserError(f"--out {out}: run {run_id} there is being measured on {was}; this machine is {here}: a "
+                        f"space's timings come from one machine (remove {path} to start over here)")
+    if before != overrides:
+        raise UserError(f"--out {out}: run {run_id} there was started with overrides {before}; resume it with the "
+                        f"same ones, or remove {path} to start over")
+    return state
+
+
+def cmd_measure(args: argparse.Namespace) -> None:
+    """Measure (or resume measuring) the spaces, then write the files."""
+    from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.setup.compose import compose_config
+    from tunebench.targets import target_class
+
+    _check_args(args)
+    out, here = os.path.abspath(args.out), machine()
+    state = _state(out, here, list(args.overrides))
+    method = ["method=exhaustive"] + [f"method.{k}={v}" for k, v in (("sample", args.sample),
+                                                                      ("max_factor", args.max_factor)) if v]
+    overrides = [*method, f"budget.trials_per_task={MAX_TRIALS}", "e2e.enabled=false", *args.overrides]
+    if state:
+        overrides.append(f"resume={state['run_id']}")
+    cfg = compose_config([f"workdir={os.getcwd()}", *overrides])
+    if not target_class(cfg.target.kind).measures_spaces:
+        raise UserError(f"target={cfg.target.name}: only TVM targets (llvm, cuda) measure spaces for target=replay")
+    os.makedirs(out, exist_ok=True)
+    started = {}
+
+    def remember(run_id: str, record_path: str) -> None:
+        started.update(run_id=run_id, records=record_path)
+        with open(os.path.join(out, STATE), "w") as fh:
+            json.dump({"run_id": run_id, "records": record_path, "machine": here,
+                       "overrides": list(args.overrides)}, fh, indent=1)
+
+    run_id = run_experiment(cfg, overrides=overrides, on_start=[remember])
+    record_path = started.get("records") or (state or {}).get("records")
+    written = export_spaces(cfg, run_id, record_path, out, here, gz=args.gzip)
+    os.remove(os.path.join(out, STATE))
+    for path in written:
+        print(path, flush=True)
+
+
+def export_spaces(cfg, run_id: str, record_path: str, out: str, here: dict, gz: bool = False) -> list[str]:
+    """One space file per task of the run's records (module docstring); returns their paths."""
+    from tunebench.datasets.space_file import write_space_file
+    from tunebench.harness.run_files import git_commit, read_tasks_json
+    from tunebench.records import read_records
+    from tunebench.targets import make_target
+    from tunebench.targets.tvm.target import tvm_version
+
+    target = make_target(cfg.target, cfg.measure)
+    try:
+        tasks, _ = target.load_tasks(cfg.model)
+        by_task: dict[str, dict[int, dict]] = {}
+        for rec in read_records(record_path):
+            by_task.setdefault(rec["task_id"], {})[int(rec["index"])] = rec
+        common = {"machine": here, "commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "tvm": tvm_version(), "run_id": run_id,
+                  "subspace": {"max_factor": cfg.method.max_factor, "sample": cfg.method.sample, "seed": cfg.seed}}
+        checks = {tid: e.get("check") or {} for tid, e in read_tasks_json(os.path.dirname(record_path)).items()}
+        paths = []
+        for task in tasks:
+            rows = [_row(task, rec) for _, rec in sorted(by_task.get(task.id, {}).items())]
+            if not rows:
+                continue
+            facts = target.space_facts(task)
+            header = {"name": f"{cfg.model.name}/{task.name}", **common,
+                      "task": {"kind": task.kind, "shape": task.shape, "flops": task.flops,
+                               **{k: facts[k] for k in ("template", "template_file", "template_sha256")}},
+                      "target": {"kind": target.kind, **{k: facts[k] for k in ("tvm_target", "threads", "precision")}},
+                      "knobs": task.space.describe(), "space_size": task.space.size,
+                      "best_check": {k: checks.get(task.id, {}).get(k) for k in ("index", "ok", "status")}}
+            path = os.path.join(out, f"{target.kind}_{space_label(task)}.jsonl" + (".gz" if gz else ""))
+            write_space_file(path, header, rows)
+            log.info("%s: %d of %d configs", path, len(rows), task.space.size)
+            paths.append(path)
+        return paths
+    finally:
+        target.close()
+
+
+def space_label(task) -> str:
+    """A file name for a task's space: its kind and shape (``conv2d_1x128x28x28x128x3x1x1x1``)."""
+    return f"{task.kind}_" + "x".join(str(v) for v in task.shape.values())
+
+
+def _row(task, rec: dict) -> dict:
+    """A space file line from a measurement record."""
+    valid = bool(rec.get("valid"))
+    return {"digits": task.space.digits(int(rec["index"])), "config": rec["config"],
+            "latency_s": rec["latency_s"] if valid else None, "latency_std_s": rec.get("latency_std_s") or 0.0,
+            "latency_min_s": rec.get("latency_min_s"), "noisy": bool(rec.get("noisy")), "noise": rec.get("noise") or {},
+            "build_s": rec.get("build_s") or 0.0, "run_s": rec.get("run_s") or 0.0, "error": rec.get("error") or ""}
