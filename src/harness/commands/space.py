@@ -82,6 +82,7 @@ def _state(out: str, here: dict, overrides: list[str]) -> dict | None:
 def cmd_measure(args: argparse.Namespace) -> None:
     """Measure (or resume measuring) the spaces, then write the files."""
     from tunebench.harness.experiment import run_experiment
+    from tunebench.harness.run_files import git_commit
     from tunebench.harness.setup.compose import compose_config
     from tunebench.targets import target_class
 
@@ -100,23 +101,24 @@ def cmd_measure(args: argparse.Namespace) -> None:
     started = {}
 
     def remember(run_id: str, record_path: str) -> None:
-        started.update(run_id=run_id, records=record_path)
+        started.update(run_id=run_id, records=record_path, commit=(state or {}).get("commit") or git_commit())
         with open(os.path.join(out, STATE), "w") as fh:
-            json.dump({"run_id": run_id, "records": record_path, "machine": here,
-                       "overrides": list(args.overrides)}, fh, indent=1)
+            json.dump({**started, "machine": here, "overrides": list(args.overrides)}, fh, indent=1)
 
     run_id = run_experiment(cfg, overrides=overrides, on_start=[remember])
-    record_path = started.get("records") or (state or {}).get("records")
-    written = export_spaces(cfg, run_id, record_path, out, here, gz=args.gzip)
+    started = started or state
+    written = export_spaces(cfg, run_id, started["records"], out, {"machine": here, "commit": started["commit"]},
+                            gz=args.gzip)
     os.remove(os.path.join(out, STATE))
     for path in written:
         print(path, flush=True)
 
 
-def export_spaces(cfg, run_id: str, record_path: str, out: str, here: dict, gz: bool = False) -> list[str]:
-    """One space file per task of the run's records (module docstring); returns their paths."""
+def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz: bool = False) -> list[str]:
+    """One space file per task of the run's records (module docstring); returns their paths. ``where``:
+    the machine and the commit the run started at."""
     from tunebench.datasets.space_file import write_space_file
-    from tunebench.harness.run_files import git_commit, read_tasks_json
+    from tunebench.harness.run_files import read_tasks_json
     from tunebench.records import read_records
     from tunebench.targets import make_target
     from tunebench.targets.tvm.target import tvm_version
@@ -127,7 +129,7 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, here: dict, gz: 
         by_task: dict[str, dict[int, dict]] = {}
         for rec in read_records(record_path):
             by_task.setdefault(rec["task_id"], {})[int(rec["index"])] = rec
-        common = {"machine": here, "commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        common = {**where, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "tvm": tvm_version(), "run_id": run_id,
                   "subspace": {"max_factor": cfg.method.max_factor, "sample": cfg.method.sample, "seed": cfg.seed}}
         checks = {tid: e.get("check") or {} for tid, e in read_tasks_json(os.path.dirname(record_path)).items()}
