@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json
+from _replay import methodology_score, summarize, tunebench_curve
 
 CACHE = "kernel_tuner/convolution_MI50.json.gz"
 KT_STRATEGIES = ("random_sample", "simulated_annealing", "genetic_algorithm", "greedy_ils", "mls", "diff_evo")
@@ -57,46 +58,6 @@ def kernel_tuner_curve(cache: dict, path: str, strategy: str, budget: int, seed:
             seen.add(key)
             times.append(r["time"] if isinstance(r["time"], (int, float)) else np.inf)
     return list(np.minimum.accumulate(times[:budget]))
-
-
-def tunebench_curve(method: str, budget: int, seed: int) -> list[float]:
-    """Best latency so far (ms) per trial of a tunebench method on ``target=replay``."""
-    from tunebench.config.experiment import Budget
-    from tunebench.datasets.models import MeasuredModel
-    from tunebench.harness.loop import tune_task
-    from tunebench.harness.tuning import task_rng
-    from tunebench.methods import make_method
-    from tunebench.targets.replay import ReplaySettings, ReplayTarget
-
-    target = ReplayTarget(ReplaySettings())
-    task = target.load_tasks(MeasuredModel(path=CACHE))[0][0]
-    result = tune_task(task, make_method(method, **TB_METHODS[method]), target, Budget(budget), task_rng(seed, task))
-    return list(np.minimum.accumulate([m.latency_s * 1e3 if m.valid else np.inf for m in result.measurements]))
-
-
-def summarize(curves: list[list[float]], optimum: float, rng: np.random.Generator) -> dict:
-    """Per checkpoint k: mean best after k evaluations, 95 % bootstrap interval over seeds, fraction of
-    the optimum; seeds whose run ended before k count with their last best."""
-    out = {}
-    for k in CHECKPOINTS:
-        vals = np.array([c[min(k, len(c)) - 1] for c in curves if c])
-        if not len(vals) or k > max(len(c) for c in curves):
-            continue
-        boot = rng.choice(vals, size=(2000, len(vals))).mean(axis=1)
-        out[k] = {"mean_ms": float(vals.mean()), "ci_ms": [float(np.percentile(boot, 2.5)),
-                                                         float(np.percentile(boot, 97.5))],
-                  "fraction_of_optimum": float(optimum / vals.mean())}
-    return out
-
-
-def methodology_score(curves: list[list[float]], space, budget: int) -> dict:
-    """[Willemsen-FGCS24]'s score over evaluations 1..budget (:mod:`tunebench.protocol.methodology`): 0 = the
-    calculated random baseline, 1 = the optimum; mean over seeds with a 95 % bootstrap interval."""
-    from tunebench.protocol.methodology import baseline_over_fevals, curve_on_fevals, score
-
-    base = baseline_over_fevals(space, np.arange(1, budget + 1))
-    s = score([[curve_on_fevals(c, budget)] for c in curves if c], [base], [space])
-    return {"mean": s.mean, "ci": [s.ci_low, s.ci_high], "per_seed": list(s.per_seed)}
 
 
 def calculated_random() -> dict:
@@ -141,14 +102,14 @@ def main() -> None:
         for s in args.strategies.split(","):
             tic = time.time()
             curves = [kernel_tuner_curve(cache, path, s, args.budget, seed) for seed in range(args.seeds)]
-            rows[f"kernel_tuner:{s}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic,
+            rows[f"kernel_tuner:{s}"] = {"checkpoints": summarize(curves, optimum, rng, CHECKPOINTS), "wall_s": time.time() - tic,
                                          "score": methodology_score(curves, space, args.budget), "curves": curves}
             print(f"kernel_tuner {s}: {rows[f'kernel_tuner:{s}']['checkpoints']}", flush=True)
             save(rows)
     for m in args.methods.split(","):
         tic = time.time()
-        curves = [tunebench_curve(m, args.budget, seed) for seed in range(args.seeds)]
-        rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng), "wall_s": time.time() - tic,
+        curves = [tunebench_curve(CACHE, m, args.budget, seed, TB_METHODS[m]) for seed in range(args.seeds)]
+        rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng, CHECKPOINTS), "wall_s": time.time() - tic,
                                   "score": methodology_score(curves, space, args.budget), "curves": curves}
         print(f"tunebench {m}: {rows[f'tunebench:{m}']['checkpoints']}", flush=True)
         save(rows)

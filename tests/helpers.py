@@ -46,3 +46,35 @@ def wait_for_records(workdir, proc, n: int, timeout_s: float = 300) -> str:
         assert proc.poll() is None, "the run ended before it could be stopped"
         time.sleep(0.2)
     raise AssertionError(f"fewer than {n} records after {timeout_s} s")
+
+
+TINY_TEMPLATE = "targets/tvm/templates/cpu_packed.py"
+
+
+def tiny_space() -> Space:
+    """The knobs of :func:`write_tiny_space`: a 2-way split of 8 (4 entities) and a 2-way choice."""
+    return Space([SplitKnob("tile_x", 8, 2), ChoiceKnob("unroll", (0, 1))])
+
+
+def write_tiny_space(path: str, sha: str | None = None, noisy_index: int = 1, scale: float = 1.0) -> list[dict]:
+    """A space file of all 8 configs of :func:`tiny_space` (config 3 failed; config ``noisy_index`` marked
+    noisy; latency ``scale`` x (1 + index) ms); returns its rows. ``sha``: the template source digest to
+    record (default: this checkout's, so that replay accepts it)."""
+    from tunebench.datasets.space_file import write_space_file
+    from tunebench.targets.tvm.template_files import template_source_digest
+
+    space, rows = tiny_space(), []
+    for i in range(space.size):
+        failed = i == 3
+        rows.append({"digits": space.digits(i), "config": space.get(i).to_dict(),
+                     "latency_s": None if failed else scale * 1e-3 * (1 + i), "latency_std_s": 1e-5 * i,
+                     "latency_min_s": None, "noisy": i == noisy_index, "noise": {}, "build_s": 0.5 + i,
+                     "run_s": 0.25, "error": "build: boom" if failed else ""})
+    header = {"name": "layers/tiny", "task": {"kind": "dense", "shape": {"batch": 1}, "flops": 2_000_000,
+                                              "template": "packed", "template_file": TINY_TEMPLATE,
+                                              "template_sha256": sha or template_source_digest(TINY_TEMPLATE)},
+              "target": {"kind": "llvm", "tvm_target": {"kind": "llvm"}, "threads": 2, "precision": "float32"},
+              "knobs": space.describe(), "space_size": space.size, "machine": {"cpu": "Test CPU", "cores": 2},
+              "commit": "abc", "date": "2026-11-27T00:00:00Z", "subspace": {}}
+    write_space_file(path, header, rows)
+    return rows

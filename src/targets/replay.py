@@ -7,7 +7,8 @@ original measurement took (compile + benchmark) are charged to the task's search
 fewer measurements, or cheaper ones, is faster on the replay clock as it would have been on the device.
 A replayed trial costs microseconds, so many seeds of a method comparison take minutes.
 
-The task's space is the measured configurations (an :class:`~tunebench.space.ExplicitSpace` over the
+A space file's task keeps its layer's kind and shape (``conv2d``, kernel, stride, ...: dgp groups layers by
+them); a Kernel Tuner cache's task is of kind ``measured``. The task's space is the measured configurations (an :class:`~tunebench.space.ExplicitSpace` over the
 template's own knobs, so knob features are those of the live space): no method can ask for one that was
 not measured. A space file measured with another version of its template (the template's source differs
 from this checkout's) is refused.
@@ -53,9 +54,10 @@ class ReplayTarget(Target):
         measured = read_measured(model.path)
         if measured.meta:
             check_template(measured.meta["task"], model.path)
-        task = Task(id=measured.digest, name=measured.name, kind="measured", mod=None,
-                    shape={"device": measured.device, "origin": measured.origin, "configs": measured.space.size,
-                           "valid": measured.n_valid, **_measured_shape(measured.meta)},
+        kind, layer = _measured_layer(measured.meta)
+        task = Task(id=measured.digest, name=measured.name, kind=kind, mod=None,
+                    shape={**layer, "device": measured.device, "origin": measured.origin,
+                           "configs": measured.space.size, "valid": measured.n_valid, **_measured_facts(measured.meta)},
                     flops=measured.flops, weight=1)
         task.space = measured.space
         self._spaces[task.id] = measured
@@ -82,13 +84,19 @@ class ReplayTarget(Target):
         return out
 
 
-def _measured_shape(meta: dict) -> dict:
-    """What a space file says of its task (kind, layer shape, template, where it was measured); {} for a
-    Kernel Tuner cache."""
+def _measured_layer(meta: dict) -> tuple[str, dict]:
+    """The task kind and layer shape a space file measured (``conv2d`` and its kernel, stride, ...), so
+    that methods that group layers (dgp) see the layer; a Kernel Tuner cache is kind ``measured``."""
+    if not meta:
+        return "measured", {}
+    return str(meta["task"].get("kind") or "measured"), dict(meta["task"].get("shape") or {})
+
+
+def _measured_facts(meta: dict) -> dict:
+    """What a space file says of where it was measured (template, commit, date); {} for a cache."""
     if not meta:
         return {}
-    return {"task_kind": meta["task"].get("kind"), "layer": meta["task"].get("shape"),
-            "template": meta["task"].get("template"), "commit": meta.get("commit"), "date": meta.get("date")}
+    return {"template": meta["task"].get("template"), "commit": meta.get("commit"), "date": meta.get("date")}
 
 
 def check_template(task_meta: dict, path: str) -> None:

@@ -129,22 +129,24 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
         by_task: dict[str, dict[int, dict]] = {}
         for rec in read_records(record_path):
             by_task.setdefault(rec["task_id"], {})[int(rec["index"])] = rec
-        common = {**where, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        common = {**where, "date": _utc(min(r["timestamp"] for t in by_task.values() for r in t.values())),
                   "tvm": tvm_version(), "run_id": run_id,
                   "subspace": {"max_factor": cfg.method.max_factor, "sample": cfg.method.sample, "seed": cfg.seed}}
-        checks = {tid: e.get("check") or {} for tid, e in read_tasks_json(os.path.dirname(record_path)).items()}
+        entries = read_tasks_json(os.path.dirname(record_path))
         paths = []
         for task in tasks:
             rows = [_row(task, rec) for _, rec in sorted(by_task.get(task.id, {}).items())]
             if not rows:
                 continue
             facts = target.space_facts(task)
+            stamps = [r["timestamp"] for r in by_task[task.id].values()]
             header = {"name": f"{cfg.model.name}/{task.name}", **common,
                       "task": {"kind": task.kind, "shape": task.shape, "flops": task.flops,
                                **{k: facts[k] for k in ("template", "template_file", "template_sha256")}},
                       "target": {"kind": target.kind, **{k: facts[k] for k in ("tvm_target", "threads", "precision")}},
+                      "measured": [_utc(min(stamps)), _utc(max(stamps))],
                       "knobs": task.space.describe(), "space_size": task.space.size,
-                      "best_check": {k: checks.get(task.id, {}).get(k) for k in ("index", "ok", "status")}}
+                      **_task_verdicts(entries.get(task.id) or {})}
             path = os.path.join(out, f"{target.kind}_{space_label(task)}.jsonl" + (".gz" if gz else ""))
             write_space_file(path, header, rows)
             log.info("%s: %d of %d configs", path, len(rows), task.space.size)
@@ -152,6 +154,19 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
         return paths
     finally:
         target.close()
+
+
+def _utc(stamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+def _task_verdicts(entry: dict) -> dict:
+    """What the run's ``tasks.json`` says of the task as a whole: the best config's output check, the
+    calibration kernel timed before and after the task (how far the machine's speed moved while the space
+    was measured) and whether the protocol marked the task's best noisy."""
+    check = entry.get("check") or {}
+    return {"best_check": {k: check.get(k) for k in ("index", "ok", "status")},
+            "calibration": entry.get("calibration"), "best_noisy": entry.get("best_noisy")}
 
 
 def space_label(task) -> str:

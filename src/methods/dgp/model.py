@@ -23,7 +23,6 @@ scaling during the transfer, so a new layer's larger throughputs show as larger 
 from __future__ import annotations
 
 import copy
-import functools
 import logging
 import time
 
@@ -33,28 +32,9 @@ import torch
 from gpytorch.mlls import DeepApproximateMLL, VariationalELBO
 from gpytorch.models.deep_gps import DeepGPLayer
 
+from tunebench.methods.torch_threads import one_thread
+
 log = logging.getLogger(__name__)
-
-#: torch threads for DGP training and prediction. The matrices are small (128 inducing points, <= a few
-#: hundred rows per step): on the 2-core project machine one thread was 6x faster per Adam step and 9x
-#: faster per 128-config prediction than two while other jobs shared the cores (70 vs 434 ms, 27 vs 229 ms).
-TORCH_THREADS = 1
-
-
-def one_thread(fn):
-    """Run ``fn`` with ``torch.set_num_threads(TORCH_THREADS)``, restoring the previous setting."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kw):
-        before = torch.get_num_threads()
-        torch.set_num_threads(TORCH_THREADS)
-        try:
-            return fn(*args, **kw)
-        finally:
-            torch.set_num_threads(before)
-
-    return wrapper
-
 
 class GPLayer(DeepGPLayer):
     """One GP layer: ``input_dims`` -> ``output_dims`` (None: a single output); ``inducing`` of shape
@@ -111,7 +91,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
     def standardize(self, y: np.ndarray) -> torch.Tensor:
         return torch.as_tensor((np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_std, dtype=torch.float32)
 
-    @one_thread
+    @one_thread()
     def elbo(self, x: np.ndarray, y: np.ndarray, samples: int = 32, seed: int = 0) -> float:
         """ELBO per data point of (x, y) (y in the original units), averaged over ``samples`` draws."""
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
@@ -126,7 +106,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
             torch.random.set_rng_state(state)
 
     # ---- training --------------------------------------------------------------------------
-    @one_thread
+    @one_thread()
     def fit(self, x: np.ndarray, y: np.ndarray, epochs: int = 100, lr: float = 0.01, batch_size: int = 256,
             train_samples: int = 8, prior: dict | None = None, l2: float = 0.0) -> DeepGP:
         """Maximize the ELBO of (x, y) (minus ``l2 × ‖θ − prior‖²`` when ``prior`` is given).
@@ -218,7 +198,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         return sq ** 0.5
 
     # ---- prediction ------------------------------------------------------------------------
-    @one_thread
+    @one_thread()
     @torch.no_grad()
     def predict_mean(self, x: np.ndarray, samples: int = 16, seed: int = 0, chunk: int = 4096) -> np.ndarray:
         """Predictive mean in the original units (n,), float64: the mean over ``samples`` draws

@@ -8,6 +8,9 @@ every direction of a point; trained online DQN-style with a target network.
 - A transition ``(p, d, e, r)``: from point ``p`` along direction ``d`` to ``e`` with reward ``r``; its
   label is ``r + alpha * max_d' Y(e)[d']`` and the loss ``(X(p)[d] - label)^2`` (mean squared error),
   minimized with AdaDelta.
+
+The network is small (width 64): it trains and predicts on one PyTorch thread
+(:mod:`tunebench.methods.torch_threads`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import nn
+
+from tunebench.methods.torch_threads import one_thread
 
 
 def q_network(n_features: int, n_actions: int, hidden: int) -> nn.Sequential:
@@ -48,13 +53,14 @@ class DirectionPolicy:
 
     def q_values(self, features: np.ndarray) -> np.ndarray:
         """``X``'s Q-values, shape (n_points, n_actions)."""
-        with torch.no_grad():
+        with torch.no_grad(), one_thread():
             return self.x(torch.as_tensor(np.asarray(features, dtype=np.float32))).numpy()
 
     def remember(self, p: np.ndarray, action: int, e: np.ndarray, reward: float) -> None:
         self.transitions.append((p, int(action), e, float(reward)))
         del self.transitions[:-self.memory]
 
+    @one_thread()
     def train(self, rng: np.random.Generator) -> float:
         """Train ``X`` on the remembered transitions, then copy it into ``Y``; the last epoch's mean loss."""
         if not self.transitions:

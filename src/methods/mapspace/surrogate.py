@@ -3,25 +3,14 @@ expected improvement ([Ament-NeurIPS23], BoTorch's ``LogExpectedImprovement``) f
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import numpy as np
 import torch
 
+from tunebench.methods.torch_threads import one_thread
+
 DTYPE = torch.float64
-
-
-@contextlib.contextmanager
-def one_thread():
-    """PyTorch on one thread for the small dense algebra of a GP (more threads only contend on a shared
-    machine: a fit took 15 s on 2 threads against 2 s on one, 2 loaded cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def fit_gp(X: np.ndarray, y: np.ndarray, cat_dims: list[int], maxiter: int = 100):
@@ -88,3 +77,24 @@ def posterior_mean(model, X: np.ndarray) -> np.ndarray:
         for chunk in torch.as_tensor(X, dtype=DTYPE).split(4096):
             out.append(-model.posterior(chunk).mean.squeeze(-1).numpy())
     return np.concatenate(out)
+
+
+def refine_candidates(model, X: np.ndarray, best_y: float, xi: float, cat_dims: list[int],
+                      maxiter: int = 50) -> np.ndarray:
+    """Rows of ``X`` (GP inputs) moved uphill on log expected improvement by L-BFGS-B inside the unit
+    cube (BoTorch's ``gen_candidates_scipy``, the optimizer of its ``optimize_acqf``), the categorical
+    columns held fixed; at most ``maxiter`` iterations."""
+    from botorch.acquisition import LogExpectedImprovement
+    from botorch.generation.gen import gen_candidates_scipy
+
+    acq = LogExpectedImprovement(model, best_f=-best_y + xi)
+    start = torch.as_tensor(X, dtype=DTYPE).unsqueeze(1)
+    with warnings.catch_warnings(), one_thread():
+        warnings.simplefilter("ignore")
+        try:
+            out, _ = gen_candidates_scipy(start, acq, lower_bounds=1e-6, upper_bounds=1.0,
+                                          options={"maxiter": maxiter},
+                                          fixed_features={i: None for i in cat_dims} or None)
+        except Exception:  # an optimizer failure: the candidates as they were
+            return np.array(X, dtype=float, copy=True)
+    return out.detach().squeeze(1).numpy()

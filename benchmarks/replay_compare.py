@@ -1,0 +1,216 @@
+"""The headline method comparison on this CPU's measured spaces, replayed: every method on every shipped
+space (``data/spaces/``, measured by ``python -m tunebench space measure``) over many seeds, scored with
+[Willemsen-FGCS24]'s methodology score (0 = the calculated random-search baseline, 1 = the space's
+optimum) over evaluations and over replayed search time, per space and aggregated over the spaces (95 %
+bootstrap intervals over seeds), the fraction of the optimum at checkpoints, and which pairwise
+differences of the aggregate score survive their intervals. Every seed's curve is kept in the result file.
+
+    python benchmarks/replay_compare.py [--seeds 30] [--budget 200] [--methods random,autotvm,...]
+        [--spaces data/spaces/a.jsonl,...] [--publish]
+
+dgp transfers within a layer group ([Sun-ICCV21] §4.2: kernel, padding, stride): on a space, seed s, its
+history is autotvm's seed-s records on the other spaces of the same group (the paper's source layers,
+tuned by AutoTVM; their tuning is not on dgp's clock, the paper's accounting). A space alone in its group
+has no source: dgp would be autotvm there, so it is not run on it, and dgp is compared on its group's
+spaces only (the second aggregate). metaschedule is not among the methods: its schedules are traces, not
+points of a template's knob space, so it cannot run on a measured space (``target=replay`` refuses it).
+Replayed latencies do not depend on the machine's load; only the wall time does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json
+from _replay import best_so_far, methodology_score, replay_run, summarize
+
+METHODS = ("random", "autotvm", "chameleon", "flextensor", "dgp")  # dgp last: it transfers from autotvm's runs
+CHECKPOINTS = (10, 25, 50, 100, 200)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def time_score(runs: list[tuple[list, list]], space, budget: int) -> dict:
+    """The score over replayed search time, on a grid up to the seconds random search needs on average
+    for ``budget`` evaluations of this space (``budget`` x the space's mean seconds per configuration)."""
+    from tunebench.protocol.methodology import baseline_over_time, curve_on_time, score
+
+    grid = np.linspace(space.time_per_feval, budget * space.time_per_feval, 100)
+    s = score([[curve_on_time(t, c, grid)] for c, t in runs], [baseline_over_time(space, grid)], [space])
+    return {"mean": s.mean, "ci": [s.ci_low, s.ci_high], "horizon_s": float(grid[-1])}
+
+
+def aggregate(per_space: dict, spaces: dict, budget: int, names: list[str]) -> dict:
+    """Per method that ran on every space of ``names``: the score over evaluations aggregated over those
+    spaces (each seed's curves on every space averaged, as [Willemsen-FGCS24] does), mean and 95 %
+    interval over seeds."""
+    from tunebench.protocol.methodology import baseline_over_fevals, curve_on_fevals, score
+
+    bases = [baseline_over_fevals(spaces[n], np.arange(1, budget + 1)) for n in names]
+    out = {}
+    for method in per_space[names[0]]:
+        if any(method not in per_space[n] for n in names):
+            continue
+        seeds = min(len(per_space[n][method]["curves"]) for n in names)
+        runs = [[curve_on_fevals(per_space[n][method]["curves"][s], budget) for n in names] for s in range(seeds)]
+        sc = score(runs, bases, [spaces[n] for n in names])
+        out[method] = {"mean": sc.mean, "ci": [sc.ci_low, sc.ci_high], "per_seed": list(sc.per_seed)}
+    return out
+
+
+def group_of(measured) -> tuple:
+    """The layer group of a measured space ([Sun-ICCV21] §4.2), as dgp groups it."""
+    from tunebench.methods.dgp.layer_groups import group_key
+
+    task = measured.meta.get("task") or {}
+    return group_key(task.get("kind", "measured"), task.get("shape") or {})
+
+
+def dgp_history(name: str, groups: dict, autotvm_runs: dict, seed: int):
+    """dgp's source records for space ``name``, seed ``seed``: autotvm's records of that seed on the other
+    spaces of the group (None when the space is alone in its group)."""
+    from tunebench.history import History
+    from tunebench.records import record_line
+
+    others = [n for n in groups if n != name and groups[n] == groups[name]]
+    if not others:
+        return None
+    hist = History()
+    for n in others:
+        task, result = autotvm_runs[(n, seed)]
+        hist.add_records([record_line(m, task) for m in result.measurements], origin="loaded")
+    return hist
+
+
+def differences(agg: dict, rng: np.random.Generator) -> list[dict]:
+    """Every pair of methods: the difference of their aggregate scores with a 95 % bootstrap interval
+    (seeds resampled independently per method); ``survives``: the interval excludes 0."""
+    out, names = [], list(agg)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            x, y = np.array(agg[a]["per_seed"]), np.array(agg[b]["per_seed"])
+            boot = (rng.choice(x, size=(4000, len(x))).mean(axis=1) - rng.choice(y, size=(4000, len(y))).mean(axis=1))
+            low, high = np.percentile(boot, [2.5, 97.5])
+            out.append({"a": a, "b": b, "diff": float(x.mean() - y.mean()), "ci": [float(low), float(high)],
+                        "survives": bool(low > 0 or high < 0)})
+    return out
+
+
+def space_row(name: str, measured) -> dict:
+    """What a space is: its layer, configs measured of the template's, failed and noisy ones, the optimum
+    and median latency, the minutes its measurement took (the recorded build + run seconds)."""
+    meta = measured.meta
+    lat = sorted(r.latency_s for r in measured.rows if r.latency_s is not None)
+    return {"name": name, "layer": (meta.get("task") or {}).get("shape", {}), "configs": measured.space.size,
+            "space_size": meta.get("space_size", measured.space.size),
+            "failed": sum(r.latency_s is None for r in measured.rows), "noisy": sum(r.noisy for r in measured.rows),
+            "optimum_ms": lat[0] * 1e3, "median_ms": lat[len(lat) // 2] * 1e3,
+            "gflops": measured.flops / lat[0] / 1e9 if measured.flops else None,
+            "minutes": sum(r.compile_s + r.benchmark_s for r in measured.rows) / 60,
+            "date": meta.get("date"), "commit": (meta.get("commit") or "")[:7]}
+
+
+def markdown(result: dict) -> str:
+    """The spaces, the aggregate tables and the per-space scores, for docs/RESULTS.md."""
+    lines = ["| space | configs (of the template's) | failed | noisy | optimum [ms] | median [ms] | GFLOP/s at the "
+             "optimum | measuring [min] |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['name']} | {r['configs']} ({r['space_size']}) | {r['failed']} | {r['noisy']} | "
+              f"{r['optimum_ms']:.4f} | {r['median_ms']:.4f} | {r['gflops'] or 0:.1f} | {r['minutes']:.1f} |"
+              for r in result["space_rows"]]
+    for title, agg in result["aggregates"].items():
+        names = agg["spaces"]
+        lines += ["", f"{title}:", "", "| method | score over evaluations [95 % CI] | score over time [95 % CI] | " +
+                  " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+        for m, a in agg["evals"].items():
+            t = agg["time"][m]
+            cells = [f"{result['per_space'][n][m]['score']['mean']:.2f}" for n in names]
+            lines.append(f"| {m} | {a['mean']:.3f} [{a['ci'][0]:.3f}, {a['ci'][1]:.3f}] | {t['mean']:.3f} "
+                         f"[{t['ci'][0]:.3f}, {t['ci'][1]:.3f}] | " + " | ".join(cells) + " |")
+        lines += ["", "| pair | difference [95 % CI] | survives |", "|---|---|---|"]
+        lines += [f"| {d['a']} − {d['b']} | {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] | "
+                  f"{'yes' if d['survives'] else 'no'} |" for d in agg["differences"]]
+    return "\n".join(lines)
+
+
+def time_aggregate(per_space: dict, spaces: dict, budget: int, names: list[str], methods) -> dict:
+    """Per method, the score over replayed search time aggregated over ``names`` (each space on its own
+    grid, :func:`time_score`'s), mean and 95 % interval over seeds."""
+    from tunebench.protocol.methodology import baseline_over_time, curve_on_time, score
+
+    grids = {n: np.linspace(spaces[n].time_per_feval, budget * spaces[n].time_per_feval, 100) for n in names}
+    bases = [baseline_over_time(spaces[n], grids[n]) for n in names]
+    out = {}
+    for m in methods:
+        seeds = min(len(per_space[n][m]["curves"]) for n in names)
+        runs = [[curve_on_time(per_space[n][m]["times"][s], per_space[n][m]["curves"][s], grids[n]) for n in names]
+                for s in range(seeds)]
+        sc = score(runs, bases, [spaces[n] for n in names])
+        out[m] = {"mean": sc.mean, "ci": [sc.ci_low, sc.ci_high]}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--budget", type=int, default=200, help="evaluations per run")
+    ap.add_argument("--methods", default=",".join(METHODS), help="tunebench methods (comma-separated)")
+    ap.add_argument("--spaces", default=None, help="space files (comma-separated); default: data/spaces/*.jsonl*")
+    add_out_args(ap, "replay_compare")
+    args = ap.parse_args()
+    from tunebench.datasets.space_file import read_measured
+
+    paths = args.spaces.split(",") if args.spaces else sorted(glob.glob(os.path.join(HERE, "..", "data", "spaces",
+                                                                                      "*.jsonl*")))
+    paths = {os.path.basename(p).split(".jsonl")[0]: os.path.abspath(p) for p in paths}
+    measured = {n: read_measured(p) for n, p in paths.items()}
+    spaces = {n: m.stats(unit=1e3) for n, m in measured.items()}  # latencies in ms, as the curves
+    rng, load0, t0 = np.random.default_rng(0), loadavg(), time.time()
+    per_space: dict = {n: {} for n in paths}
+    groups = {n: group_of(m) for n, m in measured.items()}
+    autotvm_runs: dict = {}
+    for m in args.methods.split(","):
+        for p, path in paths.items():
+            tic, runs = time.time(), []
+            for seed in range(args.seeds):
+                history = dgp_history(p, groups, autotvm_runs, seed) if m == "dgp" else None
+                if m == "dgp" and history is None:
+                    break  # alone in its group: dgp would be its source tuner, autotvm
+                task, res = replay_run(path, m, args.budget, seed, history=history)
+                if m == "autotvm":
+                    autotvm_runs[(p, seed)] = (task, res)
+                runs.append(best_so_far(res))
+            if not runs:
+                continue
+            curves = [c for c, _ in runs]
+            per_space[p][m] = {"checkpoints": summarize(curves, spaces[p].optimum, rng, CHECKPOINTS),
+                               "score": methodology_score(curves, spaces[p], args.budget),
+                               "time_score": time_score(runs, spaces[p], args.budget),
+                               "wall_s": time.time() - tic, "curves": curves, "times": [t for _, t in runs]}
+            print(f"{p} {m}: score {per_space[p][m]['score']['mean']:.3f} ({per_space[p][m]['wall_s']:.1f} s)",
+                  flush=True)
+    aggregates = {}
+    dgp_spaces = [n for n in paths if "dgp" in per_space[n]]
+    for title, names in (("All spaces", list(paths)), ("dgp's group (spaces with a source layer)", dgp_spaces)):
+        if not names:
+            continue
+        ev = aggregate(per_space, spaces, args.budget, names)
+        aggregates[title] = {"spaces": names, "evals": ev, "time": time_aggregate(per_space, spaces, args.budget,
+                                                                                   names, ev),
+                             "differences": differences(ev, rng)}
+    result = {"spaces": list(paths), "optimum_ms": {p: spaces[p].optimum for p in paths},
+              "space_rows": [space_row(n, m) for n, m in measured.items()], "seeds": args.seeds,
+              "budget": args.budget, "per_space": per_space, "aggregates": aggregates,
+              "wall_s": time.time() - t0, "loadavg": [load0, loadavg()], "machine": machine_info(), **provenance()}
+    result["markdown"] = markdown(result)
+    print(result["markdown"], f"\nwall {result['wall_s']:.0f} s", flush=True)
+    write_json(out_path(ap, args, "replay_compare"), result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""benchmarks/replay_compare.py: methods on measured spaces over seeds, the methodology score per space
+and aggregated, and which differences survive their intervals."""
+import os
+import sys
+
+import numpy as np
+
+from conftest import ROOT
+from helpers import write_tiny_space
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import replay_compare as rc
+
+
+def test_differences_survive_only_outside_the_noise():
+    rng = np.random.default_rng(0)
+    agg = {"good": {"per_seed": list(0.8 + 0.01 * rng.standard_normal(30))},
+           "bad": {"per_seed": list(0.1 + 0.01 * rng.standard_normal(30))},
+           "bad_too": {"per_seed": list(0.1 + 0.01 * rng.standard_normal(30))}}
+    diffs = {(d["a"], d["b"]): d for d in rc.differences(agg, rng)}
+    assert diffs[("good", "bad")]["survives"] and diffs[("good", "bad")]["ci"][0] > 0.6
+    assert not diffs[("bad", "bad_too")]["survives"]
+    assert len(diffs) == 3
+
+
+def test_two_methods_on_two_spaces(tmp_path, monkeypatch, capsys):
+    paths = [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]
+    write_tiny_space(paths[0])
+    write_tiny_space(paths[1], scale=3.0)
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["replay_compare.py", "--seeds", "3", "--budget", "5", "--methods",
+                                      "random,autotvm", "--spaces", ",".join(paths), "--out", str(out)])
+    rc.main()
+    import json
+
+    res = json.load(open(out))
+    agg = res["aggregates"]["All spaces"]
+    assert res["spaces"] == ["a", "b"] and set(agg["evals"]) == {"random", "autotvm"} == set(agg["time"])
+    assert res["optimum_ms"]["a"] == 1.0 and res["optimum_ms"]["b"] == 3.0
+    row = res["per_space"]["a"]["random"]
+    assert len(row["curves"]) == 3 and all(len(c) == 5 for c in row["curves"])
+    assert all(t[-1] > 0 for t in row["times"])  # the replay clock: recorded build + run seconds
+    assert len(agg["differences"]) == 1 and "| random |" in res["markdown"]
+    assert [r["configs"] for r in res["space_rows"]] == [8, 8] and res["space_rows"][0]["failed"] == 1
+
+
+def test_dgp_transfers_from_autotvm_on_the_other_spaces_of_its_group():
+    groups = {"a": ("conv2d", (3, 3)), "b": ("conv2d", (3, 3)), "c": ("dense",)}
+    assert rc.dgp_history("c", groups, {}, 0) is None  # alone in its group: no source
