@@ -155,12 +155,37 @@ def time_aggregate(per_space: dict, spaces: dict, budget: int, names: list[str],
     return out
 
 
+def run_unit(path: str, method: str, budget: int, seeds: int, histories=None) -> tuple[list, float, list]:
+    """``seeds`` runs of one method on one space: the best-so-far curves and clocks, the wall seconds, and
+    autotvm's tasks and results (dgp's sources)."""
+    tic, runs, kept = time.time(), [], []
+    for seed in range(seeds):
+        task, res = replay_run(path, method, budget, seed, history=histories[seed] if histories else None)
+        runs.append(best_so_far(res))
+        if method == "autotvm":
+            kept.append((task, res))
+    return runs, time.time() - tic, kept
+
+
+def run_units(units: list, args, per_space: dict) -> dict:
+    """Every ``(space, path, method, histories)`` unit, ``args.jobs`` at a time; by ``(space, method)``."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    units = sorted(units, key=lambda u: u[2] != "chameleon")  # the slowest first: the pool ends together
+    if args.jobs <= 1:
+        return {(n, m): run_unit(p, m, args.budget, args.seeds, h) for n, p, m, h in units}
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = {(n, m): pool.submit(run_unit, p, m, args.budget, args.seeds, h) for n, p, m, h in units}
+        return {key: f.result() for key, f in futures.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--budget", type=int, default=200, help="evaluations per run")
     ap.add_argument("--methods", default=",".join(METHODS), help="tunebench methods (comma-separated)")
     ap.add_argument("--spaces", default=None, help="space files (comma-separated); default: data/spaces/*.jsonl*")
+    ap.add_argument("--jobs", type=int, default=1, help="processes running (method, space) units side by side")
     add_out_args(ap, "replay_compare")
     args = ap.parse_args()
     from tunebench.datasets.space_file import read_measured
@@ -173,27 +198,21 @@ def main() -> None:
     rng, load0, t0 = np.random.default_rng(0), loadavg(), time.time()
     per_space: dict = {n: {} for n in paths}
     groups = {n: group_of(m) for n, m in measured.items()}
-    autotvm_runs: dict = {}
-    for m in args.methods.split(","):
-        for p, path in paths.items():
-            tic, runs = time.time(), []
-            for seed in range(args.seeds):
-                history = dgp_history(p, groups, autotvm_runs, seed) if m == "dgp" else None
-                if m == "dgp" and history is None:
-                    break  # alone in its group: dgp would be its source tuner, autotvm
-                task, res = replay_run(path, m, args.budget, seed, history=history)
-                if m == "autotvm":
-                    autotvm_runs[(p, seed)] = (task, res)
-                runs.append(best_so_far(res))
-            if not runs:
-                continue
-            curves = [c for c, _ in runs]
-            per_space[p][m] = {"checkpoints": summarize(curves, spaces[p].optimum, rng, CHECKPOINTS),
-                               "score": methodology_score(curves, spaces[p], args.budget),
-                               "time_score": time_score(runs, spaces[p], args.budget),
-                               "wall_s": time.time() - tic, "curves": curves, "times": [t for _, t in runs]}
-            print(f"{p} {m}: score {per_space[p][m]['score']['mean']:.3f} ({per_space[p][m]['wall_s']:.1f} s)",
-                  flush=True)
+    methods = args.methods.split(",")
+    done = run_units([(n, paths[n], m, None) for m in methods if m != "dgp" for n in paths], args, per_space)
+    autotvm_runs = {(n, seed): kept for (n, m), (_, _, runs) in done.items() if m == "autotvm"
+                    for seed, kept in enumerate(runs)}
+    if "dgp" in methods:  # alone in its group a space has no source: dgp would be autotvm there
+        units = [(n, paths[n], "dgp", [dgp_history(n, groups, autotvm_runs, s) for s in range(args.seeds)])
+                 for n in paths if any(groups[o] == groups[n] for o in paths if o != n)]
+        done.update(run_units(units, args, per_space))
+    for (p, m), (runs, wall, _) in done.items():
+        curves = [c for c, _ in runs]
+        per_space[p][m] = {"checkpoints": summarize(curves, spaces[p].optimum, rng, CHECKPOINTS),
+                           "score": methodology_score(curves, spaces[p], args.budget),
+                           "time_score": time_score(runs, spaces[p], args.budget),
+                           "wall_s": wall, "curves": curves, "times": [t for _, t in runs]}
+        print(f"{p} {m}: score {per_space[p][m]['score']['mean']:.3f} ({wall:.1f} s)", flush=True)
     aggregates = {}
     dgp_spaces = [n for n in paths if "dgp" in per_space[n]]
     for title, names in (("All spaces", list(paths)), ("dgp's group (spaces with a source layer)", dgp_spaces)):

@@ -343,6 +343,22 @@ class ExplicitSpace(Space):
     def contains_digits(self, digits: Sequence[int]) -> bool:
         return tuple(int(d) for d in digits) in self._pos
 
+    def positions(self, digits) -> np.ndarray:
+        """:meth:`index_of_digits` of every row of ``digits`` (n, n_knobs), vectorized: the listed config's
+        index, -1 where the row is not listed."""
+        digits = np.asarray(digits, dtype=np.int64).reshape(-1, len(self.knobs))
+        if self.full_size >= 2**62:  # product-space keys would overflow: one lookup per row
+            return np.array([self._pos.get(tuple(r), -1) for r in digits.tolist()], dtype=np.int64)
+        if getattr(self, "_keys", None) is None:
+            place = np.concatenate([[1], np.cumprod(self.dims[:-1])]).astype(np.int64)
+            keys = self.digit_array() @ place
+            order = np.argsort(keys, kind="stable")
+            self._keys = (place, keys[order], order)
+        place, sorted_keys, order = self._keys
+        keys = digits @ place
+        at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+        return np.where(sorted_keys[at] == keys, order[at], -1)
+
     def neighbors(self, index: int) -> list[int]:
         """Listed configs that differ from ``index`` by +-1 entity position in exactly one knob."""
         digits = self.digits(index)

@@ -24,3 +24,15 @@ def test_explicit_space_index_features_moves():
     rng = np.random.default_rng(0)
     assert all(sp.random_walk(3, rng) == 0 for _ in range(5))  # only (u=1) differs in one knob
     assert sorted(sp.sample(rng, 10)) == [0, 1, 2, 3]
+
+
+def test_positions_is_index_of_digits_vectorized():
+    import numpy as np
+
+    knobs = [ChoiceKnob("a", (1, 2, 3)), ChoiceKnob("b", (0, 1)), NumericKnob("c", (4, 8, 16, 32))]
+    rows = [(2, 1, 3), (0, 0, 0), (1, 1, 2), (2, 0, 1)]
+    sp = ExplicitSpace(knobs, rows)
+    every = np.array([(a, b, c) for a in range(3) for b in range(2) for c in range(4)])
+    want = [sp.index_of_digits(r) if sp.contains_digits(r) else -1 for r in every.tolist()]
+    assert sp.positions(every).tolist() == want
+    assert sorted(p for p in want if p >= 0) == [0, 1, 2, 3]

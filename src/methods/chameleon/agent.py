@@ -24,6 +24,7 @@ from torch import nn
 
 from tunebench.methods.annealing import index_digits, place_values
 from tunebench.methods.chameleon.settings import PPOSettings
+from tunebench.methods.torch_threads import one_thread
 from tunebench.space import ExplicitSpace
 
 MOVES = np.array([-1, 0, 1])
@@ -41,9 +42,10 @@ def apply_moves(space, index: int, moves) -> int:
 
 def apply_moves_batch(space, indices: np.ndarray, moves: np.ndarray) -> np.ndarray:
     """:func:`apply_moves` for every row: ``indices`` (n,), ``moves`` (n, n_knobs) -> (n,) int64."""
-    if isinstance(space, ExplicitSpace):
-        return np.array([apply_moves(space, i, m) for i, m in zip(indices, moves)], dtype=np.int64)
     digits = np.clip(index_digits(space, indices) + moves, 0, space.dims - 1)
+    if isinstance(space, ExplicitSpace):  # a config reached that is not listed: no move
+        listed = space.positions(digits)
+        return np.where(listed >= 0, listed, np.asarray(indices, dtype=np.int64))
     return digits @ place_values(space)
 
 
@@ -87,6 +89,7 @@ class PPOExplorer:
     def _features(self, indices) -> torch.Tensor:
         return torch.as_tensor(self.space.features(indices), dtype=torch.float32)
 
+    @one_thread()
     def explore(self, starts: list[int], fitness: Callable[[list[int]], np.ndarray], steps: int) -> dict[int, float]:
         """Run the episodes, learn from them, and return every visited config with its fitness."""
         states, visited = list(starts), {}
