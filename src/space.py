@@ -248,11 +248,24 @@ class Space:
 
     def features(self, indices: Iterable[int]) -> np.ndarray:
         """Normalized knob features, shape (n_configs, n_features), float32 in [0, 1]."""
-        rows = [np.concatenate([tab[d] for tab, d in zip(self._feature_table, self.digits(int(i)))])
-                for i in indices]
-        if not rows:
+        indices = [int(i) for i in indices]
+        if not indices:
             return np.zeros((0, self.n_features), dtype=np.float32)
-        return np.stack(rows)
+        digits = self._digit_rows(indices)
+        if digits is None:  # indices beyond int64: one config at a time
+            return np.stack([np.concatenate([tab[d] for tab, d in zip(self._feature_table, self.digits(i))])
+                             for i in indices])
+        return np.concatenate([tab[digits[:, k]] for k, tab in enumerate(self._feature_table)], axis=1)
+
+    def _digit_rows(self, indices: list[int]) -> np.ndarray | None:
+        """``digits`` of every index, shape (n, n_knobs) int64; None when the space is too large for int64."""
+        if self.size >= 2**62:
+            return None
+        idx = np.asarray(indices, dtype=np.int64)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self.size):
+            bad = int(idx[(idx < 0) | (idx >= self.size)][0])
+            raise IndexError(f"config index {bad} outside space of size {self.size}")
+        return (idx[:, None] // np.asarray(self._strides, dtype=np.int64)[None, :]) % self.dims[None, :]
 
     # ---- sampling and moves -------------------------------------------------------------
     def sample(self, rng: np.random.Generator, n: int, exclude: set[int] | None = None) -> list[int]:
@@ -339,6 +352,13 @@ class ExplicitSpace(Space):
         if key not in self._pos:
             raise ValueError(f"config {dict(zip(self.names, key))} is not in this (pruned) space")
         return self._pos[key]
+
+    def _digit_rows(self, indices: list[int]) -> np.ndarray:
+        idx = np.asarray(indices, dtype=np.int64)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self.size):
+            bad = int(idx[(idx < 0) | (idx >= self.size)][0])
+            raise IndexError(f"config index {bad} outside space of size {self.size}")
+        return self.digit_array()[idx]
 
     def contains_digits(self, digits: Sequence[int]) -> bool:
         return tuple(int(d) for d in digits) in self._pos

@@ -7,11 +7,12 @@ original measurement took (compile + benchmark) are charged to the task's search
 fewer measurements, or cheaper ones, is faster on the replay clock as it would have been on the device.
 A replayed trial costs microseconds, so many seeds of a method comparison take minutes.
 
-A space file's task keeps its layer's kind and shape (``conv2d``, kernel, stride, ...: dgp groups layers by
-them); a Kernel Tuner cache's task is of kind ``measured``. The task's space is the measured configurations (an :class:`~tunebench.space.ExplicitSpace` over the
-template's own knobs, so knob features are those of the live space): no method can ask for one that was
-not measured. A space file measured with another version of its template (the template's source differs
-from this checkout's) is refused.
+A space file's task keeps its layer's kind and shape (``conv2d``, kernel, stride, ...: dgp groups layers
+by them); a Kernel Tuner cache's task is of kind ``measured``. The task's space is the measured
+configurations (an :class:`~tunebench.space.ExplicitSpace` over the template's own knobs, so knob
+features are those of the live space): no method can ask for one that was not measured. A space file
+measured with another version of its template (the template's source differs from this checkout's) is
+refused.
 """
 
 from __future__ import annotations
