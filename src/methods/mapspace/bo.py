@@ -20,7 +20,7 @@ from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.mapspace.encoding import Encoding
 from tunebench.methods.mapspace.sensitivity import sobol_report
 from tunebench.methods.mapspace.settings import MapspaceBOSettings
-from tunebench.methods.mapspace.surrogate import fit_gp, fit_multitask_gp, refine_candidates, score_candidates
+from tunebench.methods.mapspace.surrogate import fit_gp, fit_multitask_gp, score_candidates
 from tunebench.space import Config
 
 
@@ -122,15 +122,6 @@ class MapspaceBO(Method):
             local[:, self.enc.cat_dims] = np.where(flip, fresh, local[:, self.enc.cat_dims])
         cands = np.concatenate([self._unit(s.n_candidates - half), local])
         scores = score_candidates(self.model, self.enc.gp_inputs(cands), float(np.min(y)), s.xi)
-        if s.acq_refine > 0:  # the best candidates moved uphill on the acquisition (gradient steps)
-            top = cands[np.argsort(-scores, kind="stable")[:s.acq_refine]]
-            moved = refine_candidates(self.model, self.enc.gp_inputs(top), float(np.min(y)), s.xi,
-                                      self.enc.cat_dims)
-            moved[:, self.enc.cat_dims] = top[:, self.enc.cat_dims]  # categories as drawn (GP inputs: indices)
-            moved = np.clip(moved, 1e-6, 1.0)
-            cands = np.concatenate([cands, moved])
-            scores = np.concatenate([scores, score_candidates(self.model, self.enc.gp_inputs(moved),
-                                                              float(np.min(y)), s.xi)])
         self.fit_s.append(time.perf_counter() - start)
         return cands[np.argsort(-scores, kind="stable")]
 

@@ -23,8 +23,6 @@ class MapspaceBOSettings(MethodSettings):
     n_candidates: int = knob(2048, POS_INT, "points scored by the acquisition per proposal: half Sobol, half "
                                             "perturbations of the best points (our choice)")
     n_perturbed: int = knob(5, POS_INT, "best points whose neighbourhoods are sampled (our choice)")
-    acq_refine: int = knob(0, NONNEG_INT, "best-scored candidates then moved uphill on the acquisition by L-BFGS-B "
-                                          "(BoTorch's gen_candidates_scipy, as its optimize_acqf); 0: none")
     perturb_sigma: float = knob(0.1, POS_NUM, "standard deviation of the Gaussian perturbations in the unit cube")
     perturb_share: float = knob(1.0, FRACTION, "share of a perturbed point's coordinates that move (at least one; "
                                                "1: all of them, our choice)")

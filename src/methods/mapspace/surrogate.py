@@ -77,24 +77,3 @@ def posterior_mean(model, X: np.ndarray) -> np.ndarray:
         for chunk in torch.as_tensor(X, dtype=DTYPE).split(4096):
             out.append(-model.posterior(chunk).mean.squeeze(-1).numpy())
     return np.concatenate(out)
-
-
-def refine_candidates(model, X: np.ndarray, best_y: float, xi: float, cat_dims: list[int],
-                      maxiter: int = 50) -> np.ndarray:
-    """Rows of ``X`` (GP inputs) moved uphill on log expected improvement by L-BFGS-B inside the unit
-    cube (BoTorch's ``gen_candidates_scipy``, the optimizer of its ``optimize_acqf``), the categorical
-    columns held fixed; at most ``maxiter`` iterations."""
-    from botorch.acquisition import LogExpectedImprovement
-    from botorch.generation.gen import gen_candidates_scipy
-
-    acq = LogExpectedImprovement(model, best_f=-best_y + xi)
-    start = torch.as_tensor(X, dtype=DTYPE).unsqueeze(1)
-    with warnings.catch_warnings(), one_thread():
-        warnings.simplefilter("ignore")
-        try:
-            out, _ = gen_candidates_scipy(start, acq, lower_bounds=1e-6, upper_bounds=1.0,
-                                          options={"maxiter": maxiter},
-                                          fixed_features={i: None for i in cat_dims} or None)
-        except Exception:  # an optimizer failure: the candidates as they were
-            return np.array(X, dtype=float, copy=True)
-    return out.detach().squeeze(1).numpy()
