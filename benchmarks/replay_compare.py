@@ -57,8 +57,8 @@ def aggregate(per_space: dict, spaces: dict, budget: int, names: list[str]) -> d
     for method in per_space[names[0]]:
         if any(method not in per_space[n] for n in names):
             continue
-        seeds = min(len(per_space[n][method]["curves"]) for n in names)
-        runs = [[curve_on_fevals(per_space[n][method]["curves"][s], budget) for n in names] for s in range(seeds)]
+        seeds = min(len(per_space[n][method]["_curves"]) for n in names)
+        runs = [[curve_on_fevals(per_space[n][method]["_curves"][s], budget) for n in names] for s in range(seeds)]
         sc = score(runs, bases, [spaces[n] for n in names])
         out[method] = {"mean": sc.mean, "ci": [sc.ci_low, sc.ci_high], "per_seed": list(sc.per_seed)}
     return out
@@ -147,12 +147,21 @@ def time_aggregate(per_space: dict, spaces: dict, budget: int, names: list[str],
     bases = [baseline_over_time(spaces[n], grids[n]) for n in names]
     out = {}
     for m in methods:
-        seeds = min(len(per_space[n][m]["curves"]) for n in names)
-        runs = [[curve_on_time(per_space[n][m]["times"][s], per_space[n][m]["curves"][s], grids[n]) for n in names]
+        seeds = min(len(per_space[n][m]["_curves"]) for n in names)
+        runs = [[curve_on_time(per_space[n][m]["_times"][s], per_space[n][m]["_curves"][s], grids[n]) for n in names]
                 for s in range(seeds)]
         sc = score(runs, bases, [spaces[n] for n in names])
         out[m] = {"mean": sc.mean, "ci": [sc.ci_low, sc.ci_high]}
     return out
+
+
+def improvements(curve: list[float], times: list[float]) -> dict:
+    """A seed's best-so-far curve and replay clock, losslessly for the scores: its length, its final clock
+    and ``[evaluation, clock s, best ms]`` at every evaluation where the best improved (the curve is
+    constant in between)."""
+    steps = [[i + 1, round(times[i], 4), curve[i]] for i in range(len(curve))
+             if i == 0 or curve[i] < curve[i - 1]]
+    return {"evaluations": len(curve), "end_s": round(times[-1], 4) if times else 0.0, "steps": steps}
 
 
 def run_unit(path: str, method: str, budget: int, seeds: int, histories=None) -> tuple[list, float, list]:
@@ -211,7 +220,8 @@ def main() -> None:
         per_space[p][m] = {"checkpoints": summarize(curves, spaces[p].optimum, rng, CHECKPOINTS),
                            "score": methodology_score(curves, spaces[p], args.budget),
                            "time_score": time_score(runs, spaces[p], args.budget),
-                           "wall_s": wall, "curves": curves, "times": [t for _, t in runs]}
+                           "wall_s": wall, "runs": [improvements(c, t) for c, t in runs],
+                           "_curves": curves, "_times": [t for _, t in runs]}
         print(f"{p} {m}: score {per_space[p][m]['score']['mean']:.3f} ({wall:.1f} s)", flush=True)
     aggregates = {}
     dgp_spaces = [n for n in paths if "dgp" in per_space[n]]
@@ -222,6 +232,8 @@ def main() -> None:
         aggregates[title] = {"spaces": names, "evals": ev, "time": time_aggregate(per_space, spaces, args.budget,
                                                                                    names, ev),
                              "differences": differences(ev, rng)}
+    for row in (r for space in per_space.values() for r in space.values()):  # the file keeps "runs"
+        del row["_curves"], row["_times"]
     result = {"spaces": list(paths), "optimum_ms": {p: spaces[p].optimum for p in paths},
               "space_rows": [space_row(n, m) for n, m in measured.items()], "seeds": args.seeds,
               "budget": args.budget, "per_space": per_space, "aggregates": aggregates,

@@ -38,10 +38,17 @@ def test_two_methods_on_two_spaces(tmp_path, monkeypatch, capsys):
     assert res["spaces"] == ["a", "b"] and set(agg["evals"]) == {"random", "autotvm"} == set(agg["time"])
     assert res["optimum_ms"]["a"] == 1.0 and res["optimum_ms"]["b"] == 3.0
     row = res["per_space"]["a"]["random"]
-    assert len(row["curves"]) == 3 and all(len(c) == 5 for c in row["curves"])
-    assert all(t[-1] > 0 for t in row["times"])  # the replay clock: recorded build + run seconds
+    assert len(row["runs"]) == 3 and all(r["evaluations"] == 5 for r in row["runs"])
+    assert all(r["end_s"] > 0 for r in row["runs"])  # the replay clock: recorded build + run seconds
+    assert all(r["steps"][0][0] == 1 and [s[2] for s in r["steps"]] == sorted((s[2] for s in r["steps"]),
+                                                                               reverse=True) for r in row["runs"])
     assert len(agg["differences"]) == 1 and "| random |" in res["markdown"]
     assert [r["configs"] for r in res["space_rows"]] == [8, 8] and res["space_rows"][0]["failed"] == 1
+
+
+def test_improvements_keep_what_the_scores_need():
+    out = rc.improvements([5.0, 5.0, 3.0, 3.0, 2.0], [1.0, 2.0, 3.0, 4.0, 5.5])
+    assert out == {"evaluations": 5, "end_s": 5.5, "steps": [[1, 1.0, 5.0], [3, 3.0, 3.0], [5, 5.5, 2.0]]}
 
 
 def test_dgp_transfers_from_autotvm_on_the_other_spaces_of_its_group():
