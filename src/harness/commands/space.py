@@ -81,12 +81,14 @@ def _state(out: str, here: dict, overrides: list[str]) -> dict | None:
 
 def cmd_measure(args: argparse.Namespace) -> None:
     """Measure (or resume measuring) the spaces, then write the files."""
+    from tunebench.harness.commands.cli import setup_logging
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.run_files import git_commit
     from tunebench.harness.setup.compose import compose_config
     from tunebench.targets import target_class
 
     _check_args(args)
+    setup_logging()  # the run's log lines (a task's trials, noise verdicts), as run.py shows them
     out, here = os.path.abspath(args.out), machine()
     state = _state(out, here, list(args.overrides))
     method = ["method=exhaustive"] + [f"method.{k}={v}" for k, v in (("sample", args.sample),
