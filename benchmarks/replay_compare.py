@@ -36,29 +36,49 @@ CHECKPOINTS = (10, 25, 50, 100, 200)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def time_grid(space, budget: int) -> np.ndarray:
+    """100 times from one mean evaluation of ``space`` to ``budget`` of them: the range of the score over time."""
+    return np.linspace(space.time_per_feval, budget * space.time_per_feval, 100)
+
+
 def time_score(runs: list[tuple[list, list]], space, budget: int) -> dict:
     """The score over replayed search time, on a grid up to the seconds random search needs on average
     for ``budget`` evaluations of this space (``budget`` x the space's mean seconds per configuration)."""
     from tunebench.protocol.methodology import baseline_over_time, curve_on_time, score
 
-    grid = np.linspace(space.time_per_feval, budget * space.time_per_feval, 100)
+    grid = time_grid(space, budget)
     s = score([[curve_on_time(t, c, grid)] for c, t in runs], [baseline_over_time(space, grid)], [space])
     return {"mean": s.mean, "ci": [s.ci_low, s.ci_high], "horizon_s": float(grid[-1])}
 
 
-def aggregate(per_space: dict, spaces: dict, budget: int, names: list[str]) -> dict:
-    """Per method that ran on every space of ``names``: the score over evaluations aggregated over those
-    spaces (each seed's curves on every space averaged, as [Willemsen-FGCS24] does), mean and 95 %
-    interval over seeds."""
-    from tunebench.protocol.methodology import baseline_over_fevals, curve_on_fevals, score
+def aggregate(done: dict, spaces: dict, budget: int, names: list[str], over: str = "evals") -> dict:
+    """Per method that ran on every space of ``names`` (``done``: (space, method) -> its seeds' (curve,
+    clock) runs first): the score over evaluations (``over="evals"``) or over replayed time (``"time"``,
+    each space on its :func:`time_grid`) aggregated over those spaces (each seed's curves on every space
+    averaged, as [Willemsen-FGCS24] does), mean and 95 % interval over seeds."""
+    from tunebench.protocol.methodology import (
+        baseline_over_fevals,
+        baseline_over_time,
+        curve_on_fevals,
+        curve_on_time,
+        score,
+    )
 
-    bases = [baseline_over_fevals(spaces[n], np.arange(1, budget + 1)) for n in names]
+    if over == "evals":
+        bases = [baseline_over_fevals(spaces[n], np.arange(1, budget + 1)) for n in names]
+
+        def on_range(n, curve, times):
+            return curve_on_fevals(curve, budget)
+    else:
+        grids = {n: time_grid(spaces[n], budget) for n in names}
+        bases = [baseline_over_time(spaces[n], grids[n]) for n in names]
+
+        def on_range(n, curve, times):
+            return curve_on_time(times, curve, grids[n])
     out = {}
-    for method in per_space[names[0]]:
-        if any(method not in per_space[n] for n in names):
-            continue
-        seeds = min(len(per_space[n][method]["_curves"]) for n in names)
-        runs = [[curve_on_fevals(per_space[n][method]["_curves"][s], budget) for n in names] for s in range(seeds)]
+    for method in [m for n, m in done if n == names[0] and all((o, m) in done for o in names)]:
+        seeds = min(len(done[(n, method)][0]) for n in names)
+        runs = [[on_range(n, *done[(n, method)][0][s]) for n in names] for s in range(seeds)]
         sc = score(runs, bases, [spaces[n] for n in names])
         out[method] = {"mean": sc.mean, "ci": [sc.ci_low, sc.ci_high], "per_seed": list(sc.per_seed)}
     return out
@@ -138,23 +158,6 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def time_aggregate(per_space: dict, spaces: dict, budget: int, names: list[str], methods) -> dict:
-    """Per method, the score over replayed search time aggregated over ``names`` (each space on its own
-    grid, :func:`time_score`'s), mean and 95 % interval over seeds."""
-    from tunebench.protocol.methodology import baseline_over_time, curve_on_time, score
-
-    grids = {n: np.linspace(spaces[n].time_per_feval, budget * spaces[n].time_per_feval, 100) for n in names}
-    bases = [baseline_over_time(spaces[n], grids[n]) for n in names]
-    out = {}
-    for m in methods:
-        seeds = min(len(per_space[n][m]["_curves"]) for n in names)
-        runs = [[curve_on_time(per_space[n][m]["_times"][s], per_space[n][m]["_curves"][s], grids[n]) for n in names]
-                for s in range(seeds)]
-        sc = score(runs, bases, [spaces[n] for n in names])
-        out[m] = {"mean": sc.mean, "ci": [sc.ci_low, sc.ci_high]}
-    return out
-
-
 def improvements(curve: list[float], times: list[float]) -> dict:
     """A seed's best-so-far curve and replay clock, losslessly for the scores: its length, its final clock
     and ``[evaluation, clock s, best ms]`` at every evaluation where the best improved (the curve is
@@ -176,7 +179,7 @@ def run_unit(path: str, method: str, budget: int, seeds: int, histories=None) ->
     return runs, time.time() - tic, kept
 
 
-def run_units(units: list, args, per_space: dict) -> dict:
+def run_units(units: list, args) -> dict:
     """Every ``(space, path, method, histories)`` unit, ``args.jobs`` at a time; by ``(space, method)``."""
     from concurrent.futures import ProcessPoolExecutor
 
@@ -208,32 +211,28 @@ def main() -> None:
     per_space: dict = {n: {} for n in paths}
     groups = {n: group_of(m) for n, m in measured.items()}
     methods = args.methods.split(",")
-    done = run_units([(n, paths[n], m, None) for m in methods if m != "dgp" for n in paths], args, per_space)
+    done = run_units([(n, paths[n], m, None) for m in methods if m != "dgp" for n in paths], args)
     autotvm_runs = {(n, seed): kept for (n, m), (_, _, runs) in done.items() if m == "autotvm"
                     for seed, kept in enumerate(runs)}
     if "dgp" in methods:  # alone in its group a space has no source: dgp would be autotvm there
         units = [(n, paths[n], "dgp", [dgp_history(n, groups, autotvm_runs, s) for s in range(args.seeds)])
                  for n in paths if any(groups[o] == groups[n] for o in paths if o != n)]
-        done.update(run_units(units, args, per_space))
+        done.update(run_units(units, args))
     for (p, m), (runs, wall, _) in done.items():
         curves = [c for c, _ in runs]
         per_space[p][m] = {"checkpoints": summarize(curves, spaces[p].optimum, rng, CHECKPOINTS),
                            "score": methodology_score(curves, spaces[p], args.budget),
                            "time_score": time_score(runs, spaces[p], args.budget),
-                           "wall_s": wall, "runs": [improvements(c, t) for c, t in runs],
-                           "_curves": curves, "_times": [t for _, t in runs]}
+                           "wall_s": wall, "runs": [improvements(c, t) for c, t in runs]}
         print(f"{p} {m}: score {per_space[p][m]['score']['mean']:.3f} ({wall:.1f} s)", flush=True)
     aggregates = {}
     dgp_spaces = [n for n in paths if "dgp" in per_space[n]]
     for title, names in (("All spaces", list(paths)), ("dgp's group (spaces with a source layer)", dgp_spaces)):
         if not names:
             continue
-        ev = aggregate(per_space, spaces, args.budget, names)
-        aggregates[title] = {"spaces": names, "evals": ev, "time": time_aggregate(per_space, spaces, args.budget,
-                                                                                   names, ev),
+        ev = aggregate(done, spaces, args.budget, names)
+        aggregates[title] = {"spaces": names, "evals": ev, "time": aggregate(done, spaces, args.budget, names, "time"),
                              "differences": differences(ev, rng)}
-    for row in (r for space in per_space.values() for r in space.values()):  # the file keeps "runs"
-        del row["_curves"], row["_times"]
     result = {"spaces": list(paths), "optimum_ms": {p: spaces[p].optimum for p in paths},
               "space_rows": [space_row(n, m) for n, m in measured.items()], "seeds": args.seeds,
               "budget": args.budget, "per_space": per_space, "aggregates": aggregates,

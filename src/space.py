@@ -251,21 +251,31 @@ class Space:
         indices = [int(i) for i in indices]
         if not indices:
             return np.zeros((0, self.n_features), dtype=np.float32)
-        digits = self._digit_rows(indices)
-        if digits is None:  # indices beyond int64: one config at a time
+        if self.size >= 2**63:  # indices beyond int64: one config at a time
             return np.stack([np.concatenate([tab[d] for tab, d in zip(self._feature_table, self.digits(i))])
                              for i in indices])
+        digits = self.digit_rows(indices)
         return np.concatenate([tab[digits[:, k]] for k, tab in enumerate(self._feature_table)], axis=1)
 
-    def _digit_rows(self, indices: list[int]) -> np.ndarray | None:
-        """``digits`` of every index, shape (n, n_knobs) int64; None when the space is too large for int64."""
-        if self.size >= 2**62:
-            return None
-        idx = np.asarray(indices, dtype=np.int64)
+    def digit_rows(self, indices) -> np.ndarray:
+        """:meth:`digits` of every index, vectorized: shape (n, n_knobs), int64.
+
+        Raises:
+            IndexError: an index outside the space.
+            ValueError: the space is too large for int64 indices.
+        """
+        if self.size >= 2**63:
+            raise ValueError(f"space of size {self.size} does not fit int64 indices")
+        idx = self._index_array(indices)
+        return (idx[:, None] // np.asarray(self._strides, dtype=np.int64)[None, :]) % self.dims[None, :]
+
+    def _index_array(self, indices) -> np.ndarray:
+        """``indices`` as an int64 array, each checked to be a config of the space."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if len(idx) and (idx.min() < 0 or idx.max() >= self.size):
             bad = int(idx[(idx < 0) | (idx >= self.size)][0])
             raise IndexError(f"config index {bad} outside space of size {self.size}")
-        return (idx[:, None] // np.asarray(self._strides, dtype=np.int64)[None, :]) % self.dims[None, :]
+        return idx
 
     # ---- sampling and moves -------------------------------------------------------------
     def sample(self, rng: np.random.Generator, n: int, exclude: set[int] | None = None) -> list[int]:
@@ -353,12 +363,8 @@ class ExplicitSpace(Space):
             raise ValueError(f"config {dict(zip(self.names, key))} is not in this (pruned) space")
         return self._pos[key]
 
-    def _digit_rows(self, indices: list[int]) -> np.ndarray:
-        idx = np.asarray(indices, dtype=np.int64)
-        if len(idx) and (idx.min() < 0 or idx.max() >= self.size):
-            bad = int(idx[(idx < 0) | (idx >= self.size)][0])
-            raise IndexError(f"config index {bad} outside space of size {self.size}")
-        return self.digit_array()[idx]
+    def digit_rows(self, indices) -> np.ndarray:
+        return self.digit_array()[self._index_array(indices)]
 
     def contains_digits(self, digits: Sequence[int]) -> bool:
         return tuple(int(d) for d in digits) in self._pos
@@ -370,7 +376,7 @@ class ExplicitSpace(Space):
         if self.full_size >= 2**62:  # product-space keys would overflow: one lookup per row
             return np.array([self._pos.get(tuple(r), -1) for r in digits.tolist()], dtype=np.int64)
         if getattr(self, "_keys", None) is None:
-            place = np.concatenate([[1], np.cumprod(self.dims[:-1])]).astype(np.int64)
+            place = np.asarray(self._strides, dtype=np.int64)  # the product space's place values
             keys = self.digit_array() @ place
             order = np.argsort(keys, kind="stable")
             self._keys = (place, keys[order], order)

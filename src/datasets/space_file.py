@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from tunebench.datasets.kt_cache import read_cache
 from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, resolve
 from tunebench.errors import UserError
+from tunebench.safe_files import atomic_write_bytes
 from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob, Space, SplitKnob
 
 FORMAT = "tunebench-space"
@@ -37,12 +38,13 @@ HEADER_KEYS = ("name", "task", "target", "knobs", "space_size", "configs", "mach
 ROW_KEYS = ("digits", "config", "latency_s", "build_s", "run_s")
 
 
-def is_space_file(raw: bytes) -> bool:
-    """Whether ``raw`` (a file's bytes, gzipped or not) starts like a space file's header."""
-    try:
-        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-    except (OSError, EOFError):
-        return False  # a corrupt gzip file: the Kernel Tuner reader says so
+def _unzipped(raw: bytes) -> bytes:
+    """A file's bytes, gunzipped when gzipped (OSError, EOFError: a corrupt gzip stream)."""
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def is_space_file(text: bytes) -> bool:
+    """Whether ``text`` (a file's bytes, gunzipped) starts like a space file's header."""
     return text.lstrip()[:64].replace(b" ", b"").startswith(b'{"format":"' + FORMAT.encode())
 
 
@@ -53,10 +55,7 @@ def write_space_file(path: str, header: dict, rows: Sequence[dict]) -> None:
     text = "".join(json.dumps(r, separators=(",", ":"), allow_nan=False) + "\n" for r in [head, *rows])
     data = gzip.compress(text.encode(), mtime=0) if path.endswith(".gz") else text.encode()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, data, mode=0o644)
 
 
 def _knob(d: dict, path: str):
@@ -76,7 +75,7 @@ def _plain(v):
 
 def _lines(raw: bytes, path: str) -> list[dict]:
     try:
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+        text = _unzipped(raw).decode()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise UserError(f"model.path={path}: not a readable space file (corrupt or truncated?): {exc}") from None
     out = []
@@ -164,4 +163,8 @@ def read_measured(path: str) -> MeasuredSpace:
 @functools.lru_cache(maxsize=64)
 def _read_measured(path: str, mtime_ns: int, size: int) -> MeasuredSpace:
     raw = open(path, "rb").read()
-    return read_space_file(path, raw) if is_space_file(raw) else read_cache(path)
+    try:
+        space_file = is_space_file(_unzipped(raw))
+    except (OSError, EOFError):
+        space_file = False  # a corrupt gzip file: the Kernel Tuner reader says so
+    return read_space_file(path, raw) if space_file else read_cache(path)

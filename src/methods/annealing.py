@@ -43,11 +43,8 @@ def place_values(space: Space) -> np.ndarray:
 
 
 def index_digits(space: Space, indices: np.ndarray) -> np.ndarray:
-    """Entity index of every knob for each config: shape (n, n_knobs), int64 (same as ``Space.digits``)."""
-    indices = np.asarray(indices, dtype=np.int64)
-    if isinstance(space, ExplicitSpace):
-        return space.digit_array()[indices]
-    return (indices[:, None] // place_values(space)[None, :]) % space.dims[None, :]
+    """Entity index of every knob for each config: shape (n, n_knobs), int64 (``Space.digit_rows``)."""
+    return space.digit_rows(indices)
 
 
 def random_walk(space: Space, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
