@@ -185,8 +185,9 @@ def device_info() -> dict:
     return {"gpu": None, "driver": None, "cpu": cpu, "cores": os.cpu_count()}
 
 
-def run_suite(args, plan: dict, caps: dict) -> dict:
-    """Every part in order under the overall budget; the suite's JSON-ready result."""
+def run_suite(args, plan: dict, caps: dict, save=None) -> dict:
+    """Every part in order under the overall budget; the suite's JSON-ready result. ``save`` (if given) is
+    called with the result so far after each part, so that a suite killed from outside keeps what it measured."""
     budget = Budget(args.budget_s)
     plan_file = os.path.join(plan["work"], "plan.json")
     with open(plan_file, "w") as fh:
@@ -201,6 +202,12 @@ def run_suite(args, plan: dict, caps: dict) -> dict:
             parts[name] = run_part(name, plan_file, os.path.join(plan["work"], f"{name}.json"),
                                    os.path.join(plan["work"], f"{name}.log"), allowed)
         print(f"[{budget.used():5.0f} s] {name}: {parts[name]['status']} {parts[name].get('reason', '')}", flush=True)
+        if save is not None:
+            save(_suite_result(args, plan, caps, budget, load_before, parts))
+    return _suite_result(args, plan, caps, budget, load_before, parts)
+
+
+def _suite_result(args, plan: dict, caps: dict, budget: Budget, load_before, parts: dict) -> dict:
     return {"dry_run": args.dry_run, "target": plan["target"], "budget_s": args.budget_s, "caps_s": caps,
             "wall_s": budget.used(), "device": device_info(), "host": platform.node(), "work": plan["work"],
             "loadavg_before": load_before, "loadavg_after": loadavg(), "plan": plan, "parts": parts, **provenance(),
@@ -268,11 +275,15 @@ def main() -> int:
         plan["trials"] = args.trials
     print(f"gpu suite{' (dry run, llvm)' if args.dry_run else ''}: work folder {work}; budget {args.budget_s:.0f} s; "
           f"load {loadavg()}", flush=True)
-    out = run_suite(args, plan, args.caps)
-    write_json(args.path, out)
     md_path = os.path.splitext(args.path)[0] + ".md"
-    with open(md_path, "w") as fh:
-        fh.write(markdown(out))
+
+    def save(result: dict) -> None:
+        write_json(args.path, result)
+        with open(md_path, "w") as fh:
+            fh.write(markdown(result))
+
+    out = run_suite(args, plan, args.caps, save=save)
+    save(out)
     print(f"written: {os.path.relpath(args.path)}, {os.path.relpath(md_path)} ({out['wall_s']:.0f} s)")
     return 0
 
