@@ -53,6 +53,8 @@ CAPS = {"gpu_tests": 80, "peak": 25, "resnet18_autotvm": 130, "resnet18_metasche
 DRY_CAPS = {"gpu_tests": 180, "peak": 90, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "vgg16_dense": 180,
             "dgp_vs_autotvm": 300}  # on a shared 2-core machine (MetaSchedule's first use alone takes minutes there)
 MIN_PART_S = 15.0  # a part is started only with this much of the overall budget left
+# A part that ends early leaves its unused seconds to the next parts: each may run to its own cap, or longer as long
+# as the caps of the parts after it stay free (Budget.admit).
 
 CONV = {"kernel": 3, "stride": 1, "padding": 1}
 VGG_DENSE = [{"in_features": 25088, "out_features": 4096}, {"in_features": 4096, "out_features": 4096},
@@ -115,13 +117,15 @@ class Budget:
     def used(self) -> float:
         return self.clock() - self.start
 
-    def admit(self, cap_s: float) -> tuple[float | None, str | None]:
-        """``(seconds the part may run, None)``, or ``(None, why it is skipped)``."""
+    def admit(self, cap_s: float, reserved_s: float = 0.0) -> tuple[float | None, str | None]:
+        """``(seconds the part may run, None)``, or ``(None, why it is skipped)``. A part may run past its own
+        cap into what earlier parts left unused, as long as ``reserved_s`` (the caps of the parts after it)
+        stays free."""
         left = self.total_s - self.used()
         if left < self.min_part_s:
             return None, (f"overall budget spent: {max(left, 0.0):.0f} s of {self.total_s:.0f} s left "
                           f"(a part needs {self.min_part_s:.0f} s)")
-        return min(float(cap_s), left), None
+        return min(max(float(cap_s), left - reserved_s), left), None
 
 
 def run_part(name: str, plan_file: str, out_file: str, log_file: str, cap_s: float) -> dict:
@@ -193,8 +197,8 @@ def run_suite(args, plan: dict, caps: dict, save=None) -> dict:
     with open(plan_file, "w") as fh:
         json.dump(plan, fh, indent=1)
     parts, load_before = {}, loadavg()
-    for name, cap in caps.items():
-        allowed, why = budget.admit(cap)
+    for i, (name, cap) in enumerate(caps.items()):
+        allowed, why = budget.admit(cap, reserved_s=sum(list(caps.values())[i + 1:]))
         if allowed is None:
             parts[name] = {"status": "skipped", "reason": why, "cap_s": cap}
         else:

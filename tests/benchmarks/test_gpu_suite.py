@@ -27,12 +27,22 @@ class Clock:
 def test_budget_caps_each_part_and_skips_once_spent():
     clock = Clock()
     b = gpu_suite.Budget(100.0, clock=clock, min_part_s=15.0)
-    assert b.admit(60) == (60.0, None)  # its own cap
+    assert b.admit(60, reserved_s=40) == (60.0, None)  # its own cap
     clock.t += 70
     assert b.admit(60) == (30.0, None)  # what is left
     clock.t += 20
     allowed, why = b.admit(60)
     assert allowed is None and "overall budget spent: 10 s of 100 s left" in why
+
+
+def test_a_part_may_use_what_earlier_parts_left_but_not_the_later_parts_caps():
+    clock = Clock()
+    b = gpu_suite.Budget(100.0, clock=clock, min_part_s=15.0)
+    assert b.admit(30, reserved_s=70) == (30.0, None)
+    clock.t += 10  # the first part ended 20 s early
+    assert b.admit(40, reserved_s=30) == (60.0, None)  # its cap + the 20 s saved; the last part's 30 s kept
+    clock.t += 75  # ... and ran over its own cap
+    assert b.admit(30) == (15.0, None)
 
 
 def test_pytest_summary_counts():
