@@ -42,11 +42,15 @@ def pytest_counts(text: str) -> dict[str, int]:
 
 def part_gpu_tests(p: dict) -> dict:
     files = gpu_test_files()
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", *files]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=10", "-p", "no:cacheprovider", *files]
+    lines = []
+    with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:  # echoed into the part's log as it comes: a part killed at its cap shows how far
+            print(line, end="", flush=True)  # the tests got and how long each took
+            lines.append(line)
+    out = "".join(lines)
     counts = pytest_counts(out)
-    return {"command": "python -m pytest -m gpu -q " + " ".join(files), "returncode": proc.returncode,
+    return {"command": "python -m pytest -m gpu -v --durations=10 " + " ".join(files), "returncode": proc.returncode,
             "counts": counts, "ok": proc.returncode in (0, 5) and not counts.get("failed") and not counts.get("errors"),
             "tail": out.strip().splitlines()[-15:]}
 

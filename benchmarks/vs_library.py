@@ -10,8 +10,8 @@ speedup = PyTorch / TVM as the geometric mean of the per-round ratios with a 95 
 interval; every row judged for noise (noisy values are named in the table, never dropped).
 
 Layer sets: ``--model resnet18`` (its distinct conv and dense layers, each + bias + ReLU here),
-``--set irregular`` (shapes no model of the suite has: odd channel counts, stride 2 without
-padding, 1x1 at 7x7, 5x5, 7x7 stride 2, depthwise, a non-power-of-two width), ``--set weak`` (prime
+``--set irregular`` (shapes no model of the suite has: odd and prime channel counts, stride 2 without
+padding, 1x1 at 7x7, 5x5, 7x7 stride 2, depthwise, a non-power-of-two width, 3-channel stems), ``--set weak`` (prime
 channel counts, 5x5, a 3-channel stem) or ``--layers FILE``
 (a JSON list of ``model.layers`` specs).
 
@@ -50,6 +50,12 @@ IRREGULAR = [
      "groups": 144},
     {"in_channels": 96, "height": 28, "width": 28, "out_channels": 24, "kernel": 1, "stride": 1, "padding": 0},
     {"in_channels": 200, "height": 14, "width": 14, "out_channels": 200, "kernel": 3, "stride": 1, "padding": 1},
+    {"in_channels": 67, "height": 28, "width": 28, "out_channels": 71, "kernel": 3, "stride": 1, "padding": 1},
+    {"in_channels": 37, "height": 28, "width": 28, "out_channels": 53, "kernel": 3, "stride": 1, "padding": 1},
+    {"in_channels": 40, "height": 28, "width": 28, "out_channels": 60, "kernel": 5, "stride": 1, "padding": 2},
+    {"in_channels": 100, "height": 14, "width": 14, "out_channels": 100, "kernel": 3, "stride": 1, "padding": 1},
+    {"in_channels": 3, "height": 224, "width": 224, "out_channels": 24, "kernel": 7, "stride": 2, "padding": 3},
+    {"in_channels": 3, "height": 224, "width": 224, "out_channels": 32, "kernel": 3, "stride": 2, "padding": 1},
 ]
 #: layers of the kinds the packed CPU templates lost on: prime channel counts on both sides (no
 #: multiple-of-16 divisor), a 5x5 kernel, a 3-channel 7x7 stride-2 stem

@@ -47,12 +47,20 @@ class TuningProgress:
         best = max((m.gflops for m in result.measurements if m.valid), default=0.0)
         self._progress.update(row, completed=len(result.measurements), best=f"{best:.1f}", errors=result.n_invalid)
 
-    def finish_task(self, row: int, result, best) -> None:
+    def finish_task(self, row: int, result, best, protocol_s: float | None = None) -> None:
+        """The task's log line: trials, search clock, where the time went (the builds' worker seconds,
+        which overlap when built in parallel, the device's seconds, and the protocol's steps after the
+        search: calibration, re-timing, output check), its best and why it stopped."""
         self.update(row, result)
         self._done += 1
         text = _best_text(best)
-        log.info("task %d/%d %s: %d trials (%d invalid) in %.1f s -> %s [%s]", self._done, self.n_tasks,
-                 result.task.name, len(result.measurements), result.n_invalid, result.search_s, text,
+        build = sum(m.build_s for m in result.measurements)
+        device = sum(m.run_s for m in result.measurements)
+        spent = f"builds {build:.1f} s of worker time, device {device:.1f} s"
+        if protocol_s is not None:
+            spent += f"; then the protocol {protocol_s:.1f} s"
+        log.info("task %d/%d %s: %d trials (%d invalid) in %.1f s (%s) -> %s [%s]", self._done, self.n_tasks,
+                 result.task.name, len(result.measurements), result.n_invalid, result.search_s, spent, text,
                  result.stop_reason)
 
 

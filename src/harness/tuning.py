@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,18 +77,22 @@ def tune_one(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
     method = make_method(cfg.method)
     observers = _observers(run, task, method, row, prior_recs)
     earlier = run.entries.get(task.id)
+    t0 = time.monotonic()
     pre = None if earlier else protocol.before_task(f"task {task.name}")
+    protocol_s = time.monotonic() - t0
     result = tune_task(task, method, run.target, cfg.budget, task_rng(cfg.seed, task), prior=prior,
                        history=run.history, observers=observers)
     if earlier and len(result.measurements) == len(prior) == earlier.get("trials"):
         _keep_earlier(run, task, result, earlier, row)
         return
+    t0 = time.monotonic()
     after = protocol.after_task(pre)
     best, checks, retimed = protocol.final_best(result, cfg.check_correctness)
+    protocol_s += time.monotonic() - t0
     protocol.warn_if_noisy(task, best, after)
     metrics = task_metrics(task, result, best, checks, cfg.check_correctness, protocol, (pre, after))
     log_task_metrics(run.tracker, task, metrics, len(result.measurements), run.totals)
-    run.progress.finish_task(row, result, best)
+    run.progress.finish_task(row, result, best, protocol_s)
     run.totals.add(task, result, best)
     summary = task_summary(task, result, best, checks, retimed, metrics)
     for step in run.steps:

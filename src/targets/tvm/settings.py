@@ -25,7 +25,8 @@ from tunebench.targets.tvm.variants import template_problem
 
 @dataclass
 class BuilderSettings(Settings):
-    n_parallel: int | None = knob(None, opt(POS_INT), "build worker processes; null = os.cpu_count()")
+    n_parallel: int | None = knob(None, opt(POS_INT), "build worker processes; null = os.cpu_count(); never more "
+                                  "than the configs built at once (batch_size, or measure.retime.top_k if larger)")
     timeout_s: float = knob(60.0, POS_NUM, 'a build slower than this is an invalid measurement ("timeout")')
 
 
@@ -126,7 +127,8 @@ def _cuda_tag(value) -> str | None:
 
 TEMPLATE_DOC = {
     "llvm": "conv2d/dense schedule template: packed = weights pre-packed once per model, AutoTVM's x86 conv2d_NCHWc "
-            "/ dense_pack knobs (tile_ic, tile_oc, tile_ow, tile_oh, unroll_kw; tile_y, tile_x, tile_k); nchw = tiled "
+            "/ dense_pack knobs (tile_ic, tile_oc, tile_ow, tile_oh, unroll_kw; tile_y, tile_x, tile_k; output channels "
+            "without a vector-wide divisor padded to a multiple of 16); nchw = tiled "
             "NCHW loops on the weights as they are (tile_f, tile_y, tile_x, tile_rc, order, unroll_kw); flex = no "
             "template, a space from any task's loop nest ([Zheng-ASPLOS20]). Depthwise: the NCHW template in "
             "packed and nchw",

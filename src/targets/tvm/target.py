@@ -93,6 +93,7 @@ class TVMTarget(TimingProtocol, Target):
         self.name = settings.name
         self.device_id = settings.device_id
         self.batch_size = settings.batch_size
+        self._retime_k = measure.retime.top_k  # the most configs built at once: a batch, or the re-timed ones
         self.lock_dir = settings.lock_dir
         self.policy = NoisePolicy.from_settings(measure.noise)
         self.threads = self._threads()
@@ -170,7 +171,7 @@ class TVMTarget(TimingProtocol, Target):
         from tunebench.targets.tvm.template_files import template_file, template_source_digest
         from tunebench.targets.tvm.templates import get_template
 
-        rel = template_file(get_template(task.kind, self.kind, task.template))
+        rel = template_file(get_template(task.kind, self.kind, task.template).source_class(task.mod))
         return {"template": task.template, "template_file": rel, "template_sha256": template_source_digest(rel),
                 "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision}
 
@@ -212,7 +213,8 @@ class TVMTarget(TimingProtocol, Target):
     def start(self) -> None:
         """Start the worker processes (before any task clock starts)."""
         if self._builders is None:
-            n = self.settings.builder.n_parallel or os.cpu_count() or 1
+            # no more workers than configs built at once (each worker imports TVM when it starts)
+            n = min(self.settings.builder.n_parallel or os.cpu_count() or 1, max(self.batch_size, self._retime_k))
             handler = self.settings.handler or HANDLER
             env = {"TVM_NUM_THREADS": self.threads}
             self._builders = WorkerPool(handler, int(n), env=env, prepare=PREPARE)

@@ -12,7 +12,8 @@ Usage::
 ``TEMPLATE_KINDS`` maps each supported ``(task_kind, target_kind, variant)`` to its template class.
 A target kind has one or more template *variants* (``VARIANTS``; the first is the default):
 ``llvm`` has ``packed`` (conv2d and dense on weights pre-packed once per model: AutoTVM's x86
-``conv2d_NCHWc`` and ``dense_pack``, :mod:`.cpu_packed`) and ``nchw`` (tiled NCHW loop nests on the
+``conv2d_NCHWc`` and ``dense_pack``, :mod:`.cpu_packed`; output channels without a multiple-of-8
+divisor padded, :mod:`.cpu_packed_pad`) and ``nchw`` (tiled NCHW loop nests on the
 weights as they are, :mod:`.cpu`); depthwise conv2d uses the NCHW template in both. ``cuda`` has
 ``direct`` (:mod:`.cuda`; dense of one row, a batch-1 layer, takes the split-K GEMV template of
 :mod:`.cuda_gemv`). ``flex`` (llvm and cuda) is no template: a space derived from any task's loop nest
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 from ..variants import VARIANTS
 from .cpu import CpuConv2d, CpuDense, CpuDepthwiseConv2d
-from .cpu_packed import CpuConv2dPacked, CpuDensePacked
+from .cpu_packed import CpuDensePacked
+from .cpu_packed_pad import CpuConv2dPackedPadded
 from .cuda import CudaConv2dDirect, CudaDepthwiseConv2d
 from .cuda_gemv import CudaDenseDirect
 from .flex import FlexCpu
@@ -39,7 +41,7 @@ FLEX = {("llvm", "flex"): FlexCpu, ("cuda", "flex"): FlexCuda}
 
 #: (task_kind, target_kind, variant) -> template class
 TEMPLATE_KINDS: dict[tuple[str, str, str], type[Template]] = {
-    ("conv2d", "llvm", "packed"): CpuConv2dPacked,
+    ("conv2d", "llvm", "packed"): CpuConv2dPackedPadded,  # CpuConv2dPacked, channels padded where needed
     ("depthwise_conv2d", "llvm", "packed"): CpuDepthwiseConv2d,
     ("dense", "llvm", "packed"): CpuDensePacked,
     ("conv2d", "llvm", "nchw"): CpuConv2d,

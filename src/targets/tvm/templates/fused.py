@@ -272,6 +272,11 @@ class Template(abc.ABC):
         """Validity check of a scheduled module (after lowering): a one-line reason, or None."""
         return None
 
+    def source_class(self, mod: tvm.IRModule) -> type:
+        """The class whose code schedules ``mod`` (a measured space records its source file): this one,
+        unless the template hands some tasks to another class's code."""
+        return type(self)
+
     def analyze(self, mod: tvm.IRModule) -> FusedInfo:
         """:func:`analyze` plus a check that the function's kind is this template's kind."""
         info = analyze(mod)
