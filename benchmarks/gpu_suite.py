@@ -28,6 +28,7 @@ failure of the suite itself (traceback).
 
 Usage: python benchmarks/gpu_suite.py [--dry-run] [--budget-s S] [--trials N] [--only PARTS] [--work DIR]
     [--commit SHA] [--out PATH | --publish]
+       python benchmarks/gpu_suite.py --merge A.json B.json ... [--out PATH | --publish]
   default output: benchmarks/results/local/gpu_suite.json and .md (untracked); --publish:
   benchmarks/results/gpu_suite.json and .md (tracked; not with --dry-run).
 """
@@ -230,12 +231,18 @@ def parse_args():
     ap.add_argument("--work", default=None, help="folder for the runs and logs (default: a new temporary one)")
     ap.add_argument("--commit", default=None,
                     help="the commit to record, for a copied tree without git (default: git rev-parse HEAD)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                    help="run nothing: join the results of suites run part by part (--only) on one machine, "
+                         "in the order given, into one JSON and report")
     ap.add_argument("--part", help=argparse.SUPPRESS)
     ap.add_argument("--plan", help=argparse.SUPPRESS)
     ap.add_argument("--part-out", help=argparse.SUPPRESS)
     add_out_args(ap, NAME)
     args = ap.parse_args()
     if args.part:
+        return args
+    if args.merge:
+        args.path = out_path(ap, args, NAME)
         return args
     if args.dry_run and args.publish:
         ap.error("a dry run is not published (--publish writes the GPU results)")
@@ -271,10 +278,56 @@ def part_main(args) -> int:
     return 0
 
 
+def merge(paths: list[str]) -> dict:
+    """The results of suites run part by part (``--only``), in order, as one: the first one's machine and
+    plan, every part (a part in two files: the later one), the walls and budgets summed, the files named.
+
+    Raises:
+        UserError: a file that is not a suite result, a dry run mixed with GPU runs, or two GPUs.
+    """
+    from tunebench.errors import UserError
+
+    runs = []
+    for path in paths:
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--merge: {path}: not readable as JSON ({exc})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("parts"), dict):
+            raise UserError(f"--merge: {path}: not a gpu_suite result (no parts)")
+        runs.append(data)
+    kinds = {(r.get("dry_run"), (r.get("device") or {}).get("gpu")) for r in runs}
+    if len(kinds) > 1:
+        raise UserError(f"--merge: the files come from different runs: {sorted(map(str, kinds))}; valid: one "
+                        "machine, all dry runs or none")
+    out = dict(runs[0])
+    out["parts"] = {name: part for r in runs for name, part in r["parts"].items()}
+    out["caps_s"] = {name: cap for r in runs for name, cap in r.get("caps_s", {}).items()}
+    out["wall_s"] = sum(float(r.get("wall_s") or 0.0) for r in runs)
+    out["budget_s"] = sum(float(r.get("budget_s") or 0.0) for r in runs)
+    out["loadavg_after"] = runs[-1].get("loadavg_after")
+    out["merged_from"] = [os.path.basename(p) for p in paths]
+    return out
+
+
+def write_result(path: str, result: dict) -> str:
+    """The result's JSON at ``path`` and its Markdown report beside it; the report's path."""
+    md_path = os.path.splitext(path)[0] + ".md"
+    write_json(path, result)
+    with open(md_path, "w") as fh:
+        fh.write(markdown(result))
+    return md_path
+
+
 def main() -> int:
     args = parse_args()
     if args.part:
         return part_main(args)
+    if args.merge:
+        md_path = write_result(args.path, merge(args.merge))
+        print(f"written: {os.path.relpath(args.path)}, {os.path.relpath(md_path)} ({len(args.merge)} files joined)")
+        return 0
     work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="gpu-suite-"))
     os.makedirs(work, exist_ok=True)
     plan = {**(DRY_PLAN if args.dry_run else GPU_PLAN), "work": work, "cache_dir": os.path.join(work, "cache")}
@@ -282,15 +335,8 @@ def main() -> int:
         plan["trials"] = args.trials
     print(f"gpu suite{' (dry run, llvm)' if args.dry_run else ''}: work folder {work}; budget {args.budget_s:.0f} s; "
           f"load {loadavg()}", flush=True)
-    md_path = os.path.splitext(args.path)[0] + ".md"
-
-    def save(result: dict) -> None:
-        write_json(args.path, result)
-        with open(md_path, "w") as fh:
-            fh.write(markdown(result))
-
-    out = run_suite(args, plan, args.caps, save=save)
-    save(out)
+    out = run_suite(args, plan, args.caps, save=lambda result: write_result(args.path, result))
+    md_path = write_result(args.path, out)
     print(f"written: {os.path.relpath(args.path)}, {os.path.relpath(md_path)} ({out['wall_s']:.0f} s)")
     return 0
 

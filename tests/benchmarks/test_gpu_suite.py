@@ -130,3 +130,31 @@ def test_dry_run_runs_every_part_on_llvm(tmp_path):
     assert layer["tuned"]["gbps"] > 0 and layer["speedup_vs_torch"]["geomean"] > 0
     assert set(parts["dgp_vs_autotvm"]["result"]["methods"]) == {"autotvm", "dgp"}
     assert (tmp_path / "suite.md").read_text().count("| done |") == 6
+
+
+def test_suites_run_part_by_part_merge_into_one_result(tmp_path):
+    """Two calls' results (``--only``) become one JSON and report: every part, the walls summed; files from
+    another GPU, or that are no suite result, are one error line each."""
+    peak = {"status": "done", "wall_s": 20, "cap_s": 40, "result": {"fma_gflops": 60000.0, "mem_gbps": 2700.0,
+                                                                    "noisy": False, "threads": None, "device": "H100"}}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({**_suite_out({"peak": peak}), "caps_s": {"peak": 40}}))
+    b.write_text(json.dumps({**_suite_out({"gpu_tests": {"status": "timeout", "wall_s": 45, "cap_s": 45}}),
+                             "caps_s": {"gpu_tests": 45}, "wall_s": 50.0}))
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, SUITE, "--merge", str(a), str(b), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert list(data["parts"]) == ["peak", "gpu_tests"] and data["wall_s"] == 450.0
+    assert data["merged_from"] == ["a.json", "b.json"] and data["caps_s"] == {"peak": 40, "gpu_tests": 45}
+    assert "| GPU tests | timeout | 45 | 45 |" in (tmp_path / "m.md").read_text()
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**_suite_out({}), "device": {"gpu": "NVIDIA H200"}}))
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    for files, message in (([a, other], "different runs"), ([tmp_path / "bad.json"], "not a gpu_suite result")):
+        proc = subprocess.run([sys.executable, SUITE, "--merge", *map(str, files), "--out", str(tmp_path / "x.json")],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: --merge") and message in proc.stderr
+        assert not (tmp_path / "x.json").exists()
