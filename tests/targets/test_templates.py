@@ -371,3 +371,18 @@ def test_which_channel_counts_are_padded():
 
     assert [f for f in (7, 11, 12, 24, 45, 53, 64, 71, 100, 134, 200, 512) if needs_padding(f)] == [7, 53, 71, 134]
     assert (padded(71), padded(134), padded(7)) == (80, 144, 16)
+
+
+def test_a_measured_space_names_the_source_that_schedules_its_layer():
+    """A padded layer's space records cpu_packed_pad.py, an unpadded one cpu_packed.py (replay checks that
+    file's sha256)."""
+    from conftest import target_settings
+    from tunebench.datasets.tasks import model_tasks
+    from tunebench.targets import make_target
+
+    conv = {"in_channels": 5, "height": 10, "width": 10, "kernel": 3, "stride": 1, "padding": 1}
+    tasks, _ = model_tasks({"name": "layers", "layers": [{**conv, "out_channels": 7}, {**conv, "out_channels": 16}]},
+                           "llvm")
+    target = make_target(target_settings("llvm"))
+    assert [target.space_facts(t)["template_file"] for t in tasks] == [
+        "targets/tvm/templates/cpu_packed_pad.py", "targets/tvm/templates/cpu_packed.py"]
