@@ -52,7 +52,7 @@ from _gpu_md import markdown
 NAME = "gpu_suite"
 CAPS = {"peak": 40, "resnet18_autotvm": 170, "resnet18_metaschedule": 170, "vgg16_dense": 75, "dgp_vs_autotvm": 60,
         "gpu_tests": 45}  # seconds per part on the GPU, from an H100 (2026-11-27): a part's process takes ~15-25 s to
-# start and import on a fresh machine, ResNet-18's 19 tasks took 8-24 s each at 4 trials (hence 2 trials here); their
+# start and import on a fresh machine, ResNet-18's first 4 tasks took 8-24 s each at 4 trials (hence 2 here); their
 # sum (560 s) is the default overall budget, which with the bundle's ~25 s of setup fits one 600-s call
 DRY_CAPS = {"peak": 90, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "vgg16_dense": 180,
             "dgp_vs_autotvm": 300, "gpu_tests": 180}  # on a shared 2-core machine (MetaSchedule's first use alone takes minutes there)
