@@ -12,7 +12,7 @@ Usage::
 ``TEMPLATE_KINDS`` maps each supported ``(task_kind, target_kind, variant)`` to its template class.
 A target kind has one or more template *variants* (``VARIANTS``; the first is the default):
 ``llvm`` has ``packed`` (conv2d and dense on weights pre-packed once per model: AutoTVM's x86
-``conv2d_NCHWc`` and ``dense_pack``, :mod:`.cpu_packed`; output channels without a multiple-of-8
+``conv2d_NCHWc`` and ``dense_pack``, :mod:`.cpu_packed`; output channels without a vector-wide
 divisor padded, :mod:`.cpu_packed_pad`) and ``nchw`` (tiled NCHW loop nests on the
 weights as they are, :mod:`.cpu`); depthwise conv2d uses the NCHW template in both. ``cuda`` has
 ``direct`` (:mod:`.cuda`; dense of one row, a batch-1 layer, takes the split-K GEMV template of

@@ -1,7 +1,7 @@
 """CPU (llvm) conv2d on packed weights for any number of output channels: pad, compute, slice.
 
 AutoTVM's x86 ``conv2d_NCHWc`` (:class:`.cpu_packed.CpuConv2dPacked`) vectorizes the output-channel
-block ``oc_bn``, an exact divisor of the output channels. With a count that has no divisor a multiple of 8
+block ``oc_bn``, an exact divisor of the output channels. With a count that has no vector-wide divisor
 (71, a prime, say) the only blocks are 1 (scalar code) or the whole count (vectors of 71 lanes), and the
 best kernel of that space ran at 11 % of the machine's peak. Here the output channels of the main block
 are padded to a multiple of :data:`PAD_TO` with zero weights (TVM's ``reindex`` of the data read, then
@@ -12,7 +12,8 @@ time): TVM's weight pre-packing (``RemoveWeightLayoutRewriteBlock`` / ``SplitLay
 accepts only a copy that is a pure load, which a zero-padding copy is not.
 
 Which layers are padded: :func:`needs_padding`. The others keep :class:`.cpu_packed.CpuConv2dPacked`
-unchanged (its space, its kernels; every layer of the measured spaces shipped in ``data/spaces``). The knobs are the packed template's, with ``tile_oc`` splitting the padded count.
+unchanged (its space, its kernels; every layer of the measured spaces shipped in ``data/spaces``). The
+knobs are the packed template's, with ``tile_oc`` splitting the padded count.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tvm
 from tunebench.space import Config, Space, SplitKnob
 
 from .cpu_packed import CpuConv2dPacked
-from .fused import new_schedule, pad_once, stage_output
+from .fused import LAYOUT_REWRITE, block_conv_nchwc, new_schedule, pad_once, stage_output
 
 #: the output channels are padded to a multiple of this (16 lanes: one AVX-512 vector of float32)
 PAD_TO = 16
@@ -44,8 +45,8 @@ def padded(out_channels: int) -> int:
 
 
 class CpuConv2dPackedPadded(CpuConv2dPacked):
-    """The packed conv2d template, with output channels padded where they have no multiple-of-8 divisor;
-    see the module docstring."""
+    """The packed conv2d template, with output channels padded where no divisor is a vector block
+    (:func:`needs_padding`); see the module docstring."""
 
     def source_class(self, mod: tvm.IRModule) -> type:
         return type(self) if needs_padding(self.analyze(mod).extents["f"]) else CpuConv2dPacked
@@ -65,10 +66,8 @@ class CpuConv2dPackedPadded(CpuConv2dPacked):
         pad_once(sch, info)
         out, acc = stage_output(sch, info, "global")
         weight_pad = _pad_output_channels(sch, acc, info.data_read)
-        ic_bn, oc_bn = config["tile_ic"][1], config["tile_oc"][1]
-        copy = sch.cache_read(acc, _read_of(sch, acc, weight_pad), "global")
-        sch.transform_layout(copy, ("write", 0), lambda o, i, h, w: (o // oc_bn, i // ic_bn, h, w, i % ic_bn, o % oc_bn))
-        sch.transform_layout(acc, ("write", 0), lambda n, f, y, x: (n, f // oc_bn, y, x, f % oc_bn))
+        copy = block_conv_nchwc(sch, acc, _read_of(sch, acc, weight_pad), config["tile_ic"][1], config["tile_oc"][1])
+        sch.unannotate(copy, LAYOUT_REWRITE)  # packed per call: a zero-padding copy cannot be pre-packed
         sch.compute_inline(weight_pad)
         sch.parallel(sch.get_loops(copy)[0])
 

@@ -217,7 +217,7 @@ def pad_once(sch: st.Schedule, info: FusedInfo) -> None:
         sch.compute_inline(pad)
 
 
-def pack_weight(sch: st.Schedule, block, read_index: int, index_map) -> None:
+def pack_weight(sch: st.Schedule, block, read_index: int, index_map):
     """Read ``block``'s weight (its read ``read_index``, a function parameter) through a copy in the
     layout ``index_map`` gives, marked as a weight layout rewrite.
 
@@ -225,19 +225,22 @@ def pack_weight(sch: st.Schedule, block, read_index: int, index_map) -> None:
     runs). In a model build the copy is split out of the function and computed once from the
     weights before the model runs (:func:`tunebench.harness.e2e.tuned_module`); a single kernel is
     timed with the packed weight as its parameter (:func:`prepacked`), so neither pays the packing
-    per call.
+    per call. Returns the copy block.
     """
     copy = sch.cache_read(block, read_index, "global")
     sch.transform_layout(copy, ("write", 0), index_map)
     sch.annotate(copy, LAYOUT_REWRITE, True)
+    return copy
 
 
-def block_conv_nchwc(sch: st.Schedule, acc, weight_read: int, ic_bn: int, oc_bn: int) -> None:
+def block_conv_nchwc(sch: st.Schedule, acc, weight_read: int, ic_bn: int, oc_bn: int):
     """The NCHWc blocking of a conv2d's main block ``acc`` (AutoTVM's x86 ``conv2d_NCHWc``): weights
     read packed as ``[K/oc_bn, C/ic_bn, kh, kw, ic_bn, oc_bn]`` (:func:`pack_weight`) and the result
-    accumulated in ``[N, K/oc_bn, H, W, oc_bn]``; its loops and the data read stay as they are."""
-    pack_weight(sch, acc, weight_read, lambda o, i, h, w: (o // oc_bn, i // ic_bn, h, w, i % ic_bn, o % oc_bn))
+    accumulated in ``[N, K/oc_bn, H, W, oc_bn]``; its loops and the data read stay as they are. Returns
+    the weight's packing block."""
+    copy = pack_weight(sch, acc, weight_read, lambda o, i, h, w: (o // oc_bn, i // ic_bn, h, w, i % ic_bn, o % oc_bn))
     sch.transform_layout(acc, ("write", 0), lambda n, f, y, x: (n, f // oc_bn, y, x, f % oc_bn))
+    return copy
 
 
 def prepacked(sched_mod: tvm.IRModule) -> tvm.IRModule:
