@@ -6,11 +6,15 @@ bootstrap intervals over seeds), the fraction of the optimum at checkpoints, and
 differences of the aggregate score survive their intervals. Every seed's curve is kept in the result file.
 
     python benchmarks/replay_compare.py [--seeds 30] [--budget 200] [--methods random,autotvm,...]
-        [--spaces data/spaces/a.jsonl,...] [--publish]
+        [--spaces data/spaces/a.jsonl,...] [--dgp-sources one|per-seed] [--jobs 2] [--publish]
 
-dgp transfers within a layer group ([Sun-ICCV21] §4.2: kernel, padding, stride): on a space, seed s, its
-history is autotvm's seed-s records on the other spaces of the same group (the paper's source layers,
-tuned by AutoTVM; their tuning is not on dgp's clock, the paper's accounting). A space alone in its group
+dgp transfers within a layer group ([Sun-ICCV21] §4.2: kernel, padding, stride): on a space its history
+is autotvm's records on the other spaces of the same group (the paper's source layers, tuned by AutoTVM;
+their tuning and the pre-training on them are not on dgp's clock, the paper's accounting).
+``--dgp-sources one`` (default): autotvm's seed-0 records, one source history for every seed, as a user
+has one: the DGP is pre-trained once per space and the seeds vary the transfer and the search.
+``--dgp-sources per-seed``: seed s gets autotvm's seed-s records, so the spread over seeds also covers
+the source tuning and the pre-training (each seed pre-trains anew: ~4x dgp's time). A space alone in its group
 has no source: dgp would be autotvm there, so it is not run on it, and dgp is compared on its group's
 spaces only (the second aggregate). metaschedule is not among the methods: its schedules are traces, not
 points of a template's knob space, so it cannot run on a measured space (``target=replay`` refuses it).
@@ -93,8 +97,8 @@ def group_of(measured) -> tuple:
 
 
 def dgp_history(name: str, groups: dict, autotvm_runs: dict, seed: int):
-    """dgp's source records for space ``name``, seed ``seed``: autotvm's records of that seed on the other
-    spaces of the group (None when the space is alone in its group)."""
+    """dgp's source records for space ``name``: autotvm's seed-``seed`` records on the other spaces of the
+    group (None when the space is alone in its group)."""
     from tunebench.history import History
     from tunebench.records import record_line
 
@@ -158,6 +162,14 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def dgp_histories(name: str, groups: dict, autotvm_runs: dict, args) -> list:
+    """Every seed's source history (module docstring: ``--dgp-sources``). With ``one`` every seed gets the
+    same History object, whose model cache then keeps the DGP pre-trained by the first seed."""
+    if args.dgp_sources == "one":
+        return [dgp_history(name, groups, autotvm_runs, 0)] * args.seeds
+    return [dgp_history(name, groups, autotvm_runs, s) for s in range(args.seeds)]
+
+
 def improvements(curve: list[float], times: list[float]) -> dict:
     """A seed's best-so-far curve and replay clock, losslessly for the scores: its length, its final clock
     and ``[evaluation, clock s, best ms]`` at every evaluation where the best improved (the curve is
@@ -198,6 +210,9 @@ def main() -> None:
     ap.add_argument("--methods", default=",".join(METHODS), help="tunebench methods (comma-separated)")
     ap.add_argument("--spaces", default=None, help="space files (comma-separated); default: data/spaces/*.jsonl*")
     ap.add_argument("--jobs", type=int, default=1, help="processes running (method, space) units side by side")
+    ap.add_argument("--dgp-sources", choices=("one", "per-seed"), default="one",
+                    help="dgp's source history: autotvm's seed-0 records for every seed (one pre-training per "
+                         "space), or seed s's for seed s (module docstring)")
     add_out_args(ap, "replay_compare")
     args = ap.parse_args()
     from tunebench.datasets.space_file import read_measured
@@ -215,7 +230,7 @@ def main() -> None:
     autotvm_runs = {(n, seed): kept for (n, m), (_, _, runs) in done.items() if m == "autotvm"
                     for seed, kept in enumerate(runs)}
     if "dgp" in methods:  # alone in its group a space has no source: dgp would be autotvm there
-        units = [(n, paths[n], "dgp", [dgp_history(n, groups, autotvm_runs, s) for s in range(args.seeds)])
+        units = [(n, paths[n], "dgp", dgp_histories(n, groups, autotvm_runs, args))
                  for n in paths if any(groups[o] == groups[n] for o in paths if o != n)]
         done.update(run_units(units, args))
     for (p, m), (runs, wall, _) in done.items():
@@ -234,6 +249,7 @@ def main() -> None:
         aggregates[title] = {"spaces": names, "evals": ev, "time": aggregate(done, spaces, args.budget, names, "time"),
                              "differences": differences(ev, rng)}
     result = {"spaces": list(paths), "optimum_ms": {p: spaces[p].optimum for p in paths},
+              "dgp_sources": args.dgp_sources if "dgp" in methods else None,
               "space_rows": [space_row(n, m) for n, m in measured.items()], "seeds": args.seeds,
               "budget": args.budget, "per_space": per_space, "aggregates": aggregates,
               "wall_s": time.time() - t0, "loadavg": [load0, loadavg()], "machine": machine_info(), **provenance()}

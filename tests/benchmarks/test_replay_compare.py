@@ -54,3 +54,15 @@ def test_improvements_keep_what_the_scores_need():
 def test_dgp_transfers_from_autotvm_on_the_other_spaces_of_its_group():
     groups = {"a": ("conv2d", (3, 3)), "b": ("conv2d", (3, 3)), "c": ("dense",)}
     assert rc.dgp_history("c", groups, {}, 0) is None  # alone in its group: no source
+
+
+def test_dgp_sources_are_one_shared_history_or_one_per_seed(monkeypatch):
+    """``one``: seed 0's history object for every seed (its model cache keeps the one pre-trained DGP);
+    ``per-seed``: seed s's own."""
+    import argparse
+
+    monkeypatch.setattr(rc, "dgp_history", lambda name, groups, runs, seed: object() if seed == 0 else ("h", seed))
+    one = rc.dgp_histories("a", {}, {}, argparse.Namespace(dgp_sources="one", seeds=3))
+    assert len(one) == 3 and one[0] is one[1] is one[2]
+    per_seed = rc.dgp_histories("a", {}, {}, argparse.Namespace(dgp_sources="per-seed", seeds=3))
+    assert per_seed[1:] == [("h", 1), ("h", 2)] and per_seed[0] is not one[0]

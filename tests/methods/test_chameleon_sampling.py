@@ -98,3 +98,18 @@ def test_agent_learns_to_move_toward_higher_fitness():
     learned, first = final_mean(1e-3)
     frozen, _ = final_mean(0.0)
     assert learned > frozen + 2.0 and learned > first + 3.0, (learned, frozen, first)
+
+
+def test_the_episodes_numpy_policy_is_the_networks_forward():
+    import torch
+
+    from tunebench.methods.chameleon.agent import ActorCritic, log_softmax
+
+    torch.manual_seed(0)
+    net = ActorCritic(6, 4, 32)
+    x = np.random.default_rng(0).random((50, 6), dtype=np.float32)
+    logits, v = net.frozen()(x)
+    ref_logits, ref_v = net(torch.from_numpy(x))
+    np.testing.assert_allclose(logits, ref_logits.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(v, ref_v.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(log_softmax(logits), torch.log_softmax(ref_logits, -1).detach().numpy(), atol=1e-5)

@@ -189,9 +189,7 @@ def test_the_q_networks_action_space_matches_the_knobs():
 
     method.setup(fake_task(space), None, None, None, np.random.default_rng(0))
     assert len(method.moves) == 3 * 4 * 3 + 2 + 2  # N (N - 1) per 4-part split, two per other knob
-    layers = [m for m in method.policy.x if isinstance(m, __import__("torch").nn.Linear)]
-    assert len(layers) == 4 and [l.out_features for l in layers] == [64, 64, 64, len(method.moves)]
-    assert layers[0].in_features == space.n_features
+    assert method.policy.x.sizes == (space.n_features, 64, 64, 64, len(method.moves))
     q = method.policy.q_values(space.features([0, 1]))
     assert q.shape == (2, len(method.moves))
 
@@ -396,3 +394,33 @@ def test_the_published_operator_csvs_load_as_one_table():
     for op, n in counts.items():  # every method of an operator tuned every one of its cases
         assert all(len([r for r in rows if (r["op"], r["method"], r["seed"]) == k]) == n for k in cases if k[0] == op)
     assert all(r["latency_ms"] > 0 and r["speedup"] > 0 for r in rows)
+
+
+def test_the_numpy_q_network_trains_as_pytorch_does():
+    """:class:`~tunebench.methods.flextensor.qnet.MLP` against the same layers in PyTorch with
+    ``torch.optim.Adadelta``: the same outputs, the same losses and the same weights after 30 steps."""
+    import torch
+
+    from tunebench.methods.flextensor.qnet import MLP
+
+    torch.manual_seed(3)
+    net = MLP((7, 16, 16, 5), lr=0.5)
+    first = net.params[0].copy()
+    ref = torch.nn.Sequential(torch.nn.Linear(7, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
+                              torch.nn.Linear(16, 5))
+    with torch.no_grad():
+        for lin, (w, b) in zip(ref[::2], zip(net.params[::2], net.params[1::2])):
+            lin.weight.copy_(torch.from_numpy(w.T.copy())), lin.bias.copy_(torch.from_numpy(b))
+    opt = torch.optim.Adadelta(ref.parameters(), lr=0.5)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        x = rng.random((32, 7), dtype=np.float32)
+        a, y = rng.integers(0, 5, 32), rng.normal(size=32).astype(np.float32)
+        pred = ref(torch.from_numpy(x)).gather(1, torch.from_numpy(a)[:, None]).squeeze(1)
+        loss = ((pred - torch.from_numpy(y)) ** 2).mean()
+        opt.zero_grad(), loss.backward(), opt.step()
+        assert net.step(x, a, y) == pytest.approx(float(loss), rel=1e-4)
+    x = rng.random((10, 7), dtype=np.float32)
+    np.testing.assert_allclose(net(x), ref(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(net.params[0], ref[0].weight.detach().numpy().T, rtol=1e-4, atol=1e-5)
+    assert np.abs(net.params[0] - first).max() > 1e-3  # the steps moved the weights

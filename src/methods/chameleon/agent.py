@@ -63,66 +63,106 @@ class ActorCritic(nn.Module):
         h = self.shared(x)
         return self.actor(h).view(-1, self.n_knobs, 3), self.critic(h).squeeze(-1)
 
+    def frozen(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """:meth:`forward` with the current weights, in NumPy (float32 in, float32 out): the episodes' many
+        small forward passes without PyTorch's per-call overhead."""
+        (w0, b0), (w1, b1), (w2, b2), (w3, b3), (w4, b4) = (
+            (lin.weight.detach().numpy().T.copy(), lin.bias.detach().numpy().copy())
+            for lin in (self.shared[0], self.actor[0], self.actor[2], self.critic[0], self.critic[2]))
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, last_value: torch.Tensor, gamma: float, lam: float):
+        def forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            h = np.tanh(x @ w0 + b0)
+            logits = (np.tanh(h @ w1 + b1) @ w2 + b2).reshape(-1, self.n_knobs, 3)
+            return logits, (np.tanh(h @ w3 + b3) @ w4 + b4)[:, 0]
+
+        return forward
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, last_value: np.ndarray, gamma: float, lam: float):
     """Advantages and returns [T, B] by generalized advantage estimation (no terminal states)."""
-    T = rewards.shape[0]
-    adv = torch.zeros_like(rewards)
-    running = torch.zeros_like(last_value)
-    for t in reversed(range(T)):
-        nxt = last_value if t == T - 1 else values[t + 1]
-        delta = rewards[t] + gamma * nxt - values[t]
-        running = delta + gamma * lam * running
-        adv[t] = running
+    adv = np.zeros_like(rewards)
+    running = np.zeros_like(last_value)
+    nxt = last_value
+    for t in reversed(range(rewards.shape[0])):
+        running = rewards[t] + gamma * nxt - values[t] + gamma * lam * running
+        adv[t], nxt = running, values[t]
     return adv, adv + values
 
 
 class PPOExplorer:
-    """The agent and its episodes over ``space`` (module docstring)."""
+    """The agent and its episodes over ``space`` (module docstring).
+
+    The episodes run on a NumPy copy of the network (it does not change during them), and the visited
+    configs are scored once, all together, when the episodes end: the reward enters only the update. The
+    update evaluates the network once per distinct visited state (episodes revisit states: a space of a
+    few thousand configs, 64,000 steps) and spreads the outputs to the steps; the loss is the same.
+    """
 
     def __init__(self, space, settings: PPOSettings | None = None, seed: int = 0):
         self.space, self.s = space, settings if settings is not None else PPOSettings()
         torch.manual_seed(seed)
         self.net = ActorCritic(space.n_features, len(space.knobs), self.s.hidden)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.s.lr)
+        self.rng = np.random.default_rng(seed)
 
-    def _features(self, indices) -> torch.Tensor:
-        return torch.as_tensor(self.space.features(indices), dtype=torch.float32)
+    def _features(self, indices) -> np.ndarray:
+        return np.asarray(self.space.features(indices), dtype=np.float32)
 
     @one_thread()
-    def explore(self, starts: list[int], fitness: Callable[[list[int]], np.ndarray], steps: int) -> dict[int, float]:
+    def explore(self, starts: list[int], fitness: Callable[[np.ndarray], np.ndarray], steps: int) -> dict[int, float]:
         """Run the episodes, learn from them, and return every visited config with its fitness."""
-        states, visited = list(starts), {}
-        obs, acts, logps, vals, rews = [], [], [], [], []
-        for _ in range(steps):
-            x = self._features(states)
-            with torch.no_grad():
-                logits, v = self.net(x)
-                dist = torch.distributions.Categorical(logits=logits)
-                a = dist.sample()
-            nxt = apply_moves_batch(self.space, np.asarray(states, dtype=np.int64), MOVES[a.numpy()]).tolist()
-            r = np.asarray(fitness(np.asarray(nxt, dtype=np.int64)), dtype=np.float64)
-            visited.update(zip(nxt, r.tolist()))
-            obs.append(x), acts.append(a), logps.append(dist.log_prob(a).sum(-1)), vals.append(v)
-            rews.append(torch.as_tensor(r, dtype=torch.float32))
-            states = nxt
-        with torch.no_grad():
-            last = self.net(self._features(states))[1]
-        rewards = torch.stack(rews)
-        rewards = (rewards - rewards.mean()) / (rewards.std() + 1e-8)
-        adv, ret = gae(rewards, torch.stack(vals), last, self.s.gamma, self.s.gae_lambda)
-        self._update(torch.cat(obs), torch.cat(acts), torch.cat(logps), adv.flatten(), ret.flatten())
-        self.last_states = states
+        policy, n_knobs = self.net.frozen(), len(self.space.knobs)
+        states = np.asarray(starts, dtype=np.int64)
+        seen = np.empty((steps + 1, len(states)), dtype=np.int64)
+        acts = np.empty((steps, len(states), n_knobs), dtype=np.int64)
+        logps = np.empty((steps, len(states)), dtype=np.float32)
+        vals = np.empty((steps, len(states)), dtype=np.float32)
+        for t in range(steps):
+            seen[t] = states
+            logits, vals[t] = policy(self._features(states))
+            a = np.argmax(logits - np.log(-np.log(self.rng.random(logits.shape))), axis=-1)  # Gumbel-max draw
+            logps[t] = np.take_along_axis(log_softmax(logits), a[..., None], axis=-1)[..., 0].sum(-1)
+            acts[t] = a
+            states = apply_moves_batch(self.space, states, MOVES[a])
+        seen[steps] = states
+        rewards, visited = self._score(seen[1:], fitness)
+        rewards = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-8)
+        adv, ret = gae(rewards, vals, policy(self._features(states))[1], self.s.gamma, self.s.gae_lambda)
+        self._update(seen[:-1].reshape(-1), acts.reshape(-1, n_knobs), logps.reshape(-1), adv.reshape(-1),
+                     ret.reshape(-1))
+        self.last_states = states.tolist()
         return visited
 
-    def _update(self, obs, acts, old_logp, adv, ret) -> None:
+    @staticmethod
+    def _score(reached: np.ndarray, fitness) -> tuple[np.ndarray, dict[int, float]]:
+        """The fitness of every step's reached config (each distinct config scored once) and the visited
+        configs with their fitness, in the order they were first reached."""
+        flat = reached.reshape(-1)
+        uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+        fit = np.asarray(fitness(uniq), dtype=np.float64)
+        order = np.argsort(first)
+        return fit[inverse].reshape(reached.shape), dict(zip(uniq[order].tolist(), fit[order].tolist()))
+
+    def _update(self, states, acts, old_logp, adv, ret) -> None:
+        uniq, inverse = np.unique(states, return_inverse=True)
+        x = torch.as_tensor(self._features(uniq))
+        rows, knobs = torch.as_tensor(inverse)[:, None], torch.arange(acts.shape[1])[None, :]
+        acts, old_logp = torch.as_tensor(acts), torch.as_tensor(old_logp)
+        adv, ret = torch.as_tensor(adv, dtype=torch.float32), torch.as_tensor(ret, dtype=torch.float32)
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         for _ in range(self.s.epochs):
-            logits, v = self.net(obs)
-            dist = torch.distributions.Categorical(logits=logits)
-            ratio = torch.exp(dist.log_prob(acts).sum(-1) - old_logp)
+            logits, v = self.net(x)
+            logp_all = torch.log_softmax(logits, dim=-1)
+            entropy = -(logp_all.exp() * logp_all).sum((-1, -2))
+            ratio = torch.exp(logp_all[rows, knobs, acts].sum(-1) - old_logp)
             policy = -torch.min(ratio * adv, ratio.clamp(1 - self.s.clip, 1 + self.s.clip) * adv).mean()
-            loss = policy + self.s.value_coef * ((v - ret) ** 2).mean() - self.s.entropy_coef * dist.entropy().sum(-1).mean()
+            loss = (policy + self.s.value_coef * ((v[inverse] - ret) ** 2).mean()
+                    - self.s.entropy_coef * entropy[inverse].mean())
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
