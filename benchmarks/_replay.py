@@ -7,21 +7,39 @@ from __future__ import annotations
 import numpy as np
 
 
+def _replay_task(path: str):
+    from tunebench.datasets.models import MeasuredModel
+    from tunebench.targets.replay import ReplaySettings, ReplayTarget
+
+    target = ReplayTarget(ReplaySettings())
+    return target, target.load_tasks(MeasuredModel(path=path))[0][0]
+
+
 def replay_run(path: str, method: str, budget: int, seed: int, settings: dict | None = None, history=None):
     """One seed of a tunebench method on ``target=replay`` of the measured space in ``path``: the task and
     the loop's :class:`~tunebench.harness.loop.TaskResult` (``history``: records of other tasks, for the
     transfer methods)."""
     from tunebench.config.experiment import Budget
-    from tunebench.datasets.models import MeasuredModel
     from tunebench.harness.loop import tune_task
     from tunebench.harness.tuning import task_rng
     from tunebench.methods import make_method
-    from tunebench.targets.replay import ReplaySettings, ReplayTarget
 
-    target = ReplayTarget(ReplaySettings())
-    task = target.load_tasks(MeasuredModel(path=path))[0][0]
+    target, task = _replay_task(path)
     return task, tune_task(task, make_method(method, **(settings or {})), target, Budget(budget),
                            task_rng(seed, task), history=history)
+
+
+def prepare(path: str, method: str, history) -> None:
+    """Set ``method`` up once on the space in ``path`` with ``history``, outside every run's clock, so
+    that what it keeps in the history's model cache (dgp: the DGP pre-trained on the source records) is
+    ready for the runs that share that history (set up as seed 0's run would be)."""
+    from tunebench.config.experiment import Budget
+    from tunebench.harness.tuning import task_rng
+    from tunebench.methods import make_method
+
+    target, task = _replay_task(path)
+    make_method(method).setup(task, target_info=target.task_info(task), history=history, budget=Budget(1),
+                              rng=task_rng(0, task))
 
 
 def best_so_far(result) -> tuple[list[float], list[float]]:

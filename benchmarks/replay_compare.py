@@ -12,9 +12,11 @@ dgp transfers within a layer group ([Sun-ICCV21] §4.2: kernel, padding, stride)
 is autotvm's records on the other spaces of the same group (the paper's source layers, tuned by AutoTVM;
 their tuning and the pre-training on them are not on dgp's clock, the paper's accounting).
 ``--dgp-sources one`` (default): autotvm's seed-0 records, one source history for every seed, as a user
-has one: the DGP is pre-trained once per space and the seeds vary the transfer and the search.
+has one. The DGP is pre-trained on it once per space before the seeds run, on no seed's clock ([Sun-ICCV21]
+§3.2: "The DGP preparation step is task-independent"), and the seeds vary the transfer and the search.
 ``--dgp-sources per-seed``: seed s gets autotvm's seed-s records, so the spread over seeds also covers
-the source tuning and the pre-training (each seed pre-trains anew: ~4x dgp's time). A space alone in its group
+the source tuning and the pre-training; each seed pre-trains anew, on its own clock (~4x dgp's time). A
+space alone in its group
 has no source: dgp would be autotvm there, so it is not run on it, and dgp is compared on its group's
 spaces only (the second aggregate). metaschedule is not among the methods: its schedules are traces, not
 points of a template's knob space, so it cannot run on a measured space (``target=replay`` refuses it).
@@ -33,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json
-from _replay import best_so_far, methodology_score, replay_run, summarize
+from _replay import best_so_far, methodology_score, prepare, replay_run, summarize
 
 METHODS = ("random", "autotvm", "chameleon", "flextensor", "dgp")  # dgp last: it transfers from autotvm's runs
 CHECKPOINTS = (10, 25, 50, 100, 200)
@@ -183,6 +185,8 @@ def run_unit(path: str, method: str, budget: int, seeds: int, histories=None) ->
     """``seeds`` runs of one method on one space: the best-so-far curves and clocks, the wall seconds, and
     autotvm's tasks and results (dgp's sources)."""
     tic, runs, kept = time.time(), [], []
+    if histories and all(h is histories[0] for h in histories[1:]):  # one shared source history
+        prepare(path, method, histories[0])  # dgp's one pre-training: a preparation, on no seed's clock
     for seed in range(seeds):
         task, res = replay_run(path, method, budget, seed, history=histories[seed] if histories else None)
         runs.append(best_so_far(res))
