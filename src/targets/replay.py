@@ -17,12 +17,12 @@ refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunebench.config.experiment import TargetSettings
 from tunebench.config.knobs import NAME, POS_INT, knob
 from tunebench.errors import UserError
-from tunebench.targets.base import Target
+from tunebench.targets.base import Target, TargetInfo
 from tunebench.task import Measurement, Task
 
 
@@ -63,6 +63,16 @@ class ReplayTarget(Target):
         task.space = measured.space
         self._spaces[task.id] = measured
         return [task], None
+
+    def task_info(self, task: Task) -> TargetInfo:
+        """:attr:`info`, with the TVM target and the device the task's space was measured on where its file
+        records them (a space file does, a Kernel Tuner cache does not): a method that reads the hardware
+        (glimpse's Blueprint) sees the measured device."""
+        measured = self._spaces.get(task.id)
+        recorded = ((measured.meta or {}).get("target") or {}) if measured is not None else {}
+        if not recorded.get("tvm_target"):
+            return self.info
+        return replace(self.info, tvm_target=dict(recorded["tvm_target"]), device_name=measured.device)
 
     def info_fields(self) -> dict:
         spaces = {tid: f"{m.origin} ({m.device})" for tid, m in self._spaces.items()}

@@ -173,3 +173,45 @@ def test_the_leaderboard_scores_replay_runs_by_the_methodology(tmp_path, cache_f
                                       "--out", str(tmp_path / "lb"), "--baseline", "random"])
     markdown = run_leaderboard(args)
     assert "methodology score [evals]" in markdown and (tmp_path / "lb" / "score_measured_replay.png").exists()
+
+
+def test_a_space_file_tells_methods_the_device_it_was_measured_on():
+    """The replayed task's target info carries the recorded TVM target (glimpse's Blueprint reads it); a
+    Kernel Tuner cache records none."""
+    from tunebench.methods.glimpse.blueprint import hardware_of
+
+    target = ReplayTarget(ReplaySettings())
+    task = target.load_tasks(MeasuredModel(path="spaces/llvm_dense_1x512x1000.jsonl"))[0][0]
+    info = target.task_info(task)
+    assert info.tvm_target == {"kind": "llvm", "num-cores": 2, "mcpu": "rocketlake"}
+    assert hardware_of(info.tvm_target, info.device_name).name == "rocketlake/2t"
+    kt = ReplayTarget(ReplaySettings())
+    assert kt.task_info(kt.load_tasks(MeasuredModel(path=SHIPPED))[0][0]).tvm_target is None
+
+
+def test_glimpse_with_its_model_runs_unchanged_on_a_measured_space(tmp_path):
+    """A Glimpse model trained on three shipped 3x3 convolution spaces (their records labelled as two CPU
+    variants), then tuning the fourth on replay: its prior conditions on the recorded device."""
+    from tunebench.datasets.space_file import read_measured
+    from tunebench.methods.glimpse.blueprint import hardware_of
+    from tunebench.methods.glimpse.dataset import group_from_values
+    from tunebench.methods.glimpse.train import TrainSettings, train
+
+    names = ["llvm_conv2d_1x128x28x28x128x3x1x1x1", "llvm_conv2d_1x512x7x7x512x3x1x1x1",
+             "llvm_conv2d_1x64x56x56x64x3x1x1x1"]
+    groups = []
+    for mcpu in ("haswell", "nehalem"):
+        for name in names:
+            m = read_measured(resolve(f"spaces/{name}.jsonl"))
+            rows = [(i, r) for i, r in enumerate(m.rows) if r.latency_s is not None][::4]
+            task = {"task_id": m.digest, **m.meta["task"]}
+            groups.append(group_from_values(hardware_of({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}), task,
+                                            [m.space.get(i).to_dict() for i, _ in rows], [True] * len(rows),
+                                            [m.flops / r.latency_s / 1e9 for _, r in rows]))
+    path = str(tmp_path / "glimpse.pt")
+    train(groups, TrainSettings(prior_epochs=20, acq_batches=4, acq_episodes=2, steps=4, validity_epochs=4)).save(path)
+    method = make_method("glimpse", pretrained=path, sa_n_iter=30)
+    task, result = _tune(resolve("spaces/llvm_conv2d_1x512x14x14x512x3x1x1x1.jsonl"), method, 16)
+    indices = [m.config.index for m in result.measurements]
+    assert len(indices) == 16 == len(set(indices)) and result.stop_reason == "trials"
+    assert method.hardware.name == "rocketlake/2t" and len(method.theta) > 0
