@@ -4,7 +4,7 @@
 # timed under the measurement protocol on the GPU, written as one space file into OUT. Method comparisons on it
 # then need no GPU: python benchmarks/replay_compare.py --spaces OUT/<file> --methods random,autotvm,chameleon,flextensor
 #
-#   benchmarks/gpu_space.sh [OUT=data/spaces] [SAMPLE=96] [TARGET=cuda]   (CUDA trials cost 2-6 s each: ~5 min)
+#   benchmarks/gpu_space.sh [OUT=data/spaces] [SAMPLE=96] [TARGET=cuda]   (3-10 min at 2-6 s per CUDA trial)
 #   benchmarks/gpu_space.sh /tmp/spaces 4 llvm                               (the dry run on a CPU)
 set -euo pipefail
 OUT=${1:-data/spaces}; SAMPLE=${2:-96}; TARGET=${3:-cuda}
