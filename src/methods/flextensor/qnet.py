@@ -35,9 +35,7 @@ class MLP:
     def __init__(self, sizes: tuple[int, ...], lr: float, rho: float = 0.9, eps: float = 1e-6):
         with torch.no_grad():
             linears = [torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
-        self.params = [t.detach().numpy().astype(np.float32).T.copy() if t.dim() == 2 else
-                       t.detach().numpy().astype(np.float32).copy()
-                       for lin in linears for t in (lin.weight, lin.bias)]
+        self.params = [t.detach().numpy().T.astype(np.float32) for lin in linears for t in (lin.weight, lin.bias)]
         self.sizes, self.lr, self.rho, self.eps = tuple(sizes), float(lr), float(rho), float(eps)
         self.square_avg = [np.zeros_like(p) for p in self.params]
         self.acc_delta = [np.zeros_like(p) for p in self.params]

