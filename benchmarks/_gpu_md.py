@@ -45,7 +45,19 @@ def _header(out: dict) -> list[str]:
     return [f"# GPU suite{' (dry run on llvm)' if out['dry_run'] else ''}", "",
             f"{dev}; host {out['host']}; commit {out['git_commit']}; {out['date']}; wall {out['wall_s']:.0f} s "
             f"of a {out['budget_s']:.0f} s budget; load {out['loadavg_before']} → {out['loadavg_after']}.", "",
-            "| part | status | wall s | cap s | note |", "|---|---|---|---|---|"]
+            *_merged(out), "| part | status | wall s | cap s | note |", "|---|---|---|---|---|"]
+
+
+def _merged(out: dict) -> list[str]:
+    """For a suite joined from several calls (``--merge``): the files, their dates, and earlier attempts."""
+    if not out.get("merged_from"):
+        return []
+    dates = out.get("dates") or [None] * len(out["merged_from"])
+    lines = ["Joined from " + ", ".join(f"`{f}` ({d})" for f, d in zip(out["merged_from"], dates)) + "."]
+    lines += [f"An earlier attempt at {PART_TITLES.get(s['part'], s['part'])} in `{s['file']}`: {s['status']} after "
+              f"{_num(s.get('wall_s'), '.0f')} s{' (' + s['reason'] + ')' if s.get('reason') else ''}; the later one "
+              "is reported." for s in out.get("superseded", [])]
+    return [" ".join(lines), ""]
 
 
 def _status_rows(out: dict) -> list[str]:

@@ -150,6 +150,19 @@ def test_suites_run_part_by_part_merge_into_one_result(tmp_path):
     assert data["merged_from"] == ["a.json", "b.json"] and data["caps_s"] == {"peak": 40, "gpu_tests": 45}
     assert "| GPU tests | timeout | 45 | 45 |" in (tmp_path / "m.md").read_text()
 
+    retry = tmp_path / "c.json"  # a later call retries a part: its result is reported, the earlier attempt named
+    retry.write_text(json.dumps({**_suite_out({"gpu_tests": {"status": "done", "wall_s": 90, "cap_s": 120,
+                                                             "result": {"command": "pytest -m gpu", "counts": {"passed": 9}, "returncode": 0,
+                                                                        "ok": True, "tail": []}}})}))
+    proc = subprocess.run([sys.executable, SUITE, "--merge", str(a), str(b), str(retry), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["parts"]["gpu_tests"]["status"] == "done" and "_file" not in data["parts"]["gpu_tests"]
+    assert data["superseded"] == [{"part": "gpu_tests", "status": "timeout", "wall_s": 45, "reason": None,
+                                   "file": "b.json"}]
+    assert "An earlier attempt at GPU tests in `b.json`: timeout after 45 s" in (tmp_path / "m.md").read_text()
+
     other = tmp_path / "other.json"
     other.write_text(json.dumps({**_suite_out({}), "device": {"gpu": "NVIDIA H200"}}))
     (tmp_path / "bad.json").write_text("[1, 2]")
