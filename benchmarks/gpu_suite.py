@@ -54,9 +54,9 @@ NAME = "gpu_suite"
 CAPS = {"peak": 40, "resnet18_autotvm": 380, "resnet18_metaschedule": 380, "vgg16_dense": 170, "dgp_vs_autotvm": 150,
         "gpu_tests": 150}  # seconds per part on the GPU. Measured on an H100 (2026-11-27, commit 24800eb): peak 34 s,
 # resnet18_autotvm 363 s (part start 16 s, target start 17 s, 19 tasks' search and protocol 184 s, the kernel choice
-# 63 s, the end-to-end rows 68 s), vgg16_dense 158 s; gpu_tests had not finished collecting at 45 s. The metaschedule
-# and dgp caps are estimates. Their sum (1270 s) is the default overall budget: more than one 600-s call, so a GPU
-# window runs the suite in two calls with --only and joins them with --merge (docs/BENCHMARKS.md)
+# 63 s, the end-to-end rows 68 s), vgg16_dense 158 s; gpu_tests had not finished its first test at 45 s. The metaschedule
+# and dgp caps are estimates. Their sum (1270 s) is the default overall budget: more than one 600-s call, so a lent
+# GPU machine runs the suite in parts (--only) over calls, joined by --merge (docs/BENCHMARKS.md)
 DRY_CAPS = {"peak": 90, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "vgg16_dense": 180,
             "dgp_vs_autotvm": 300, "gpu_tests": 180}  # on a shared 2-core machine (MetaSchedule's first use alone takes minutes there)
 MIN_PART_S = 15.0  # a part is started only with this much of the overall budget left
@@ -306,16 +306,14 @@ def merge(paths: list[str]) -> dict:
         raise UserError(f"--merge: the files come from different runs: {sorted(map(str, kinds))}; valid: one "
                         "machine, all dry runs or none")
     out = dict(runs[0])
-    out["parts"], out["superseded"] = {}, []
+    out["parts"], out["superseded"], file_of = {}, [], {}
     for path, r in zip(paths, runs):
         for name, part in r["parts"].items():
             if name in out["parts"]:  # an earlier attempt at the same part stays on record, without its result
                 earlier = out["parts"][name]
                 out["superseded"].append({"part": name, "status": earlier["status"], "wall_s": earlier.get("wall_s"),
-                                          "reason": earlier.get("reason"), "file": earlier["_file"]})
-            out["parts"][name] = {**part, "_file": os.path.basename(path)}
-    for part in out["parts"].values():
-        part.pop("_file")
+                                          "reason": earlier.get("reason"), "file": file_of[name]})
+            out["parts"][name], file_of[name] = part, os.path.basename(path)
     out["caps_s"] = {name: cap for r in runs for name, cap in r.get("caps_s", {}).items()}
     out["wall_s"] = sum(float(r.get("wall_s") or 0.0) for r in runs)
     out["budget_s"] = sum(float(r.get("budget_s") or 0.0) for r in runs)

@@ -151,9 +151,9 @@ def test_suites_run_part_by_part_merge_into_one_result(tmp_path):
     assert "| GPU tests | timeout | 45 | 45 |" in (tmp_path / "m.md").read_text()
 
     retry = tmp_path / "c.json"  # a later call retries a part: its result is reported, the earlier attempt named
-    retry.write_text(json.dumps({**_suite_out({"gpu_tests": {"status": "done", "wall_s": 90, "cap_s": 120,
-                                                             "result": {"command": "pytest -m gpu", "counts": {"passed": 9}, "returncode": 0,
-                                                                        "ok": True, "tail": []}}})}))
+    tests_done = {"command": "pytest -m gpu", "counts": {"passed": 9}, "returncode": 0, "ok": True, "tail": []}
+    retry.write_text(json.dumps(_suite_out({"gpu_tests": {"status": "done", "wall_s": 90, "cap_s": 120,
+                                                          "result": tests_done}})))
     proc = subprocess.run([sys.executable, SUITE, "--merge", str(a), str(b), str(retry), "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
