@@ -58,7 +58,7 @@ CAPS = {"peak": 40, "resnet18_autotvm": 380, "resnet18_metaschedule": 380, "vgg1
 # and dgp caps are estimates. Their sum (1270 s) is the default overall budget: more than one 600-s call, so a lent
 # GPU machine runs the suite in parts (--only) over calls, joined by --merge (docs/BENCHMARKS.md)
 DRY_CAPS = {"peak": 90, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "vgg16_dense": 180,
-            "dgp_vs_autotvm": 300, "gpu_tests": 180}  # on a shared 2-core machine (MetaSchedule's first use alone takes minutes there)
+            "dgp_vs_autotvm": 300, "gpu_tests": 180}  # on a shared 2-core machine (the dry run took 142 s in all on 2026-11-27, load 1.0)
 MIN_PART_S = 15.0  # a part is started only with this much of the overall budget left
 # A part that ends early leaves its unused seconds to the next parts: each may run to its own cap, or longer as long
 # as the caps of the parts after it stay free (Budget.admit).

@@ -115,7 +115,7 @@ def test_shared_lock_folder_needs_the_sticky_bit(tmp_path):
 @as_root
 def test_machine_cache_and_reference_folder_refuse_foreign_folders(tmp_path):
     from tunebench.protocol.machine import MachineCache
-    from tunebench.targets.tvm.target import reference_cache_dir
+    from tunebench.targets.tvm.checking import reference_cache_dir
 
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o700)

@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
+import tvm
 
 from conftest import TINY_LAYER, measure_settings, target_settings
 from tunebench.config.experiment import E2ESettings
 from tunebench.datasets import model_tasks
 from tunebench.harness.e2e import kernels, step
-from tunebench.harness.e2e.kernels import choice_line, choice_metrics, compare_task, decide
+from tunebench.harness.e2e.kernels import build_pairs, choice_line, choice_metrics, compare_task, decide
 from tunebench.targets.tvm.llvm import LLVMTarget
-from tunebench.targets.tvm.scheduling import schedule
 from tunebench.targets.tvm.templates import get_template
 from tunebench.task import Measurement
 
@@ -62,8 +63,9 @@ def llvm(tmp_path):
 def test_compare_task_times_both_kernels_interleaved(llvm, tmp_path):
     tasks, _ = _layers([TINY_LAYER])
     task = tasks[0]
-    sched = schedule(task.mod, task.kind, "llvm", _best(task, 7).config, variant=task.template)
-    c = compare_task(task, sched, llvm, FAST, str(tmp_path))
+    paths = build_pairs([task], {task.id: _best(task, 7).config}, llvm, str(tmp_path))[task.id]
+    assert [os.path.getsize(p) > 0 for p in paths] == [True, True], paths
+    c = compare_task(task, paths, llvm, FAST)
     assert "error" not in c, c
     assert c["rounds"] == 3 and c["attempts"] == 1
     for name in ("tuned", "default"):
@@ -101,8 +103,8 @@ def test_a_task_whose_default_kernel_is_faster_gets_it_in_the_model(llvm, monkey
     forced = tasks[0].id
     real = kernels.compare_task
 
-    def compare(task, sched, target, s, workdir):
-        c = real(task, sched, target, s, workdir)
+    def compare(task, paths, target, s):
+        c = real(task, paths, target, s)
         if task.id == forced:
             c["kernel"] = "default"
         return c
@@ -141,9 +143,10 @@ def test_default_kernels_false_keeps_every_tuned_kernel(llvm, monkeypatch):
 
 
 def test_both_cuda_kernels_build_without_a_gpu(tmp_path):
-    """On cuda the default kernel is dlight's default schedule; both kernels compile and export without a GPU."""
-    from tunebench.harness.e2e.build import default_schedule
-    from tunebench.harness.e2e.kernels import _build
+    """On cuda the default kernel is dlight's default schedule; the builders' ``"build"`` request compiles and
+    exports both kernels without a GPU."""
+    from tunebench.targets.tvm.messages import BuildInput, TaskSpec
+    from tunebench.targets.tvm.worker import handle
 
     limits = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152, "max_thread_x": 1024,
               "max_thread_y": 1024, "max_thread_z": 64, "max_vthread": 8}
@@ -155,6 +158,18 @@ def test_both_cuda_kernels_build_without_a_gpu(tmp_path):
         space = tpl.make_space(task.mod)
         cfg = next(c for c in (space.get(int(i)) for i in rng.integers(len(space), size=1000))
                    if tpl.check(task.mod, c, limits) is None)
-        _build(tpl.apply(task.mod, cfg), target, str(tmp_path / f"{task.id}-tuned.so"))
-        _build(default_schedule(task.mod, target), target, str(tmp_path / f"{task.id}-default.so"))
-        assert (tmp_path / f"{task.id}-default.so").stat().st_size > 0
+        spec = TaskSpec(key=task.id, mod_json=tvm.ir.save_json(task.mod), kind=task.kind, target_kind="cuda")
+        for name, index, default in (("tuned", cfg.index, False), ("default", -1, True)):
+            path = str(tmp_path / f"{task.id}-{name}.so")
+            handle("build", BuildInput(task=spec, index=index, target=target, path=path, limits=limits,
+                                       default=default))
+            assert os.path.getsize(path) > 0
+
+
+def test_a_default_kernel_that_fails_to_build_keeps_the_tuned_one(llvm, monkeypatch):
+    tasks, _ = _layers([TINY_LAYER])
+    task = tasks[0]
+    monkeypatch.setattr(llvm, "build_kernels", lambda jobs, folder: [("x.so", None), (None, "ValueError: no")])
+    assert build_pairs(tasks, {task.id: _best(task, 1).config}, llvm, "/nonexistent") == {task.id: "build: ValueError: no"}
+    out = kernels.choose_kernels(tasks, {task.id: _best(task, 1).config}, llvm, FAST)
+    assert out[task.id] == {"kernel": "tuned", "error": "build: ValueError: no"}

@@ -97,6 +97,28 @@ def test_retime_interleaves_the_candidates_with_the_calibration(tmp_path, tiny_t
     assert target.stats["protocol_s"] > 0
 
 
+def test_retime_takes_the_libraries_the_search_kept_and_builds_only_the_others(tmp_path, tiny_task):
+    """The search keeps the libraries of a task's ``retime.top_k`` fastest configs (3); the re-timing times
+    those without building them again, builds the config it has none of, and leaves no library behind."""
+    target = llvm(tmp_path)
+    try:
+        found = target.measure(tiny_task, [tiny_task.space.get(i) for i in (1, 2, 3, 4)])
+        kept = target.libraries.paths()
+        assert len(kept) == 3 and all(os.path.exists(p) for p in kept)
+        fastest = sorted(found, key=lambda m: m.latency_s)[:3]
+        built: list = []
+        real = target._build_all
+        target._build_all = lambda task, configs, phase="build_phase_s": (built.extend(configs),
+                                                                         real(task, configs, phase))[1]
+        configs = [m.config for m in fastest[:2]] + [tiny_task.space.get(9)]
+        out = target.retime(tiny_task, configs, rounds=2, repeat=2)
+        assert [c.index for c in built] == [9] and target.libraries.hits == 2
+        assert all(r is not None and r["stats"].n == 4 for r in out)
+        assert target.libraries.paths() == [] and not any(os.path.exists(p) for p in kept)
+    finally:
+        target.close()
+
+
 class RetimeTarget(FakeTarget):
     """Search timings from the fake loop target; re-timings given by hand (the search's best is not the
     re-timed best), output checks that fail for one config."""

@@ -17,7 +17,9 @@ def candidates():
     import tvm.s_tir.meta_schedule as ms
 
     from tunebench.datasets.tasks import model_tasks
+    from tunebench.methods.metaschedule import import_metaschedule
 
+    import_metaschedule()  # the tensor intrinsics, without scanning sys.modules per stack frame
     tasks, _ = model_tasks({"name": "layers", "seed": 0, "layers": [TINY_LAYER]}, "llvm")
     task = tasks[0]
     target = tvm.target.Target({"kind": "llvm", "num-cores": 2})

@@ -70,3 +70,38 @@ for cfg, says in (({"name": "metaschedule", "cost_model": "x"}, "method.cost_mod
 assert "tvm" not in sys.modules
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_frozen_modules_are_known_to_inspect_and_frames_read_the_same(monkeypatch):
+    """import_metaschedule's speed-up enters the frozen modules' frame file names in inspect's cache; a
+    stack taken inside an import (frozen import-machinery frames on it) gives the same frame infos."""
+    import importlib
+    import inspect
+    import sys
+    import types
+
+    def stack_inside_an_import() -> list:
+        name = "tunebench_stack_probe"
+        module = types.ModuleType(name)
+        loader = type("L", (), {"create_module": lambda self, spec: None,
+                                "exec_module": lambda self, m: setattr(m, "stack", inspect.stack())})()
+        spec = importlib.util.spec_from_loader(name, loader)
+        sys.modules.pop(name, None)
+        try:
+            module = importlib._bootstrap._load(spec)
+        finally:
+            sys.modules.pop(name, None)
+        return [(f.filename, f.lineno, f.function, f.code_context) for f in module.stack]
+
+    from tunebench.methods.metaschedule import _know_frozen_modules
+
+    monkeypatch.setattr(inspect, "modulesbyfile", {k: v for k, v in inspect.modulesbyfile.items()
+                                                   if not k.startswith("<frozen ")})  # as in a fresh process
+    stacks = []
+    for known in (False, True):  # one call site for both stacks
+        if known:
+            _know_frozen_modules()
+        stacks.append(stack_inside_an_import())
+    assert any(fn.startswith("<frozen ") for fn, *_ in stacks[0])
+    assert inspect.modulesbyfile["<frozen importlib._bootstrap>"] == "importlib._bootstrap"
+    assert stacks[1] == stacks[0]

@@ -30,9 +30,10 @@ import torch
 import tvm
 from tvm import relax
 
-from tunebench.datasets.relax_import import ImportedModel, default_gpu_schedule, make_target
+from tunebench.datasets.relax_import import ImportedModel, make_target
 from tunebench.datasets.tasks import task_id
 from tunebench.harness.e2e.errors import E2EError, E2EMismatch
+from tunebench.targets.tvm.scheduling import default_schedule
 
 log = logging.getLogger(__name__)
 
@@ -123,15 +124,6 @@ def default_build_module(imported: ImportedModel, target: Mapping | tvm.target.T
     """
     tgt = make_target(imported.target_kind) if target is None else tvm.target.Target(target)
     return default_schedule(imported.mod, tgt)
-
-
-def default_schedule(mod: tvm.IRModule, target: Mapping | tvm.target.Target) -> tvm.IRModule:
-    """What ``tvm.compile`` gives ``mod``'s unscheduled PrimFuncs on ``target``: on a GPU target (TVM's
-    ``gpu`` key) dlight's default schedules, as the compile pipeline applies them; elsewhere ``mod`` as
-    it is (LLVM lowers the default loop nests). Used for the whole default build and for one task's
-    default kernel (:mod:`tunebench.harness.e2e.kernels`)."""
-    tgt = tvm.target.Target(target)
-    return default_gpu_schedule(mod, tgt) if "gpu" in tgt.keys else mod
 
 
 # ---- compiling and checking ------------------------------------------------------------------

@@ -6,13 +6,13 @@ has two kernels timed under the same protocol:
 - ``tuned``: the task's best schedule (weights read packed when the schedule packs them, as the model
   runs it: the packing is lifted out of the kernel);
 - ``default``: what ``tvm.compile`` makes of the unscheduled task without tuning
-  (:func:`~tunebench.harness.e2e.build.default_schedule`: dlight's default GPU schedule on a GPU target,
+  (:func:`~tunebench.targets.tvm.scheduling.default_schedule`: dlight's default GPU schedule on a GPU target,
   TVM's default lowering of the loop nest on a CPU).
 
-Both are compiled here for the target's TVM target and timed by the target's runner worker, holding the
-device lock, in ``e2e.rounds`` interleaved rounds (each round times both kernels with
-``e2e.kernel_repeat`` repeats of at least ``e2e.min_sample_ms`` each, in an order rotated per round, then
-the calibration kernel), on the same random inputs and with the target's threads: the request the final
+Both are compiled for the target's TVM target, every task's pair at once on the target's builders, and
+timed one task at a time by the target's runner worker, holding the device lock, in ``e2e.rounds``
+interleaved rounds (each round times both kernels with ``e2e.kernel_repeat`` repeats of at least
+``e2e.min_sample_ms`` each, in an order rotated per round, then the calibration kernel), on the same random inputs and with the target's threads: the request the final
 re-timing of each task uses (``"retime"``). Each kernel's samples give median, minimum and CV; the
 comparison is the geometric mean over the rounds of the ratio default / tuned of the rounds' medians,
 with its 95 % bootstrap interval. A noisy attempt (robust CV, CPU used by other processes, calibration
@@ -28,16 +28,14 @@ and records why.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import shutil
 
 import tvm
 
 from tunebench.config.experiment import E2ESettings
-from tunebench.harness.e2e.build import default_schedule, one_line
+from tunebench.harness.e2e.build import one_line
 from tunebench.protocol.noise import CpuMonitor, judge, until_clean
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
@@ -49,23 +47,6 @@ KERNELS = ("tuned", "default")  # the order of the libraries in the timing reque
 
 def _arg_specs(mod: tvm.IRModule) -> list:
     return [[[int(d) for d in p.ty.shape], str(p.ty.dtype)] for p in mod["main"].params]
-
-
-def _build(mod: tvm.IRModule, tvm_target, path: str) -> None:
-    """Compile one kernel for timing (as the target's builders do: a schedule that packs its weights
-    takes them packed, its parameters noted beside the library for the runner's random inputs)."""
-    from tunebench.targets.tvm.templates.fused import prepacked
-    from tunebench.targets.tvm.worker import args_file
-
-    timed = prepacked(mod)
-    tvm.compile(timed, target=tvm.target.Target(dict(tvm_target))).export_library(path)
-    if _arg_specs(timed) != _arg_specs(mod):
-        with open(args_file(path), "w") as fh:
-            json.dump(_arg_specs(timed), fh)
-
-
-def _as_module(sched) -> tvm.IRModule:
-    return sched if isinstance(sched, tvm.IRModule) else tvm.IRModule({"main": sched})
 
 
 def _time_pair(task, paths: list[str], target, s: E2ESettings) -> dict:
@@ -120,15 +101,23 @@ def _choice(timed: dict, attempts: int) -> dict:
     return out
 
 
-def compare_task(task, sched, target, s: E2ESettings, workdir: str) -> dict:
-    """Build and time ``task``'s tuned kernel (``sched``) and its default kernel; the choice (module
+def build_pairs(tasks, configs: dict, target, workdir: str) -> dict[str, list[str] | str]:
+    """Task id -> the paths of its two libraries (:data:`KERNELS` order), or the build's error text, for every
+    task in ``configs`` (task id -> its tuned config). All of them are built at once, in parallel on the
+    target's builders (a CUDA build is seconds of NVRTC), the tuned kernel as the search built it."""
+    jobs = [(task, kernel) for task in tasks if task.id in configs for kernel in (configs[task.id], None)]
+    built = target.build_kernels(jobs, workdir)
+    out: dict[str, list[str] | str] = {}
+    for (task, _), (path, err) in zip(jobs, built):
+        if isinstance(out.get(task.id), str):
+            continue
+        out[task.id] = f"build: {err}" if err else [*out.get(task.id, []), path]
+    return out
+
+
+def compare_task(task, paths: list[str], target, s: E2ESettings) -> dict:
+    """Time ``task``'s tuned and default kernels (built at ``paths``, :func:`build_pairs`); the choice (module
     docstring). A failure keeps the tuned kernel: ``{"kernel": "tuned", "error": ...}``."""
-    paths = [os.path.join(workdir, f"{task.id}-{name}.so") for name in KERNELS]
-    try:
-        _build(_as_module(sched), target.tvm_target, paths[0])
-        _build(default_schedule(task.mod, target.tvm_target), target.tvm_target, paths[1])
-    except Exception as exc:  # a default kernel dlight cannot schedule, say: the tuned one stays
-        return {"kernel": "tuned", "error": f"build: {one_line(exc)}"}
     def n_noisy(a: dict) -> int:
         return sum(a[n]["verdict"].noisy for n in KERNELS)
 
@@ -140,14 +129,17 @@ def compare_task(task, sched, target, s: E2ESettings, workdir: str) -> dict:
     return _choice(kept, len(attempts))
 
 
-def choose_kernels(tasks, schedules: dict, target, s: E2ESettings, name: str = "model") -> dict[str, dict]:
-    """Task id -> the choice of every task in ``schedules`` (task id -> its tuned schedule)."""
+def choose_kernels(tasks, configs: dict, target, s: E2ESettings, name: str = "model") -> dict[str, dict]:
+    """Task id -> the choice of every task in ``configs`` (task id -> its tuned config)."""
     workdir = run_temp_dir("kernels")
     out = {}
     try:
+        built = build_pairs(tasks, configs, target, workdir)
         for task in tasks:
-            if task.id in schedules:
-                out[task.id] = compare_task(task, schedules[task.id], target, s, workdir)
+            if task.id in built:
+                paths = built[task.id]
+                out[task.id] = ({"kernel": "tuned", "error": paths} if isinstance(paths, str)
+                                else compare_task(task, paths, target, s))
                 log.info("%s: task %s: %s", name, task.name, choice_line(out[task.id]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

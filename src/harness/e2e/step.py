@@ -32,13 +32,13 @@ from tunebench.targets.tvm.scheduling import schedule
 log = logging.getLogger(__name__)
 
 
-def _kernel_choices(tasks, schedules: dict, target, settings: E2ESettings, tracker, name: str,
+def _kernel_choices(tasks, configs: dict, target, settings: E2ESettings, tracker, name: str,
                     entries: list[dict] | None, prefix: str) -> set[str]:
-    """Each tuned task's kernel against its default kernel (module docstring), logged; returns the ids of
-    the tasks that take the default kernel."""
-    if not settings.default_kernels or not schedules:
+    """Each tuned task's kernel (``configs``: task id -> its best config) against its default kernel (module
+    docstring), logged; returns the ids of the tasks that take the default kernel."""
+    if not settings.default_kernels or not configs:
         return set()
-    choices = choose_kernels(tasks, schedules, target, settings, name)
+    choices = choose_kernels(tasks, configs, target, settings, name)
     for tid, choice in choices.items():
         for key, value in choice_metrics(choice).items():
             tracker.metric(f"{tid}.{key}", value)
@@ -61,7 +61,8 @@ def _timed(imported, tasks, best: dict, target, settings: E2ESettings, tracker, 
     """Time one model; log its metrics (names prefixed by ``prefix``). ``(error text or None, metrics)``."""
     schedules = {t.id: schedule(t.mod, t.kind, target.kind, best[t.id].config, variant=t.template)
                  for t in tasks if t.id in best}
-    taken = _kernel_choices(tasks, schedules, target, settings, tracker, name, entries, prefix)
+    taken = _kernel_choices(tasks, {tid: best[tid].config for tid in schedules}, target, settings, tracker, name,
+                            entries, prefix)
     log.info("end-to-end latency of %s: %d tuned tasks (%d with the default kernel), %d rounds interleaved "
              "with the baselines", name, len(schedules), len(taken), settings.rounds)
     try:

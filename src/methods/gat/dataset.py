@@ -68,8 +68,10 @@ def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = F
 
     from tunebench.datasets.tasks import model_tasks
     from tunebench.methods.gat.features import stat_features, tir_graph
+    from tunebench.methods.metaschedule import import_metaschedule
     from tunebench.records import read_records
 
+    import_metaschedule()
     stats, graphs, lat, tids, models, kept = [], [], [], [], [], []
     per_task: dict[str, int] = {}
     all_ctx: dict = {}

@@ -44,6 +44,7 @@ class BuildInput:
     path: str  # where to export the library
     trace: str | None = None  # a schedule trace (JSON text) replayed instead of config ``index``
     limits: dict = field(default_factory=dict)  # the GPU's limits a schedule must keep (cuda; else empty)
+    default: bool = False  # build the task's default kernel (TVM's schedule without tuning) instead of a candidate
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,16 @@
-"""Turn a candidate (knob config or schedule trace) of a task into a scheduled IRModule."""
+"""Turn a candidate (knob config or schedule trace) of a task into a scheduled IRModule, or give a task
+TVM's default schedule (what ``tvm.compile`` makes of it without tuning)."""
 
 from __future__ import annotations
 
 import json
 
 from tunebench.space import Config, TraceConfig
+
+
+def trace_of(config: Config | TraceConfig) -> str | None:
+    """The schedule trace of a candidate given as one, else None (a knob config: its ``index``)."""
+    return config.trace if isinstance(config, TraceConfig) else None
 
 
 def apply_trace(mod, trace_json: str):
@@ -30,3 +36,16 @@ def schedule(mod, task_kind: str, target_kind: str, config: Config | TraceConfig
 
         template = get_template(task_kind, target_kind, variant)
     return template.apply(mod, config)
+
+
+def default_schedule(mod, target):
+    """What ``tvm.compile`` gives ``mod``'s unscheduled PrimFuncs on ``target`` (a TVM target or its dict): on
+    a GPU target (TVM's ``gpu`` key) dlight's default schedules, as the compile pipeline applies them;
+    elsewhere ``mod`` as it is (LLVM lowers the default loop nests). Used for the whole default build and for
+    one task's default kernel (the end-to-end step's kernel choice)."""
+    import tvm
+
+    from tunebench.datasets.relax_import import default_gpu_schedule
+
+    tgt = tvm.target.Target(target)
+    return default_gpu_schedule(mod, tgt) if "gpu" in tgt.keys else mod

@@ -29,12 +29,15 @@ from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
 from tunebench.protocol.remote import DeviceResult
-from tunebench.safe_files import private_dir, run_temp_dir, user_dir
+from tunebench.safe_files import run_temp_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target, static_invalid
 from tunebench.targets.devicelock import DeviceLock
-from tunebench.targets.tvm.messages import BuildInput, CheckInput, RunInput, TaskSpec
+from tunebench.targets.tvm.checking import OutputCheck, reference_cache_dir
+from tunebench.targets.tvm.libraries import LibraryCache
+from tunebench.targets.tvm.messages import BuildInput, RunInput, TaskSpec
 from tunebench.targets.tvm.rpc import SessionHold, rpc_settings
+from tunebench.targets.tvm.scheduling import trace_of
 from tunebench.targets.tvm.settings import TVMTargetSettings
 from tunebench.targets.tvm.timing import TimingProtocol
 from tunebench.targets.workers import WorkerPool
@@ -53,15 +56,7 @@ def tvm_version() -> str:
     return str(tvm.__version__)
 
 
-def reference_cache_dir(setting) -> str | None:
-    """The folder of cached reference outputs for ``target.check.reference_cache``: ``default`` =
-    this user's ``user_dir("references")``, a path (must be private to this user), null = none."""
-    if setting == "default":
-        return user_dir("references")
-    return private_dir(str(setting)) if setting else None
-
-
-class TVMTarget(TimingProtocol, Target):
+class TVMTarget(TimingProtocol, OutputCheck, Target):
     """Real compile-and-time measurement through TVM on a device: the part :class:`LLVMTarget` and
     :class:`CUDATarget` share. A subclass probes its device (:meth:`_probe_local`,
     :meth:`_remote_device`) and states its facts.
@@ -115,6 +110,7 @@ class TVMTarget(TimingProtocol, Target):
         self._runner: WorkerPool | None = None
         self._tmpdir: str | None = None
         self._mod_json: dict[str, str] = {}  # task id -> tvm.ir.save_json(task.mod)
+        self.libraries = LibraryCache(self._retime_k, self._remove)
 
     @property
     def stats(self) -> dict:
@@ -260,6 +256,7 @@ class TVMTarget(TimingProtocol, Target):
         return self._runner.workers[0]
 
     def close(self) -> None:
+        self.libraries.drop()
         for pool in (self._builders, self._runner):
             if pool is not None:
                 pool.close()
@@ -286,13 +283,24 @@ class TVMTarget(TimingProtocol, Target):
         Returns the library paths (None where the build failed) and the builders' ``(ok, result or
         error, wall s)`` per config."""
         spec = self._task_spec(task)
-        requests = [BuildInput(task=spec, index=c.index, trace=_trace(c), target=self.tvm_target, limits=self.limits,
+        requests = [BuildInput(task=spec, index=c.index, trace=trace_of(c), target=self.tvm_target, limits=self.limits,
                                path=os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so"))
                     for c in configs]
         t0 = time.perf_counter()
         built = self._builders.map("build", requests, float(self.settings.builder.timeout_s))
         self._stats[phase] += time.perf_counter() - t0
         return [r.path if ok else None for r, (ok, _, _) in zip(requests, built)], built
+
+    def build_kernels(self, jobs: list, folder: str) -> list[tuple[str | None, str | None]]:
+        """Build each ``(task, config)`` of ``jobs`` (config None: the task's default kernel) into ``folder``, in
+        parallel on the builders; per job ``(library path, None)`` or ``(None, the build's error)``."""
+        self.start()
+        requests = [BuildInput(task=self._task_spec(t), index=-1 if c is None else c.index,
+                               trace=None if c is None else trace_of(c), target=self.tvm_target, limits=self.limits,
+                               default=c is None, path=os.path.join(folder, f"{t.id}-{i}.so"))
+                    for i, (t, c) in enumerate(jobs)]
+        built = self._builders.map("build", requests, float(self.settings.builder.timeout_s))
+        return [(r.path, None) if ok else (None, str(res)) for r, (ok, res, _) in zip(requests, built)]
 
     @staticmethod
     def _remove(paths) -> None:
@@ -331,7 +339,8 @@ class TVMTarget(TimingProtocol, Target):
             for i, path, build_s in to_run:
                 results[i] = self._run_one(task, configs[i], path, build_s)
             self._stats["run_phase_s"] += time.perf_counter() - t0
-        self._remove(path for _, path, _ in to_run)
+        for i, path, _ in to_run:  # the fastest stay for the re-timing (:mod:`~tunebench.targets.tvm.libraries`)
+            self.libraries.offer(task.id, configs[i], path, results[i].latency_s if results[i].valid else None)
         for m in results:
             m.cost_s = m.build_s + m.run_s
         return results  # type: ignore[return-value]
@@ -352,45 +361,3 @@ class TVMTarget(TimingProtocol, Target):
                            gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
                            latency_min_s=stats.min, noisy=verdict.noisy,
                            noise={**verdict.to_dict(), "attempts": attempts}, device=server)
-
-    def check(self, task: Task, config: Config | TraceConfig) -> tuple[bool | None, str]:
-        """Run ``config`` once and compare its output with the unscheduled task on the host CPU.
-
-        Returns ``(ok, detail)``: ``ok`` True (output matches), False (wrong output) or None (the
-        check could not be performed: a worker error, crash or timeout, a reference that could not be
-        computed); ``detail`` gives the error (relative to the reference's largest magnitude) or the
-        reason. A cached reference that was discarded (failed its hash) is logged as a warning.
-        """
-        import tvm
-
-        self.start()
-        tol = float(self.settings.check.tolerance)
-        request = CheckInput(task=self._task_spec(task), index=config.index, trace=_trace(config),
-                             target=self.tvm_target, device=self.device_spec, ref_cache_dir=self.ref_cache_dir,
-                             op_reference=_op_reference(task),
-                             ref_target={"kind": "llvm", "num-cores": os.cpu_count() or 1,
-                                         "mcpu": tvm.target.codegen.llvm_get_system_cpu()})
-        with self.lock:
-            ok, res, wall = self.runner_call("check", request, float(self.settings.check.timeout_s))
-        self._stats["check_s"] += wall
-        if not ok:
-            return None, f"check not performed: {res}"
-        if res.reference_note:
-            log.warning("task %s: %s", task.name, res.reference_note)
-        detail = f"max abs err {res.max_abs_err:.3g} (relative {res.rel_err:.3g}, tolerance {tol:g})"
-        return res.rel_err <= tol, detail
-
-
-def _trace(config: Config | TraceConfig) -> str | None:
-    """The schedule trace of a candidate given as one, else None (a knob config: its ``index``)."""
-    return config.trace if isinstance(config, TraceConfig) else None
-
-
-def _op_reference(task: Task) -> dict | None:
-    """A single operator of ``model=ops`` is checked against PyTorch: ``{"op", "shape"}``; else None
-    (the unscheduled task, compiled for the host CPU, is the reference)."""
-    from tunebench.datasets.operators import task_operator
-
-    op = task_operator(task.shape)
-    return {"op": op[0], "shape": op[1]} if op else None
-

@@ -88,8 +88,9 @@ class TimingProtocol:
 
     # ---- final re-timing ----------------------------------------------------------------------
     def retime(self, task, configs: list, rounds: int, repeat: int) -> list[dict | None]:
-        """Build ``configs`` again and time them in ``rounds`` interleaved rounds of ``repeat``
-        repeats each, with the calibration kernel after every round.
+        """Time ``configs`` in ``rounds`` interleaved rounds of ``repeat`` repeats each, with the
+        calibration kernel after every round; a config whose library the search kept
+        (:mod:`~tunebench.targets.tvm.libraries`) is not built again.
 
         Returns one dict per config (None where the build failed): ``stats`` (:class:`SampleStats`
         of all its samples, seconds), ``verdict`` (robust CV, foreign CPU, calibration slowdown and
@@ -99,7 +100,11 @@ class TimingProtocol:
         if not configs:
             return []
         self.start()
-        built, _ = self._build_all(task, configs, phase="protocol_s")
+        built = [self.libraries.take(task.id, c) for c in configs]  # kept from the search, else built again
+        missing = [i for i, path in enumerate(built) if path is None]
+        for i, path in zip(missing, self._build_all(task, [configs[i] for i in missing], phase="protocol_s")[0]):
+            built[i] = path
+        self.libraries.drop(task.id)
         paths = [path for path in built if path]
         rc = self.settings.runner
         request = RetimeInput(paths=paths, args=self._arg_specs(task), device=self.device_spec,

@@ -3,7 +3,8 @@
 Requests (``name``, request; the requests and answers are in :mod:`tunebench.targets.tvm.messages`):
 
 - ``"build"`` (:class:`BuildInput`): schedule the task with config ``index`` of its template's space (or
-  replay ``trace``), compile for ``target`` and export the library to ``path``; a :class:`BuildResult`.
+  replay ``trace``; or TVM's default schedule with ``default``), compile for ``target`` and export the
+  library to ``path``; a :class:`BuildResult`.
 - ``"run"`` (:class:`RunInput`): load the library at ``path`` and time it with TVM's time evaluator on
   random inputs; a :class:`RunResult`.
 - ``"check"`` (:class:`CheckInput`): build config ``index`` (or ``trace``) for ``target``, run it once on
@@ -138,10 +139,15 @@ def _build(request: BuildInput) -> BuildResult:
     from tunebench.targets.tvm.templates.fused import prepacked
 
     t0 = time.perf_counter()
-    sched, tpl = _scheduled(request)
-    err = tpl.verify(sched, request.limits or {})
-    if err:
-        raise ValueError(err)
+    if request.default:  # TVM's own schedule of the task: nothing of ours to verify
+        from tunebench.targets.tvm.scheduling import default_schedule
+
+        sched = default_schedule(_task(request.task)[0], request.target)
+    else:
+        sched, tpl = _scheduled(request)
+        err = tpl.verify(sched, request.limits or {})
+        if err:
+            raise ValueError(err)
     timed = prepacked(sched)
     lib = tvm.compile(timed, target=tvm.target.Target(request.target))
     lib.export_library(request.path)
