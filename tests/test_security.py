@@ -196,7 +196,7 @@ def test_temp_folders_of_dead_runs_are_removed(tmp_path, monkeypatch):
 def test_atomic_write_never_follows_a_symlink_at_the_temp_name(tmp_path, monkeypatch):
     import tempfile
 
-    from tunebench.targets.tvm.worker import load_reference, save_reference
+    from tunebench.targets.tvm.checking import load_reference, save_reference
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -298,7 +298,7 @@ def test_a_poisoned_reference_is_detected_and_recomputed(tmp_path, tiny_task, ca
 
 
 def test_reference_with_wrong_shape_or_no_hash_is_not_used(tmp_path):
-    from tunebench.targets.tvm.worker import load_reference, save_reference
+    from tunebench.targets.tvm.checking import load_reference, save_reference
 
     path = str(tmp_path / "r.ref")
     save_reference(path, np.ones((2, 3), np.float32))

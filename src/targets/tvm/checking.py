@@ -2,13 +2,16 @@
 
 The reference is the unscheduled PrimFunc compiled for the host CPU (or PyTorch, for a single operator of
 ``model=ops``); the comparison runs on the target's runner worker while the device lock is held
-(:func:`tunebench.targets.tvm.worker.handle`, request ``"check"``).
+(:func:`tunebench.targets.tvm.worker.handle`, request ``"check"``). The worker keeps computed references in
+files (:func:`save_reference`, :func:`load_reference`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+
+import numpy as np
 
 from tunebench.safe_files import private_dir, user_dir
 from tunebench.space import Config, TraceConfig
@@ -67,3 +70,33 @@ def _op_reference(task: Task) -> dict | None:
     op = task_operator(task.shape)
     return {"op": op[0], "shape": op[1]} if op else None
 
+
+def save_reference(path: str, ref: np.ndarray) -> None:
+    """Write ``ref`` atomically with the sha256 of its dtype, shape and bytes."""
+    from tunebench.safe_files import write_hashed
+
+    ref = np.ascontiguousarray(ref)
+    write_hashed(path, {"dtype": ref.dtype.str, "shape": list(ref.shape)}, ref.tobytes())
+
+
+def load_reference(path: str, shape: tuple, dtype: str) -> tuple[np.ndarray | None, str | None]:
+    """``(array, None)`` from a file of :func:`save_reference` whose hash, dtype and shape hold;
+    ``(None, None)`` when there is none; ``(None, why)`` when the file there must not be used."""
+    from tunebench.safe_files import IntegrityError, read_hashed
+
+    try:
+        meta, payload = read_hashed(path)
+    except FileNotFoundError:
+        return None, None
+    except IntegrityError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        return None, f"reference {path} discarded, corrupt or tampered with ({why}); computed again"
+    except OSError as exc:
+        return None, f"reference {path} unreadable ({exc.strerror or exc}); computed again"
+    want = np.dtype(dtype)
+    fits = (meta.get("dtype") == want.str and meta.get("shape") == list(shape)
+            and len(payload) == want.itemsize * int(np.prod(shape)))
+    if not fits:
+        return None, (f"reference {path} discarded: dtype/shape {meta.get('dtype')}/{meta.get('shape')}, "
+                      f"expected {want.str}/{list(shape)}; computed again")
+    return np.frombuffer(payload, dtype=want).reshape(shape).copy(), None

@@ -236,6 +236,8 @@ def _reference(mod, request: CheckInput, specs) -> tuple[np.ndarray, str | None]
     key = hashlib.sha256((request.task.mod_json + json.dumps(request.ref_target, sort_keys=True)
                           + "|seed=1234").encode()).hexdigest()[:32]
     path = os.path.join(cache_dir, key + ".ref")
+    from tunebench.targets.tvm.checking import load_reference, save_reference
+
     ref, note = load_reference(path, tuple(specs[-1][0]), specs[-1][1])
     if ref is not None:
         return ref, None
@@ -264,37 +266,6 @@ def _compute_reference(mod, ref_target: dict, specs) -> np.ndarray:
     ref_args = _random_args(specs, tvm.cpu(0), seed=1234)
     ref_lib["main"](*ref_args)
     return ref_args[-1].numpy()
-
-
-def save_reference(path: str, ref: np.ndarray) -> None:
-    """Write ``ref`` atomically with the sha256 of its dtype, shape and bytes."""
-    from tunebench.safe_files import write_hashed
-
-    ref = np.ascontiguousarray(ref)
-    write_hashed(path, {"dtype": ref.dtype.str, "shape": list(ref.shape)}, ref.tobytes())
-
-
-def load_reference(path: str, shape: tuple, dtype: str) -> tuple[np.ndarray | None, str | None]:
-    """``(array, None)`` from a file of :func:`save_reference` whose hash, dtype and shape hold;
-    ``(None, None)`` when there is none; ``(None, why)`` when the file there must not be used."""
-    from tunebench.safe_files import IntegrityError, read_hashed
-
-    try:
-        meta, payload = read_hashed(path)
-    except FileNotFoundError:
-        return None, None
-    except IntegrityError as exc:
-        why = str(exc).removeprefix(f"{path}: ")
-        return None, f"reference {path} discarded, corrupt or tampered with ({why}); computed again"
-    except OSError as exc:
-        return None, f"reference {path} unreadable ({exc.strerror or exc}); computed again"
-    want = np.dtype(dtype)
-    fits = (meta.get("dtype") == want.str and meta.get("shape") == list(shape)
-            and len(payload) == want.itemsize * int(np.prod(shape)))
-    if not fits:
-        return None, (f"reference {path} discarded: dtype/shape {meta.get('dtype')}/{meta.get('shape')}, "
-                      f"expected {want.str}/{list(shape)}; computed again")
-    return np.frombuffer(payload, dtype=want).reshape(shape).copy(), None
 
 
 def _calibration(target: dict, spec: list, dev):
