@@ -105,3 +105,37 @@ def test_frozen_modules_are_known_to_inspect_and_frames_read_the_same(monkeypatc
     assert any(fn.startswith("<frozen ") for fn, *_ in stacks[0])
     assert inspect.modulesbyfile["<frozen importlib._bootstrap>"] == "importlib._bootstrap"
     assert stacks[1] == stacks[0]
+
+
+def test_cuda_candidates_build_for_the_h100_and_keep_its_limits_without_a_gpu(tmp_path):
+    """MetaSchedule's CUDA search, as target=cuda with target.tag=nvidia/nvidia-h100 sets it up, proposes traces
+    that replay, compile for sm_90 and pass the H100's static limits: a GPU run of method=metaschedule (the GPU
+    suite's part) cannot fail on the search or the build side."""
+    import numpy as np
+    import tvm
+
+    from conftest import TINY_LAYER
+    from tunebench.datasets import model_tasks
+    from tunebench.methods import Budget, make_method
+    from tunebench.targets.tvm.gpu_limits import device_limits, tag_gpu
+    from tunebench.targets.tvm.messages import BuildInput, TaskSpec
+    from tunebench.targets.tvm.worker import handle
+
+    gpu = tag_gpu("nvidia/nvidia-h100")
+    limits = device_limits(gpu, 8)
+    major, minor = gpu["compute_version"].split(".")
+    tvm_target = {"kind": "cuda", "arch": f"sm_{major}{minor}", "max_threads_per_block": limits["max_threads_per_block"],
+                  "max_shared_memory_per_block": limits["max_shared_memory_per_block"],
+                  "thread_warp_size": gpu["warp_size"]}  # as CUDATarget._set_gpu makes it
+    (task, *_), _ = model_tasks({"name": "layers", "layers": [TINY_LAYER]}, "cuda")
+    method = make_method({"name": "metaschedule", "num_trials_per_iter": 4, "population_size": 16,
+                          "init_min_unmeasured": 4, "num_threads": 2})
+    method.setup(task, type("Info", (), {"tvm_target": tvm_target})(), None, Budget(4), np.random.default_rng(0))
+    configs = method.ask(4)
+    assert len(configs) == 4
+    spec = TaskSpec(key=task.id, mod_json=tvm.ir.save_json(task.mod), kind=task.kind, target_kind="cuda")
+    for cfg in configs:  # the build verifies the lowered kernel against the limits first (an error if broken)
+        path = str(tmp_path / f"{cfg.index}.so")
+        handle("build", BuildInput(task=spec, index=cfg.index, trace=cfg.trace, target=tvm_target, path=path,
+                                   limits=limits))
+        assert os.path.getsize(path) > 0
