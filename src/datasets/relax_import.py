@@ -278,13 +278,14 @@ def run_relax(imported: ImportedModel, target: tvm.target.Target | str | None = 
 
 
 def default_gpu_schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """Apply dlight's default GPU schedules (thread binding) to every unscheduled PrimFunc."""
+    """A copy of ``mod`` with dlight's default GPU schedules (thread binding) on every unscheduled PrimFunc.
+    ``mod`` itself is left as it is: dlight's pass replaces the functions of the module it is given in place."""
     from tvm.s_tir import dlight as dl
 
     rules = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
                                     dl.gpu.GeneralReduction(), dl.gpu.Fallback())
     with target:
-        return rules(mod)
+        return rules(mod.clone())
 
 
 def _to_numpy(x: Any) -> np.ndarray:

@@ -146,6 +146,7 @@ def test_both_cuda_kernels_build_without_a_gpu(tmp_path):
     """On cuda the default kernel is dlight's default schedule; the builders' ``"build"`` request compiles and
     exports both kernels without a GPU."""
     from tunebench.targets.tvm.messages import BuildInput, TaskSpec
+    from tunebench.targets.tvm.scheduling import default_schedule
     from tunebench.targets.tvm.worker import handle
 
     limits = {"max_threads_per_block": 1024, "max_shared_memory_per_block": 49152, "max_thread_x": 1024,
@@ -158,8 +159,12 @@ def test_both_cuda_kernels_build_without_a_gpu(tmp_path):
         space = tpl.make_space(task.mod)
         cfg = next(c for c in (space.get(int(i)) for i in rng.integers(len(space), size=1000))
                    if tpl.check(task.mod, c, limits) is None)
+        unscheduled = task.mod["main"]
+        assert default_schedule(task.mod, target)["main"].attrs["tirx.is_scheduled"]
+        assert task.mod["main"].same_as(unscheduled)  # dlight's pass works on a copy, not on the task's module
         spec = TaskSpec(key=task.id, mod_json=tvm.ir.save_json(task.mod), kind=task.kind, target_kind="cuda")
-        for name, index, default in (("tuned", cfg.index, False), ("default", -1, True)):
+        # the default first: the worker's parsed task must stay unscheduled for the tuned build after it
+        for name, index, default in (("default", -1, True), ("tuned", cfg.index, False)):
             path = str(tmp_path / f"{task.id}-{name}.so")
             handle("build", BuildInput(task=spec, index=index, target=target, path=path, limits=limits,
                                        default=default))

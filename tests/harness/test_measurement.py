@@ -56,8 +56,8 @@ def test_calibration_sets_and_uses_the_machine_reference(tmp_path):
         assert first["median_s"] > 0 and first["min_s"] <= first["median_s"]
         if not first["noisy"]:
             assert first["slowdown"] == pytest.approx(1.0) and target.machine.calibration_reference() == first["median_s"]
-        target.machine.offer_calibration(first["median_s"] / 10)  # pretend the machine once was 10x faster
-        slow = target.calibrate()
+        target.machine.offer_calibration(first["median_s"] / 100)  # pretend the machine once was 100x faster
+        slow = target.calibrate()  # (two calibrations of a shared machine can differ 2x: the margin is wide)
         assert slow["slowdown"] > 5 and slow["noisy"] and any(r.startswith("slowdown") for r in slow["reasons"])
     finally:
         target.close()
