@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+from tunebench.space import TraceConfig
 from tunebench.targets.tvm.libraries import LibraryCache, candidate_key
 
 
@@ -37,7 +38,7 @@ def test_a_config_timed_again_replaces_its_older_library_and_traces_have_their_o
     cache.offer("t", SimpleNamespace(index=5), old, 2e-3)
     cache.offer("t", SimpleNamespace(index=5), new, 1e-3)
     assert removed == [old] and cache.paths() == [new]
-    trace = SimpleNamespace(index=5, trace='{"insts": []}')
+    trace = TraceConfig(5, '{"insts": []}')
     assert candidate_key(trace) != candidate_key(SimpleNamespace(index=5))
     assert cache.take("t", trace) is None
     zero, gone = _cache(tmp_path, keep=0)

@@ -12,8 +12,9 @@ has two kernels timed under the same protocol:
 Both are compiled for the target's TVM target, every task's pair at once on the target's builders, and
 timed one task at a time by the target's runner worker, holding the device lock, in ``e2e.rounds``
 interleaved rounds (each round times both kernels with ``e2e.kernel_repeat`` repeats of at least
-``e2e.min_sample_ms`` each, in an order rotated per round, then the calibration kernel), on the same random inputs and with the target's threads: the request the final
-re-timing of each task uses (``"retime"``). Each kernel's samples give median, minimum and CV; the
+``e2e.min_sample_ms`` each, in an order rotated per round, then the calibration kernel), on the same
+random inputs and with the target's threads: the request the final re-timing of each task uses
+(``"retime"``). Each kernel's samples give median, minimum and CV; the
 comparison is the geometric mean over the rounds of the ratio default / tuned of the rounds' medians,
 with its 95 % bootstrap interval. A noisy attempt (robust CV, CPU used by other processes, calibration
 drift over ``measure.noise``) is repeated up to ``measure.noise.remeasure`` times; the least noisy one
@@ -105,13 +106,14 @@ def build_pairs(tasks, configs: dict, target, workdir: str) -> dict[str, list[st
     """Task id -> the paths of its two libraries (:data:`KERNELS` order), or the build's error text, for every
     task in ``configs`` (task id -> its tuned config). All of them are built at once, in parallel on the
     target's builders (a CUDA build is seconds of NVRTC), the tuned kernel as the search built it."""
-    jobs = [(task, kernel) for task in tasks if task.id in configs for kernel in (configs[task.id], None)]
-    built = target.build_kernels(jobs, workdir)
+    tuned = [task for task in tasks if task.id in configs]
+    built = iter(target.build_kernels([(task, kernel) for task in tuned for kernel in (configs[task.id], None)],
+                                      workdir))
     out: dict[str, list[str] | str] = {}
-    for (task, _), (path, err) in zip(jobs, built):
-        if isinstance(out.get(task.id), str):
-            continue
-        out[task.id] = f"build: {err}" if err else [*out.get(task.id, []), path]
+    for task in tuned:
+        (tuned_path, tuned_err), (default_path, default_err) = next(built), next(built)
+        err = tuned_err or default_err
+        out[task.id] = f"build: {err}" if err else [tuned_path, default_path]
     return out
 
 

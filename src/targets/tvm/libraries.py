@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
+from tunebench.targets.tvm.scheduling import trace_of
+
 Key = tuple  # ("index", i) for a knob config, ("trace", json) for a schedule trace
 
 
 def candidate_key(config) -> Key:
     """The cache key of a knob config (its index) or of a trace config (its trace)."""
-    trace = getattr(config, "trace", None)
+    trace = trace_of(config)
     return ("trace", trace) if trace is not None else ("index", int(config.index))
 
 

@@ -282,9 +282,7 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         """Build ``configs`` in parallel (without the device lock); the wall time counts in ``phase``.
         Returns the library paths (None where the build failed) and the builders' ``(ok, result or
         error, wall s)`` per config."""
-        spec = self._task_spec(task)
-        requests = [BuildInput(task=spec, index=c.index, trace=trace_of(c), target=self.tvm_target, limits=self.limits,
-                               path=os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so"))
+        requests = [self._build_input(task, c, os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so"))
                     for c in configs]
         t0 = time.perf_counter()
         built = self._builders.map("build", requests, float(self.settings.builder.timeout_s))
@@ -295,12 +293,15 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         """Build each ``(task, config)`` of ``jobs`` (config None: the task's default kernel) into ``folder``, in
         parallel on the builders; per job ``(library path, None)`` or ``(None, the build's error)``."""
         self.start()
-        requests = [BuildInput(task=self._task_spec(t), index=-1 if c is None else c.index,
-                               trace=None if c is None else trace_of(c), target=self.tvm_target, limits=self.limits,
-                               default=c is None, path=os.path.join(folder, f"{t.id}-{i}.so"))
-                    for i, (t, c) in enumerate(jobs)]
+        requests = [self._build_input(t, c, os.path.join(folder, f"{t.id}-{i}.so")) for i, (t, c) in enumerate(jobs)]
         built = self._builders.map("build", requests, float(self.settings.builder.timeout_s))
         return [(r.path, None) if ok else (None, str(res)) for r, (ok, res, _) in zip(requests, built)]
+
+    def _build_input(self, task: Task, config, path: str) -> BuildInput:
+        """The builders' request for ``config`` of ``task`` (None: the task's default kernel) into ``path``."""
+        return BuildInput(task=self._task_spec(task), index=-1 if config is None else config.index,
+                          trace=None if config is None else trace_of(config), target=self.tvm_target,
+                          limits=self.limits, default=config is None, path=path)
 
     @staticmethod
     def _remove(paths) -> None:
