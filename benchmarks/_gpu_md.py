@@ -6,6 +6,7 @@ import math
 
 PART_TITLES = {"gpu_tests": "GPU tests", "peak": "Measured peak", "resnet18_autotvm": "ResNet-18 end to end, autotvm",
                "resnet18_metaschedule": "ResNet-18 end to end, metaschedule",
+               "resnet18_winograd": "ResNet-18 end to end, autotvm, winograd template",
                "vgg16_dense": "VGG-16 dense layers vs PyTorch", "dgp_vs_autotvm": "dgp vs autotvm, VGG-16 conv layers"}
 ROW_NAMES = {"e2e": "tuned", "tvm_default": "TVM default build", "torch": "PyTorch FP32",
              "torch_compile": "torch.compile FP32", "torch_tf32": "PyTorch TF32"}
@@ -127,7 +128,7 @@ def _dgp(r: dict) -> list[str]:
     return lines
 
 
-RENDER = {"gpu_tests": _tests, "peak": _peak, "resnet18_autotvm": _e2e, "resnet18_metaschedule": _e2e,
+RENDER = {"gpu_tests": _tests, "peak": _peak, "resnet18_autotvm": _e2e, "resnet18_metaschedule": _e2e, "resnet18_winograd": _e2e,
           "vgg16_dense": _dense, "dgp_vs_autotvm": _dgp}
 
 

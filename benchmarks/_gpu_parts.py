@@ -137,11 +137,12 @@ def task_rows(m: dict, entries: list[dict]) -> list[dict]:
     return out
 
 
-def part_e2e(p: dict, method: str) -> dict:
-    """The model end to end with ``method``: tuned (each task the faster of its tuned and default kernel)
-    vs TVM's default build vs PyTorch vs torch.compile, interleaved rounds, 95 % intervals."""
-    cfg = _cfg(p, [f"method={method}", *p["model"], f"budget.trials_per_task={p['trials']}",
-                   *p.get("method_overrides", {}).get(method, []), *p["e2e"]], os.path.join(p["work"], method))
+def part_e2e(p: dict, method: str, overrides: tuple = (), name: str | None = None) -> dict:
+    """The model end to end with ``method`` (and the target ``overrides``, e.g. another template): tuned (each
+    task the faster of its tuned and default kernel) vs TVM's default build vs PyTorch vs torch.compile,
+    interleaved rounds, 95 % intervals. Its files go to the work folder's ``name`` (default: the method)."""
+    cfg = _cfg(p, [f"method={method}", *p["model"], f"budget.trials_per_task={p['trials']}", *overrides,
+                   *p.get("method_overrides", {}).get(method, []), *p["e2e"]], os.path.join(p["work"], name or method))
     run_id, error = run(cfg)
     if run_id is None:
         return {"method": method, "error": error}
@@ -149,7 +150,7 @@ def part_e2e(p: dict, method: str) -> dict:
     rows = {r: {"median": m[f"{r}_latency_ms"], "min": m.get(f"{r}_latency_min_ms"), "cv": m.get(f"{r}_latency_cv"),
                 "n": m.get(f"{r}_n_runs"), "noisy": bool(m.get(f"{r}_noisy", 0.0))}
             for r in ROWS if f"{r}_latency_ms" in m}
-    return {"method": method, "model": " ".join(p["model"]), "run_id": run_id,
+    return {"method": method, "model": " ".join(p["model"]), "overrides": list(overrides), "run_id": run_id,
             "error": error or tags.get("tunebench.e2e_error"),
             "trials_per_task": p["trials"], "rows": rows,
             "speedups": {b: _interval(m, f"speedup_vs_{b}") for b in BASELINES if f"speedup_vs_{b}" in m},
@@ -238,4 +239,5 @@ def part_dgp(p: dict) -> dict:
 PARTS = {"gpu_tests": part_gpu_tests, "peak": part_peak,
          "resnet18_autotvm": lambda p: part_e2e(p, "autotvm"),
          "resnet18_metaschedule": lambda p: part_e2e(p, "metaschedule"),
+         "resnet18_winograd": lambda p: part_e2e(p, "autotvm", p["winograd_overrides"], "winograd"),
          "vgg16_dense": part_dense, "dgp_vs_autotvm": part_dgp}

@@ -1,6 +1,6 @@
 """How many CUDA configs break a GPU's limits, and that the tuning loop measures none of them (no GPU needed).
 
-1. Uniform sampling: for every CUDA task of each model (``target.template=direct``), ``--configs`` uniformly
+1. Uniform sampling: for every CUDA task of each model (``target.template=--template``), ``--configs`` uniformly
    random configs, checked against the limits of ``--tag`` (``target=cuda``'s static check, the knob-only
    verdict of the templates); the fraction that breaks them is the share of trials a method that samples
    uniformly, AutoTVM's random plan for instance, would spend on kernels that cannot launch.
@@ -10,7 +10,9 @@
    so a config's "latency" is a fixed function of its index; its numbers are not reported, only the counts.
 
     python benchmarks/cuda_static_validity.py [--models resnet18 vgg16] [--tag nvidia/nvidia-h100]
-        [--configs 500] [--methods random autotvm] [--trials 32] [--publish]
+        [--template direct] [--configs 500] [--methods random autotvm] [--trials 32] [--publish]
+
+(``--publish``: ``benchmarks/results/cuda_static_validity.json``, ``_<template>`` added for another template.)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from tunebench.methods import Budget, make_method
 from tunebench.methods.glimpse.gpu_validity import cuda_tasks
 from tunebench.targets.base import is_static_invalid
 from tunebench.targets.tvm.gpu_limits import tag_limits
+from tunebench.targets.tvm.variants import VARIANTS
 from tunebench.testing.fakes import FakeTarget
 
 KINDS = ("conv2d", "depthwise_conv2d", "dense")
@@ -72,18 +75,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet18", "vgg16"])
     ap.add_argument("--tag", default="nvidia/nvidia-h100")
+    ap.add_argument("--template", default="direct", choices=VARIANTS["cuda"][:-1],
+                    help="the CUDA template variant (target.template)")
     ap.add_argument("--configs", type=int, default=500, help="uniform configs per task")
     ap.add_argument("--methods", nargs="+", default=["random", "autotvm"])
     ap.add_argument("--trials", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     add_out_args(ap, "cuda_static_validity")
     args = ap.parse_args()
-    path = out_path(ap, args, "cuda_static_validity")
+    path = out_path(ap, args, "cuda_static_validity" + ("" if args.template == "direct" else f"_{args.template}"))
     limits = tag_limits(args.tag)
-    out = {"tag": args.tag, "limits": limits, "configs_per_task": args.configs, "trials": args.trials,
+    out = {"tag": args.tag, "template": args.template, "limits": limits, "configs_per_task": args.configs, "trials": args.trials,
            "machine": machine_info(), "loadavg_before": loadavg(), **provenance(), "models": {}}
     for model in args.models:
-        rows = cuda_tasks(model, KINDS)
+        rows = cuda_tasks(model, KINDS, args.template)
         entry = {"tasks": len(rows), "uniform": uniform_fraction(rows, limits, args.configs, args.seed)}
         print(f"{model}: {len(rows)} tasks, uniform invalid fraction {entry['uniform']['invalid_fraction']:.3f}",
               flush=True)

@@ -12,7 +12,8 @@ short window spends its seconds on numbers:
    the harness (``run_experiment``): the tuned model (each task the faster of its tuned and TVM's default
    kernel, with both kernels' latencies and which one was taken) against TVM's default build, PyTorch
    FP32 (TF32 off), ``torch.compile`` and PyTorch with TF32, interleaved rounds, 95 % intervals; per task
-   the static-invalid fraction when the run reports it (else ``not reported``);
+   the static-invalid fraction when the run reports it (else ``not reported``); ``resnet18_winograd``: the
+   autotvm run again with ``target.template=winograd`` (3×3 stride-1 convs by Winograd);
 3. ``vgg16_dense``: VGG-16's three dense layers (batch 1, memory-bound; ``direct``'s split-K GEMV template,
    no flag needed) tuned with AutoTVM, each against
    PyTorch as a one-layer model, interleaved; achieved bandwidth against the measured one;
@@ -51,13 +52,13 @@ from _common import add_out_args, loadavg, out_path, provenance, run_main, write
 from _gpu_md import markdown
 
 NAME = "gpu_suite"
-CAPS = {"peak": 40, "resnet18_autotvm": 380, "resnet18_metaschedule": 380, "vgg16_dense": 170, "dgp_vs_autotvm": 150,
-        "gpu_tests": 150}  # seconds per part on the GPU. Measured on an H100 (2026-11-27, commit 24800eb): peak 34 s,
+CAPS = {"peak": 40, "resnet18_autotvm": 380, "resnet18_metaschedule": 380, "resnet18_winograd": 380, "vgg16_dense": 170,
+        "dgp_vs_autotvm": 150, "gpu_tests": 150}  # seconds per part on the GPU. Measured on an H100 (2026-11-27, commit 24800eb): peak 34 s,
 # resnet18_autotvm 363 s (part start 16 s, target start 17 s, 19 tasks' search and protocol 184 s, the kernel choice
-# 63 s, the end-to-end rows 68 s), vgg16_dense 158 s; gpu_tests had not finished its first test at 45 s. The metaschedule
-# and dgp caps are estimates. Their sum (1270 s) is the default overall budget: more than one 600-s call, so a lent
+# 63 s, the end-to-end rows 68 s), vgg16_dense 158 s; gpu_tests had not finished its first test at 45 s. The metaschedule,
+# winograd and dgp caps are estimates. Their sum (1650 s) is the default overall budget: more than one 600-s call, so a lent
 # GPU machine runs the suite in parts (--only) over calls, joined by --merge (docs/BENCHMARKS.md)
-DRY_CAPS = {"peak": 90, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "vgg16_dense": 180,
+DRY_CAPS = {"peak": 90, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "resnet18_winograd": 300, "vgg16_dense": 180,
             "dgp_vs_autotvm": 300, "gpu_tests": 180}  # on a shared 2-core machine (the dry run took 142 s in all on 2026-11-27, load 1.0)
 MIN_PART_S = 15.0  # a part is started only with this much of the overall budget left
 # A part that ends early leaves its unused seconds to the next parts: each may run to its own cap, or longer as long
@@ -86,6 +87,7 @@ GPU_PLAN = {
     "e2e": ["e2e.rounds=5", "e2e.n_runs=10", "e2e.default_n_runs=5", "e2e.kernel_repeat=2",
             "e2e.torch_compile_timeout_s=120"],
     "method_overrides": {},
+    "winograd_overrides": ["target.template=winograd"],
     "dense_layers": VGG_DENSE, "dense_trials": 8, "dense_rounds": 5,
     "dgp_layers": VGG_CONV[1:], "dgp_trials": 8,
     "dgp_overrides": {"autotvm": ["method.plan_size=8"],
@@ -99,6 +101,7 @@ DRY_PLAN = {
     "e2e": ["e2e.rounds=2", "e2e.n_runs=2", "e2e.default_n_runs=1", "e2e.kernel_repeat=1", "e2e.min_sample_ms=2",
             "e2e.torch_compile=false"],
     "method_overrides": {"metaschedule": []},
+    "winograd_overrides": [],  # llvm has no Winograd template: the dry run checks the part's code path only
     "dense_layers": [{"in_features": 256, "out_features": 128}], "dense_trials": 2, "dense_rounds": 2,
     "dgp_layers": TINY_CONV, "dgp_trials": 4,
     "dgp_overrides": {"autotvm": ["method.plan_size=2"],

@@ -96,3 +96,41 @@ def sample_configs(space: Space, n: int, seed: int):
 
 def assert_close(got, ref):
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+# ---- whole models (the end-to-end step's build on llvm) ----
+
+TOL = 1e-4  # the output check's default relative tolerance
+
+
+def run_compiled(imported, mod, tmp_path, name="model"):
+    """Compile ``mod`` like the harness (exported library), run it once here and check it against PyTorch."""
+    from tunebench.harness.e2e.build import check_output, compile_model, flat_numpy
+    from tunebench.protocol.model_worker import vm_args
+
+    path = str(tmp_path / f"{name.replace(' ', '_')}.so")  # one file per build: dlopen caches by path
+    compile_model(mod, {"kind": "llvm", "num-cores": 2}, path, name=name)
+    vm = tvm.relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    args = vm_args(vm, tvm.cpu(), [flat_numpy(x)[0] for x in imported.inputs], imported.params)
+    return check_output(flat_numpy(vm["main"](*args)), flat_numpy(imported.torch_output()), TOL, name)
+
+
+def call_counts(mod: tvm.IRModule) -> dict[str, int]:
+    """Function name -> number of ``call_tir`` sites in ``main``."""
+    call_tir, counts = tvm.ir.Op.get("relax.call_tir"), {}
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, tvm.relax.Call) and value.op.same_as(call_tir):
+                counts[value.args[0].name_hint] = counts.get(value.args[0].name_hint, 0) + 1
+    return counts
+
+
+def lifted_prepacks(tuned: tvm.IRModule) -> set[str]:
+    """The weight-packing functions of a tuned module, checked to be lifted: the module has
+    ``main_transform_params`` and ``main`` never packs (it takes the packed weights)."""
+    names = {gv.name_hint for gv in tuned.get_global_vars()}
+    assert "main_transform_params" in names
+    prepack = {n for n in names if n.endswith("_weight_prepack")}
+    assert not set(call_counts(tuned)) & prepack
+    return prepack

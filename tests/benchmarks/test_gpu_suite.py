@@ -97,9 +97,9 @@ def test_an_exhausted_budget_skips_every_part_and_still_writes_both_files(tmp_pa
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["dry_run"] and data["target"] == "llvm" and data["git_commit"] == "abc1234"
-    assert {p["status"] for p in data["parts"].values()} == {"skipped"} and len(data["parts"]) == 6
+    assert {p["status"] for p in data["parts"].values()} == {"skipped"} and len(data["parts"]) == len(gpu_suite.CAPS)
     md = (tmp_path / "suite.md").read_text()
-    assert md.startswith("# GPU suite (dry run on llvm)") and md.count("| skipped |") == 6
+    assert md.startswith("# GPU suite (dry run on llvm)") and md.count("| skipped |") == len(gpu_suite.CAPS)
 
 
 def test_bad_arguments_are_usage_errors(tmp_path):
@@ -121,15 +121,15 @@ def test_dry_run_runs_every_part_on_llvm(tmp_path):
         {k: (p["status"], p.get("reason"), p.get("log_tail")) for k, p in parts.items()}
     assert parts["gpu_tests"]["result"]["counts"].get("skipped", 0) > 0  # no GPU here: every GPU test skips
     assert parts["peak"]["result"]["fma_gflops"] > 0 and parts["peak"]["result"]["mem_gbps"] > 0
-    for method in ("autotvm", "metaschedule"):
-        r = parts[f"resnet18_{method}"]["result"]
+    for part in ("resnet18_autotvm", "resnet18_metaschedule", "resnet18_winograd"):
+        r = parts[part]["result"]
         assert r["rows"]["e2e"]["median"] > 0 and "torch" in r["speedups"] and "tvm_default" in r["speedups"]
         assert all(t["kernel"] in ("tuned", "default") for t in r["tasks"])
         assert all(t["tuned_ms"]["median"] > 0 and t["default_ms"]["median"] > 0 for t in r["tasks"])
     layer = parts["vgg16_dense"]["result"]["layers"][0]
     assert layer["tuned"]["gbps"] > 0 and layer["speedup_vs_torch"]["geomean"] > 0
     assert set(parts["dgp_vs_autotvm"]["result"]["methods"]) == {"autotvm", "dgp"}
-    assert (tmp_path / "suite.md").read_text().count("| done |") == 6
+    assert (tmp_path / "suite.md").read_text().count("| done |") == len(gpu_suite.DRY_CAPS)
 
 
 def test_suites_run_part_by_part_merge_into_one_result(tmp_path):

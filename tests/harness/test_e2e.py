@@ -23,19 +23,15 @@ from tunebench.datasets.tasks import task_id
 from tunebench.harness.e2e.build import (
     SCHEDULED_ATTR,
     E2EMismatch,
-    check_output,
-    compile_model,
     default_build_module,
-    flat_numpy,
     tuned_module,
 )
 from tunebench.harness.e2e.timing import E2ESettings, e2e_metrics, model_latencies
-from tunebench.protocol.model_worker import vm_args
 from tunebench.targets.tvm.cuda import CUDATarget
 from tunebench.targets.tvm.llvm import LLVMTarget
 from tunebench.targets.tvm.templates import get_template
+from tvm_helpers import TOL, call_counts, lifted_prepacks, run_compiled
 
-TOL = 1e-4
 QUICK = E2ESettings(rounds=2, n_runs=4, default_n_runs=2, torch_compile=False)  # a short interleaved timing
 
 
@@ -77,15 +73,6 @@ def llvm_target(tmp_path) -> LLVMTarget:
                       measure_settings(cache_dir=str(tmp_path / "cache"), noise={"remeasure": 0}))
 
 
-def run_compiled(imported, mod, tmp_path, name="model"):
-    """Compile ``mod`` like the harness (exported library), run it once here and check it against PyTorch."""
-    path = str(tmp_path / f"{name.replace(' ', '_')}.so")  # one file per build: dlopen caches by path
-    compile_model(mod, {"kind": "llvm", "num-cores": 2}, path, name=name)
-    vm = tvm.relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
-    args = vm_args(vm, tvm.cpu(), [flat_numpy(x)[0] for x in imported.inputs], imported.params)
-    return check_output(flat_numpy(vm["main"](*args)), flat_numpy(imported.torch_output()), TOL, name)
-
-
 @pytest.fixture(scope="module")
 def cnn():
     """(imported SmallCNN, its tasks, random llvm schedules of all tasks on the weights as they are)."""
@@ -93,17 +80,6 @@ def cnn():
     imported = import_model(SmallCNN(), torch.randn(1, 3, 32, 32), "llvm")
     tasks = extract_tasks(imported)
     return imported, tasks, random_schedules(tasks, variant="nchw")
-
-
-def call_counts(mod: tvm.IRModule) -> dict[str, int]:
-    """Function name -> number of ``call_tir`` sites in ``main``."""
-    call_tir, counts = tvm.ir.Op.get("relax.call_tir"), {}
-    for block in mod["main"].body.blocks:
-        for binding in block.bindings:
-            value = binding.value
-            if isinstance(value, tvm.relax.Call) and value.op.same_as(call_tir):
-                counts[value.args[0].name_hint] = counts.get(value.args[0].name_hint, 0) + 1
-    return counts
 
 
 def assert_replaced(imported, tuned, schedules, tasks, target_kind="llvm"):
@@ -265,16 +241,6 @@ def test_wrong_schedule_is_an_output_mismatch(tmp_path):
             model_latencies(imported, tasks, wrong, target, QUICK, name="layers")
     finally:
         target.close()
-
-
-def lifted_prepacks(tuned: tvm.IRModule) -> set[str]:
-    """The weight-packing functions of a tuned module, checked to be lifted: the module has
-    ``main_transform_params`` and ``main`` never packs (it takes the packed weights)."""
-    names = {gv.name_hint for gv in tuned.get_global_vars()}
-    assert "main_transform_params" in names
-    prepack = {n for n in names if n.endswith("_weight_prepack")}
-    assert not set(call_counts(tuned)) & prepack
-    return prepack
 
 
 def test_resnet18_random_configs_compile_and_match_pytorch(tmp_path):

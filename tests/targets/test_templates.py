@@ -91,7 +91,7 @@ def relax_tasks() -> dict:
 # ---- registry and analysis -----------------------------------------------------------------
 
 def test_get_template_resolves_every_kind():
-    assert len(TEMPLATE_KINDS) == 9
+    assert len(TEMPLATE_KINDS) == 12
     for (task_kind, target_kind, variant), cls in TEMPLATE_KINDS.items():
         tpl = get_template(task_kind, target_kind, variant)
         assert isinstance(tpl, cls) and (tpl.task_kind, tpl.target_kind) == (task_kind, target_kind)

@@ -22,9 +22,11 @@ from tunebench.targets.tvm.gpu_limits import MAX_THREAD_DIMS, STATIC_SHARED_BYTE
 __all__ = ["MAX_THREAD_DIMS", "STATIC_SHARED_BYTES", "cuda_tasks", "nvidia_tags", "static_labels", "tag_limits"]
 
 
-def cuda_tasks(model_name: str = "resnet18", kinds: tuple[str, ...] = ("conv2d",)) -> list[tuple]:
+def cuda_tasks(model_name: str = "resnet18", kinds: tuple[str, ...] = ("conv2d",),
+               variant: str | None = None) -> list[tuple]:
     """``[(task, template, space)]``: the CUDA tasks of a zoo model whose kind is in ``kinds``, in model
-    order, with the default CUDA template of each and its knob space (``task.space`` set as well).
+    order, with the CUDA template of each in ``variant`` (None: the default) and its knob space
+    (``task.space`` set as well).
 
     The model is imported for the ``cuda`` target kind (:func:`tunebench.datasets.tasks.model_tasks`, cached
     in-process); nothing here needs a GPU.
@@ -37,7 +39,7 @@ def cuda_tasks(model_name: str = "resnet18", kinds: tuple[str, ...] = ("conv2d",
     for task in tasks:
         if task.kind not in kinds:
             continue
-        template = get_template(task.kind, "cuda")
+        template = get_template(task.kind, "cuda", variant)
         task.space = template.make_space(task.mod)
         out.append((task, template, task.space))
     return out

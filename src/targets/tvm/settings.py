@@ -133,7 +133,9 @@ TEMPLATE_DOC = {
             "template, a space from any task's loop nest ([Zheng-ASPLOS20]). Depthwise: the NCHW template in "
             "packed and nchw",
     "cuda": "schedule templates: direct = AutoTVM's CUDA conv2d_nchw direct / depthwise / dense (a batch-1 "
-            "dense: split-K GEMV, warp-shuffle reduction); flex = no template, a space from any task's loop nest "
+            "dense: split-K GEMV, warp-shuffle reduction); winograd = as direct, but 3x3 stride-1 conv2d by Winograd "
+            "F(4x4,3x3) (F(2x2,3x3) below 8x8 outputs), AutoTVM's conv2d_nchw_winograd knobs, the weight transform "
+            "lifted out of the model ([Lavin-CVPR16]); flex = no template, a space from any task's loop nest "
             "([Zheng-ASPLOS20])",
 }
 

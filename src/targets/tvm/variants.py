@@ -1,7 +1,7 @@
 """The schedule template variants of each TVM target kind (``target.template``); the first is the
 default. Kept apart from the templates so that config checks can name them without importing TVM."""
 
-VARIANTS = {"llvm": ("packed", "nchw", "flex"), "cuda": ("direct", "flex")}
+VARIANTS = {"llvm": ("packed", "nchw", "flex"), "cuda": ("direct", "winograd", "flex")}
 
 
 def template_problem(target_kind: str, name) -> str | None:

@@ -16,7 +16,8 @@ A target kind has one or more template *variants* (``VARIANTS``; the first is th
 divisor padded, :mod:`.cpu_packed_pad`) and ``nchw`` (tiled NCHW loop nests on the
 weights as they are, :mod:`.cpu`); depthwise conv2d uses the NCHW template in both. ``cuda`` has
 ``direct`` (:mod:`.cuda`; dense of one row, a batch-1 layer, takes the split-K GEMV template of
-:mod:`.cuda_gemv`). ``flex`` (llvm and cuda) is no template: a space derived from any task's loop nest
+:mod:`.cuda_gemv`) and ``winograd`` (3×3 stride-1 conv2d by Winograd's minimal filtering, :mod:`.cuda_winograd`;
+every other task as in ``direct``). ``flex`` (llvm and cuda) is no template: a space derived from any task's loop nest
 (:mod:`.flex`, :mod:`.flex_cuda`, [Zheng-ASPLOS20]), for every task kind, the single operators of ``model=ops`` included.
 The analysis of a fused function (main block, pad and epilogue blocks, extents) is in :mod:`.fused`.
 """
@@ -29,6 +30,7 @@ from .cpu_packed import CpuDensePacked
 from .cpu_packed_pad import CpuConv2dPackedPadded
 from .cuda import CudaConv2dDirect, CudaDepthwiseConv2d
 from .cuda_gemv import CudaDenseDirect
+from .cuda_winograd import CudaConv2dWinograd
 from .flex import FlexCpu
 from .flex_cuda import FlexCuda
 from .fused import FusedInfo, Template, analyze
@@ -50,6 +52,9 @@ TEMPLATE_KINDS: dict[tuple[str, str, str], type[Template]] = {
     ("conv2d", "cuda", "direct"): CudaConv2dDirect,
     ("depthwise_conv2d", "cuda", "direct"): CudaDepthwiseConv2d,
     ("dense", "cuda", "direct"): CudaDenseDirect,  # M = 1: CudaGemv, else CudaDense
+    ("conv2d", "cuda", "winograd"): CudaConv2dWinograd,  # 3×3 stride 1: CudaWinograd, else CudaConv2dDirect
+    ("depthwise_conv2d", "cuda", "winograd"): CudaDepthwiseConv2d,
+    ("dense", "cuda", "winograd"): CudaDenseDirect,
 }
 
 

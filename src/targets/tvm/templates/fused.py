@@ -244,9 +244,28 @@ def block_conv_nchwc(sch: st.Schedule, acc, weight_read: int, ic_bn: int, oc_bn:
 
 
 def prepacked(sched_mod: tvm.IRModule) -> tvm.IRModule:
-    """``sched_mod`` with every weight layout rewrite removed: its function takes the packed weights
-    as parameters (unchanged when it has none)."""
-    return st.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sched_mod)
+    """``sched_mod`` with its weight rewrites split out: its function takes the rewritten weights as
+    parameters (unchanged when it has none).
+
+    The split is the model build's (Relax ``SplitLayoutRewritePreproc``, on a one-call Relax function), so
+    the kernel timed alone is the kernel a model runs, whether its rewrite only moves the weights (a
+    packed layout) or computes from them (Winograd's weight transform)."""
+    from tvm import relax
+
+    func = sched_mod["main"]
+    if LAYOUT_REWRITE not in func.script():
+        return sched_mod
+    builder = relax.BlockBuilder()
+    kernel = builder.add_func(func.without_attr("global_symbol"), "kernel")
+    params = [relax.Var(p.name, relax.TensorType(p.ty.shape, str(p.ty.dtype))) for p in func.params]
+    *inputs, out = params
+    with builder.function("main", inputs):
+        call = builder.emit(relax.call_tir(kernel, inputs, out.ty))
+        builder.emit_func_output(call)
+    split = relax.transform.SplitLayoutRewritePreproc()(builder.get())
+    timed = split["kernel_prepacked"]
+    symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
+    return tvm.IRModule({"main": timed.with_attr("global_symbol", symbol) if symbol else timed})
 
 
 class Template(abc.ABC):
