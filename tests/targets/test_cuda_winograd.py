@@ -155,3 +155,27 @@ def test_a_model_computes_the_weight_transform_once_and_matches_pytorch(tmp_path
     imported, tuned = built["llvm"]
     assert run_compiled(imported, tuned, tmp_path, name="winograd (serial)")[1] <= 1e-4
     tvm.compile(built["cuda"][1], target=CUDA)
+
+
+def test_a_build_worker_exports_the_kernel_taking_the_transformed_weight(tmp_path):
+    """What ``target=cuda target.template=winograd`` builds for timing: the worker's build of a Winograd
+    candidate exports a CUDA library and notes its parameters, the weight as ``alpha×alpha×C×K``."""
+    import json
+    import os
+
+    from tunebench.datasets import model_tasks
+    from tunebench.targets.tvm.messages import BuildInput, TaskSpec
+    from tunebench.targets.tvm.worker import args_file, handle
+
+    layer = {"in_channels": 8, "height": 14, "width": 14, "out_channels": 16, "kernel": 3, "stride": 1, "padding": 1}
+    (task,), _ = model_tasks({"name": "layers", "layers": [layer]}, "cuda")
+    (cfg,) = winograd_valid_configs(task.mod, 1, seed=6)
+    spec = TaskSpec(key=task.id + "-winograd", mod_json=tvm.ir.save_json(task.mod), kind=task.kind,
+                    target_kind="cuda", template="winograd")
+    path = str(tmp_path / "winograd.so")
+    handle("build", BuildInput(task=spec, index=cfg.index, target={"kind": "cuda", "arch": "sm_80"}, path=path,
+                               limits=LIMITS))
+    assert os.path.getsize(path) > 0
+    with open(args_file(path)) as fh:
+        shapes = [tuple(shape) for shape, _ in json.load(fh)]
+    assert shapes[1] == (6, 6, 8, 16)  # F(4×4, 3×3) on 14×14: alpha = 6
