@@ -45,7 +45,7 @@ RUN_CASES = [
     (["method=autotvm", "method.plan_sizee=8"], "method.plan_sizee is unknown"),
     (["target.batchsize=3"], "target.batchsize is unknown"),
     (["target.template=winograd"], "target.template='winograd': is not a template of target llvm; valid: packed, nchw, flex"),
-    (["-m", "target=cuda", "target.template=packed"], "target.template='packed': is not a template of target cuda; valid: direct, flex"),
+    (["-m", "target=cuda", "target.template=packed"], "target.template='packed': is not a template of target cuda; valid: direct, winograd, flex"),
     (["-m", "target=cuda", "target.tag=nvidia/h100"], "target.tag='nvidia/h100': not a target tag of TVM"),
     (["-m", "target=cuda", "budget.max_static_rejects=-1"], "budget.max_static_rejects=-1"),
     (["e2e.foo=1"], "e2e.foo is unknown"),

@@ -13,7 +13,7 @@ import tvm
 from tunebench.datasets import extract_tasks, import_model
 from tunebench.harness.e2e.build import tuned_module
 from tunebench.targets.tvm.templates import get_template
-from tunebench.targets.tvm.templates.cuda import CudaConv2dDirect
+from tunebench.targets.tvm.templates.cuda import CudaConv2dDirect, thread_bindings
 from tunebench.targets.tvm.templates.cuda_winograd import CudaWinograd
 from tunebench.targets.tvm.templates.fused import LAYOUT_REWRITE, analyze, prepacked
 from tunebench.targets.tvm.templates.winograd_compute import MATRICES, shape_of, winograd_func
@@ -103,6 +103,17 @@ def test_static_check_rejects_what_breaks_the_limits():
     assert "threads per block" in CudaWinograd().check(mod, many, LIMITS)
     shared = space.from_dict({**base, "tile_rc": (1, 64), "tile_x": (1, 1, 4, 49)})
     assert "shared memory" in CudaWinograd().static_check(mod, shared, LIMITS)
+
+
+def test_the_lowered_check_takes_each_kernel_alone():
+    """The transforms launch 128 threads on threadIdx.x, the product 32 × 14 on threadIdx.y/x: each kernel is
+    within the limits, though the largest extents of the two axes multiplied (128 × 32) would not be."""
+    mod = conv_te(1, 64, 56, 56, 64, 3, pad=1)
+    cfg = CudaWinograd().make_space(mod).from_dict({"tile_y": (2, 1, 32, 1), "tile_x": (7, 1, 14, 2), "tile_rc": (8, 8),
+                                                    "auto_unroll_max_step": 0, "unroll_explicit": 0})
+    sched = CudaWinograd().apply(mod, cfg)
+    assert thread_bindings(sched)[2][0] == {"threadIdx.y": 32, "threadIdx.x": 14}
+    assert CudaWinograd().check(mod, cfg, LIMITS) is None and CudaWinograd().verify(sched, LIMITS) is None
 
 
 def test_timed_kernel_takes_the_transformed_weight():

@@ -57,14 +57,18 @@ def _lowering_passes() -> list:
     ]
 
 
-def thread_bindings(sched_mod: tvm.IRModule) -> tuple[dict[str, int], dict[str, int]]:
-    """``(threads, vthreads)``: the extent of each ``threadIdx.*`` / ``vthread.*`` axis bound in
-    the scheduled function (the largest one when an axis is bound more than once)."""
+def thread_bindings(sched_mod: tvm.IRModule) -> list[tuple[dict[str, int], dict[str, int]]]:
+    """Per kernel of the scheduled function (each loop nest under its root: a function may launch several,
+    as Winograd's four), ``(threads, vthreads)``: the extent of each ``threadIdx.*`` / ``vthread.*`` axis
+    bound in it (the largest one when an axis is bound more than once)."""
     sch = st.Schedule(sched_mod)
-    threads: dict[str, int] = {}
-    vthreads: dict[str, int] = {}
+    kernels: dict = {}
     for block in sch.get_child_blocks(sch.get_sblock("root")):
-        for loop in sch.get_loops(block):
+        loops = sch.get_loops(block)
+        if not loops:
+            continue
+        threads, vthreads = kernels.setdefault(sch.get(loops[0]), ({}, {}))
+        for loop in loops:
             node = sch.get(loop)
             if node.thread_binding is None:
                 continue
@@ -72,7 +76,7 @@ def thread_bindings(sched_mod: tvm.IRModule) -> tuple[dict[str, int], dict[str, 
             table = threads if tag.startswith("threadIdx") else vthreads if tag.startswith("vthread") else None
             if table is not None:
                 table[tag] = max(table.get(tag, 1), int(node.extent))
-    return threads, vthreads
+    return list(kernels.values())
 
 
 def limit_error(threads: dict[str, int], vthreads: dict[str, int], shared_bytes: int,
@@ -169,12 +173,12 @@ class CudaTemplate(Template):
     def verify(self, sched_mod: tvm.IRModule, limits: dict) -> str | None:
         """Lower ``sched_mod`` (up to virtual-thread injection) and run ``verify_gpu_code`` on it;
         the reason reports thread extents, virtual threads and shared bytes of the lowered code."""
-        threads, vthreads = thread_bindings(sched_mod)
         with tvm.target.Target(VERIFY_TARGET):
             lowered = tvm.transform.Sequential(_lowering_passes())(sched_mod)
         func = lowered["main"]
         shared = int(s_tir.analysis.calculate_allocated_bytes(func)["main"].get("shared", 0))
-        reason = limit_error(threads, vthreads, shared, limits)
+        reasons = (limit_error(threads, vthreads, shared, limits) for threads, vthreads in thread_bindings(sched_mod))
+        reason = next((r for r in reasons if r), None)
         checked = {k: int(v) for k, v in limits.items()}
         if not s_tir.analysis.verify_gpu_code(func, checked):
             return reason or "verify_gpu_code rejected the lowered kernel"
