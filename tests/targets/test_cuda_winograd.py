@@ -13,9 +13,10 @@ import tvm
 from tunebench.datasets import extract_tasks, import_model
 from tunebench.harness.e2e.build import tuned_module
 from tunebench.targets.tvm.templates import get_template
-from tunebench.targets.tvm.templates.cuda import CudaConv2dDirect, thread_bindings
+from tunebench.targets.tvm.templates.cuda import CudaConv2dDirect
 from tunebench.targets.tvm.templates.cuda_winograd import CudaWinograd
 from tunebench.targets.tvm.templates.fused import LAYOUT_REWRITE, analyze, prepacked
+from tunebench.targets.tvm.templates.gpu_verify import thread_bindings
 from tunebench.targets.tvm.templates.winograd_compute import MATRICES, shape_of, winograd_func
 from tvm_helpers import (
     CUDA,

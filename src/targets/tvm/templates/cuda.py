@@ -9,10 +9,7 @@ block in registers ("local"); the input and weight tiles a thread block needs ar
 Knob values are the split factors, outermost first, so e.g. ``tile_f = (bf, vf, tf, fi)``
 means ``bf`` blocks x ``vf`` virtual threads x ``tf`` threads x ``fi`` inner iterations.
 
-GPU limits (the ``limits`` dict of :meth:`check` / :meth:`verify`) use the keys of
-``verify_gpu_code``: ``max_threads_per_block``, ``max_thread_x/y/z``, ``max_vthread`` (per
-virtual-thread dimension) and ``max_shared_memory_per_block`` (bytes). Missing keys are not
-checked.
+GPU limits (the ``limits`` dict of :meth:`check` / :meth:`verify`): :mod:`.gpu_verify`.
 """
 
 from __future__ import annotations
@@ -22,82 +19,14 @@ import math
 
 import tvm
 import tvm.s_tir as st
-from tvm import s_tir, tirx
+from tvm import s_tir
 
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
 from .fused import FusedInfo, Template, new_schedule, stage_output
+from .gpu_verify import VERIFY_TARGET, limit_error, lowering_passes, thread_bindings
 
 FLOAT_BYTES = 4  # all tensors are float32
-
-#: target used for the lowering passes run by :meth:`CudaTemplate.verify`
-VERIFY_TARGET = {"kind": "cuda", "arch": "sm_80"}
-
-
-def _lowering_passes() -> list:
-    """The s_tir lowering passes up to virtual-thread injection and storage rewrite, as in
-    MetaSchedule's ``VerifyGPUCode`` postprocessor: afterwards shared allocations are final."""
-    return [
-        s_tir.transform.CanonicalizeLoop(),
-        s_tir.transform.LowerCrossThreadReduction(),
-        s_tir.transform.LowerInitBlock(),
-        s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
-        s_tir.transform.ConvertBlocksToOpaque(),
-        s_tir.transform.CompactBufferAllocation(),
-        s_tir.transform.UnifyThreadBinding(),
-        s_tir.transform.LowerMatchBuffer(),
-        s_tir.transform.LowerOpaqueBlock(),
-        tirx.transform.FlattenBuffer(),
-        tirx.transform.NarrowDataType(32),
-        tirx.transform.StmtSimplify(),
-        tirx.transform.VectorizeLoop(True),
-        s_tir.transform.InjectVirtualThread(),
-        tirx.transform.StorageRewrite(),
-        tirx.transform.StmtSimplify(),
-    ]
-
-
-def thread_bindings(sched_mod: tvm.IRModule) -> list[tuple[dict[str, int], dict[str, int]]]:
-    """Per kernel of the scheduled function (each loop nest under its root: a function may launch several,
-    as Winograd's four), ``(threads, vthreads)``: the extent of each ``threadIdx.*`` / ``vthread.*`` axis
-    bound in it (the largest one when an axis is bound more than once)."""
-    sch = st.Schedule(sched_mod)
-    kernels: dict = {}
-    for block in sch.get_child_blocks(sch.get_sblock("root")):
-        loops = sch.get_loops(block)
-        if not loops:
-            continue
-        threads, vthreads = kernels.setdefault(sch.get(loops[0]), ({}, {}))
-        for loop in loops:
-            node = sch.get(loop)
-            if node.thread_binding is None:
-                continue
-            tag = node.thread_binding.thread_tag
-            table = threads if tag.startswith("threadIdx") else vthreads if tag.startswith("vthread") else None
-            if table is not None:
-                table[tag] = max(table.get(tag, 1), int(node.extent))
-    return list(kernels.values())
-
-
-def limit_error(threads: dict[str, int], vthreads: dict[str, int], shared_bytes: int,
-                limits: dict) -> str | None:
-    """The first GPU limit broken by a kernel with these thread extents and shared bytes."""
-    total = math.prod(threads.values())
-    if total > limits.get("max_threads_per_block", math.inf):
-        return (f"{total} threads per block ({', '.join(f'{k}={v}' for k, v in sorted(threads.items()))}) "
-                f"> max_threads_per_block={limits['max_threads_per_block']}")
-    for tag, ext in sorted(threads.items()):
-        key = "max_thread_" + tag.rsplit(".", 1)[-1]
-        if ext > limits.get(key, math.inf):
-            return f"{tag} extent {ext} > {key}={limits[key]}"
-    for tag, ext in sorted(vthreads.items()):
-        if ext > limits.get("max_vthread", math.inf):
-            return f"{tag} extent {ext} > max_vthread={limits['max_vthread']}"
-    if shared_bytes > limits.get("max_shared_memory_per_block", math.inf):
-        return (f"{shared_bytes} bytes of shared memory per block > "
-                f"max_shared_memory_per_block={limits['max_shared_memory_per_block']}")
-    return None
-
 
 def cooperative_fetch(sch: st.Schedule, block, loop, threads: list[tuple[str, int]]) -> None:
     """Compute the shared-memory copy ``block`` at ``loop`` and spread its iterations over the
@@ -174,7 +103,7 @@ class CudaTemplate(Template):
         """Lower ``sched_mod`` (up to virtual-thread injection) and run ``verify_gpu_code`` on it;
         the reason reports thread extents, virtual threads and shared bytes of the lowered code."""
         with tvm.target.Target(VERIFY_TARGET):
-            lowered = tvm.transform.Sequential(_lowering_passes())(sched_mod)
+            lowered = tvm.transform.Sequential(lowering_passes())(sched_mod)
         func = lowered["main"]
         shared = int(s_tir.analysis.calculate_allocated_bytes(func)["main"].get("shared", 0))
         reasons = (limit_error(threads, vthreads, shared, limits) for threads, vthreads in thread_bindings(sched_mod))
@@ -183,6 +112,34 @@ class CudaTemplate(Template):
         if not s_tir.analysis.verify_gpu_code(func, checked):
             return reason or "verify_gpu_code rejected the lowered kernel"
         return reason
+
+
+class PickingTemplate(CudaTemplate):
+    """A template that hands each function to one of several templates by what :meth:`choose` says of it. Each
+    call picks by the function it is given, so a task's space, its configs' schedules and their checks always
+    come from the same template, and a measured space records that template's file."""
+
+    @abc.abstractmethod
+    def choose(self, info: FusedInfo) -> CudaTemplate:
+        """The template for a function analysed as ``info``."""
+
+    def pick(self, mod: tvm.IRModule) -> CudaTemplate:
+        return self.choose(self.analyze(mod))
+
+    def make_space(self, mod: tvm.IRModule) -> Space:
+        return self.pick(mod).make_space(mod)
+
+    def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
+        return self.pick(mod).apply(mod, config)
+
+    def check(self, mod: tvm.IRModule, config: Config, limits: dict) -> str | None:
+        return self.pick(mod).check(mod, config, limits)
+
+    def shared_bytes(self, info: FusedInfo, config: Config) -> int:
+        return self.choose(info).shared_bytes(info, config)
+
+    def source_class(self, mod: tvm.IRModule) -> type:
+        return type(self.pick(mod))
 
 
 class CudaConv2dDirect(CudaTemplate):
@@ -310,21 +267,32 @@ class CudaDense(CudaTemplate):
         out, acc = stage_output(sch, info, "local")
 
         y, x, k = sch.get_loops(acc)
-        by, vy, ty, yi = sch.split(y, list(config["tile_y"]))
-        bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
-        ko, ki = sch.split(k, list(config["tile_k"]))
-        sch.reorder(by, bx, vy, vx, ty, tx, ko, ki, yi, xi)
-        for loop, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread.y"), (vx, "vthread.x"),
-                          (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-            sch.bind(loop, tag)
-        sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
-        sch.decompose_reduction(acc, ko)
-
-        threads = [("threadIdx.y", config["tile_y"][2]), ("threadIdx.x", config["tile_x"][2])]
-        for block in (data_s, weight_s):
-            cooperative_fetch(sch, block, ko, threads)
-        annotate_unroll(sch, by, config)
+        tile_matmul(sch, config, acc, out, (data_s, weight_s), (y, x, k), "tile_k")
         return sch.mod
+
+
+def tile_matmul(sch: st.Schedule, config: Config, acc, out, staged, loops, k_knob: str, batch=None) -> None:
+    """AutoTVM's tiled product on the main block ``acc`` with loops ``(y, x, k)``: rows ``y`` (``tile_y``) and
+    columns ``x`` (``tile_x``) split 4 ways and bound to blockIdx / vthread / threadIdx ``.y`` / ``.x``, the
+    reduction ``k`` split 2 ways by ``k_knob``; the ``out`` block writes each thread's tile, the ``staged``
+    shared copies are fetched cooperatively at the outer reduction loop, unrolling is annotated on the
+    outermost loop. ``batch``: a loop outside the tiles (independent products), bound to blockIdx.z."""
+    y, x, k = loops
+    by, vy, ty, yi = sch.split(y, list(config["tile_y"]))
+    bx, vx, tx, xi = sch.split(x, list(config["tile_x"]))
+    ko, ki = sch.split(k, list(config[k_knob]))
+    outer = () if batch is None else (batch,)
+    sch.reorder(*outer, by, bx, vy, vx, ty, tx, ko, ki, yi, xi)
+    tags = ("blockIdx.z",) * len(outer) + ("blockIdx.y", "blockIdx.x", "vthread.y", "vthread.x", "threadIdx.y",
+                                           "threadIdx.x")
+    for loop, tag in zip((*outer, by, bx, vy, vx, ty, tx), tags):
+        sch.bind(loop, tag)
+    sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
+    sch.decompose_reduction(acc, ko)
+    threads = [("threadIdx.y", config["tile_y"][2]), ("threadIdx.x", config["tile_x"][2])]
+    for block in staged:
+        cooperative_fetch(sch, block, ko, threads)
+    annotate_unroll(sch, (*outer, by)[0], config)
 
 
 def stage_data_shared(sch: st.Schedule, info: FusedInfo, main):

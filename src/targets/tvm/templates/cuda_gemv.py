@@ -42,8 +42,9 @@ import tvm
 
 from tunebench.space import ChoiceKnob, Config, Space
 
-from .cuda import FLOAT_BYTES, CudaDense, CudaTemplate, limit_error
+from .cuda import FLOAT_BYTES, CudaDense, CudaTemplate, PickingTemplate
 from .fused import FusedInfo, new_schedule, stage_output
+from .gpu_verify import limit_error
 
 WARP = 32
 VECTORS = (1, 2, 4)
@@ -116,30 +117,11 @@ class CudaGemv(CudaTemplate):
         return sch.mod
 
 
-class CudaDenseDirect(CudaTemplate):
+class CudaDenseDirect(PickingTemplate):
     """The CUDA ``direct`` dense template: :class:`CudaGemv` for a function of one row (M = 1, a batch-1
-    layer), the tiled :class:`~.cuda.CudaDense` for more rows. Each call picks by the function it is given,
-    so a task's space, its configs' schedules and their checks always come from the same template."""
+    layer), the tiled :class:`~.cuda.CudaDense` for more rows."""
 
     task_kind = "dense"
 
-    def pick(self, mod: tvm.IRModule) -> CudaTemplate:
-        """The template for ``mod``: :class:`CudaGemv` when its main block has one row, else :class:`CudaDense`."""
-        return _for(self.analyze(mod))
-
-    def make_space(self, mod: tvm.IRModule) -> Space:
-        return self.pick(mod).make_space(mod)
-
-    def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
-        return self.pick(mod).apply(mod, config)
-
-    def check(self, mod: tvm.IRModule, config: Config, limits: dict) -> str | None:
-        return self.pick(mod).check(mod, config, limits)
-
-    def shared_bytes(self, info: FusedInfo, config: Config) -> int:
-        return _for(info).shared_bytes(info, config)
-
-
-def _for(info: FusedInfo) -> CudaTemplate:
-    """:class:`CudaGemv` for a dense of one row (M = 1), else :class:`~.cuda.CudaDense`."""
-    return CudaGemv() if info.extents["y"] == 1 else CudaDense()
+    def choose(self, info: FusedInfo) -> CudaTemplate:
+        return CudaGemv() if info.extents["y"] == 1 else CudaDense()

@@ -37,7 +37,7 @@ import tvm.s_tir as st
 
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
-from .cuda import FLOAT_BYTES, CudaConv2dDirect, CudaTemplate, annotate_unroll, cooperative_fetch
+from .cuda import FLOAT_BYTES, CudaConv2dDirect, CudaTemplate, PickingTemplate, tile_matmul
 from .fused import LAYOUT_REWRITE, FusedInfo
 from .winograd_compute import shape_of, winograd_func, winograd_problem
 
@@ -135,23 +135,9 @@ def _batched_product(sch: st.Schedule, config: Config) -> None:
     acc = sch.get_sblock("bgemm")
     weight_s = sch.cache_read(acc, 0, "shared")
     data_s = sch.cache_read(acc, 1, "shared")
-    out = sch.cache_write(acc, 0, "local")
-    sch.set_scope(acc, 0, "local")  # after cache_write: ``acc`` accumulates in registers, ``out`` stores
+    out = sch.cache_write(acc, 0, "local")  # ``acc`` accumulates in registers, ``out`` stores the tile
     eps, nu, k, p, rc = sch.get_loops(acc)
-    by, vy, ty, yi = sch.split(k, list(config["tile_y"]))
-    bx, vx, tx, xi = sch.split(p, list(config["tile_x"]))
-    rco, rci = sch.split(rc, list(config["tile_rc"]))
-    bz = sch.fuse(eps, nu)
-    sch.reorder(bz, by, bx, vy, vx, ty, tx, rco, rci, yi, xi)
-    for loop, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread.y"),
-                      (vx, "vthread.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-        sch.bind(loop, tag)
-    sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
-    sch.decompose_reduction(acc, rco)
-    threads = [("threadIdx.y", config["tile_y"][2]), ("threadIdx.x", config["tile_x"][2])]
-    for block in (weight_s, data_s):
-        cooperative_fetch(sch, block, rco, threads)
-    annotate_unroll(sch, bz, config)
+    tile_matmul(sch, config, acc, out, (weight_s, data_s), (k, p, rc), "tile_rc", batch=sch.fuse(eps, nu))
 
 
 def _output_transform(sch: st.Schedule, output: str, m: int) -> None:
@@ -170,32 +156,11 @@ def _output_transform(sch: st.Schedule, output: str, m: int) -> None:
         _unroll_below(sch, block, tx)
 
 
-class CudaConv2dWinograd(CudaTemplate):
+class CudaConv2dWinograd(PickingTemplate):
     """The conv2d template of the CUDA ``winograd`` variant: :class:`CudaWinograd` for a 3×3 stride-1
-    conv, :class:`~.cuda.CudaConv2dDirect` for any other. Each call picks by the function it is given, so
-    a task's space, its configs' schedules and their checks always come from the same template."""
+    conv, :class:`~.cuda.CudaConv2dDirect` for any other."""
 
     task_kind = "conv2d"
 
-    def pick(self, mod: tvm.IRModule) -> CudaTemplate:
-        return _for(self.analyze(mod))
-
-    def make_space(self, mod: tvm.IRModule) -> Space:
-        return self.pick(mod).make_space(mod)
-
-    def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
-        return self.pick(mod).apply(mod, config)
-
-    def check(self, mod: tvm.IRModule, config: Config, limits: dict) -> str | None:
-        return self.pick(mod).check(mod, config, limits)
-
-    def shared_bytes(self, info: FusedInfo, config: Config) -> int:
-        return _for(info).shared_bytes(info, config)
-
-    def source_class(self, mod: tvm.IRModule) -> type:
-        return type(self.pick(mod))
-
-
-def _for(info: FusedInfo) -> CudaTemplate:
-    """:class:`CudaWinograd` for a 3×3 stride-1 conv, else :class:`~.cuda.CudaConv2dDirect`."""
-    return CudaConv2dDirect() if winograd_problem(info) else CudaWinograd()
+    def choose(self, info: FusedInfo) -> CudaTemplate:
+        return CudaConv2dDirect() if winograd_problem(info) else CudaWinograd()

@@ -33,9 +33,10 @@ import tvm.s_tir as st
 
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
-from .cuda import CudaTemplate, cooperative_fetch, limit_error
+from .cuda import CudaTemplate, cooperative_fetch
 from .flex import loop_nest, split_axes
 from .fused import main_func
+from .gpu_verify import limit_error
 
 #: ``(auto_unroll_max_step, unroll_explicit)`` choices (FlexTensor's GPU unroll sub-space)
 CUDA_UNROLL = tuple((step, explicit) for step in (0, 1, 512, 1500) for explicit in (0, 1))
