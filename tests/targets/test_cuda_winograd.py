@@ -56,6 +56,26 @@ def test_winograd_schedules_compute_the_task(shape):
         assert_close(run_llvm(serialize_gpu_schedule(CudaWinograd().apply(mod, cfg)), args), ref)
 
 
+def test_an_epilogue_the_rebuild_cannot_translate_is_an_error_when_the_space_is_made():
+    """A ``Let`` in an epilogue (no task of the zoo has one): one line naming it, before any trial."""
+    from tvm import te, tirx
+
+    def i64(*v):
+        return [tirx.const(d, "int64") for d in v]
+
+    x, w = te.placeholder(i64(1, 4, 8, 8), name="x"), te.placeholder(i64(4, 4, 3, 3), name="w")
+    pad = te.compute(i64(1, 4, 10, 10), lambda a, b, y, z: tirx.if_then_else(
+        tirx.all(y >= 1, y < 9, z >= 1, z < 9), x[a, b, y - 1, z - 1], tirx.const(0.0, "float32")), name="pad_temp")
+    rc, ry, rx = (te.reduce_axis(tuple(i64(0, e)), n) for n, e in (("rc", 4), ("ry", 3), ("rx", 3)))
+    conv = te.compute(i64(1, 4, 8, 8), lambda n, f, y, z: te.sum(
+        pad[n, rc, y + ry, z + rx] * w[f, rc, ry, rx], axis=[rc, ry, rx]), name="conv2d_nchw")
+    v = tirx.Var("v", "float32")
+    square = te.compute(conv.shape, lambda *i: tirx.Let(v, conv(*i), v * v), name="T_square")
+    mod = tvm.IRModule({"main": te.create_prim_func([x, w, square])})
+    with pytest.raises(ValueError, match="cannot translate a Let in an epilogue"):
+        CudaWinograd().make_space(mod)
+
+
 def test_tile_size_follows_the_output_side():
     assert shape_of(analyze(conv_te(1, 8, 8, 8, 8, 3, pad=1))).m == 4
     small = shape_of(analyze(conv_te(1, 8, 7, 7, 8, 3, pad=1)))

@@ -54,7 +54,9 @@ class CudaWinograd(CudaTemplate):
     unroll_steps = (0, 128, 1500)
 
     def make_space(self, mod: tvm.IRModule) -> Space:
-        s = shape_of(self._info(mod))
+        info = self._info(mod)
+        winograd_func(mod, info)  # an epilogue the rebuild cannot translate: its error now, before any trial
+        s = shape_of(info)
         return Space([
             SplitKnob("tile_y", s.filters, 4), SplitKnob("tile_x", s.tiles, 4), SplitKnob("tile_rc", s.channels, 2),
             ChoiceKnob("auto_unroll_max_step", self.unroll_steps), ChoiceKnob("unroll_explicit", (0, 1)),
