@@ -33,6 +33,7 @@ from tunebench.methods import Budget, make_method
 from tunebench.methods.glimpse.gpu_validity import cuda_tasks
 from tunebench.targets.base import is_static_invalid
 from tunebench.targets.tvm.gpu_limits import tag_limits
+from tunebench.targets.tvm.templates import FLEX
 from tunebench.targets.tvm.variants import VARIANTS
 from tunebench.testing.fakes import FakeTarget
 
@@ -75,7 +76,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet18", "vgg16"])
     ap.add_argument("--tag", default="nvidia/nvidia-h100")
-    ap.add_argument("--template", default="direct", choices=VARIANTS["cuda"][:-1],
+    ap.add_argument("--template", default="direct", choices=[v for v in VARIANTS["cuda"] if ("cuda", v) not in FLEX],
                     help="the CUDA template variant (target.template)")
     ap.add_argument("--configs", type=int, default=500, help="uniform configs per task")
     ap.add_argument("--methods", nargs="+", default=["random", "autotvm"])

@@ -102,11 +102,6 @@ def _thread_loops(sch: st.Schedule, loop):
     return tx
 
 
-def _unroll(sch: st.Schedule, loops) -> None:
-    for loop in loops:
-        sch.unroll(loop)
-
-
 def _input_transform(sch: st.Schedule) -> None:
     """One thread per (channel, tile): its input tile and its transform in registers."""
     pack = sch.get_sblock("data_pack")
@@ -127,8 +122,7 @@ def _weight_transform(sch: st.Schedule) -> None:
     pack = sch.get_sblock("kernel_pack")
     eps, nu, c, k, r_kh, r_kw = sch.get_loops(pack)
     sch.reorder(c, k, eps, nu, r_kh, r_kw)
-    _thread_loops(sch, sch.fuse(c, k))
-    _unroll(sch, (eps, nu, r_kh, r_kw))
+    _unroll_below(sch, pack, _thread_loops(sch, sch.fuse(c, k)))
     sch.annotate(pack, LAYOUT_REWRITE, True)
 
 

@@ -123,7 +123,7 @@ def winograd_func(mod: tvm.IRModule, info: FusedInfo) -> tvm.IRModule:
     main = blocks[info.main]
     data_var = main.reads[info.data_read].source if info.pad is None else blocks[info.pad].reads[0].source
     weight_var = main.reads[info.weight_read].source
-    inputs = [p for p in func.params[:-1]]
+    inputs = list(func.params[:-1])
     tensors = [(p, te.placeholder(_shape(p), dtype=str(p.ty.dtype), name=p.name)) for p in inputs]
     data, weight = (_lookup(tensors, v) for v in (data_var, weight_var))
     pads = _padding(blocks[info.pad], data_var) if info.pad is not None else (0, 0)
