@@ -1,0 +1,77 @@
+#!/bin/bash
+# Glimpse's leave-one-variant-out experiment on CPU variants (docs/RESULTS.md §Glimpse), in one command:
+#
+#   data   random search on every training variant: TRAIN_TRIALS configs of each of six ResNet-18 and VGG-16
+#          3x3 conv2d layers per variant (the run store Glimpse trains on);
+#   train  one model per seed from those runs, with the Blueprint and with a constant one (the ablation);
+#   eval   the held-out variant: autotvm at 128 trials, glimpse and glimpse-constant at EVAL_TRIALS, chameleon
+#          and dgp at EVAL_TRIALS (the reduced settings of RESULTS), three of the layers, every seed;
+#   table  benchmarks/glimpse_table.py over the eval runs -> $WORK/glimpse_loo.json.
+#
+#   benchmarks/glimpse_loo.sh [WORK]                 (about 70 minutes on 2 cores with the defaults)
+#   TRAIN_TRIALS=8 EVAL_TRIALS=8 AUTOTVM_TRIALS=8 SEEDS=0 BASELINES= benchmarks/glimpse_loo.sh /tmp/w  (dry run)
+#
+# Environment: TRAIN_TRIALS (128), EVAL_TRIALS (64), AUTOTVM_TRIALS (128), SEEDS (0,1,2), MCPUS ("nehalem
+# sandybridge haswell skylake-avx512"), THREADS ("1 2"), HOLDOUT (haswell/2), BASELINES ("chameleon dgp"),
+# STAGES ("data train eval table"; a later stage reuses the work dir's earlier ones).
+# Nothing else should run on the machine meanwhile: every trial is a timed measurement.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$(realpath -m "${1:-$(mktemp -d /tmp/glimpse-loo-XXXX)}")
+TRAIN_TRIALS=${TRAIN_TRIALS:-128}; EVAL_TRIALS=${EVAL_TRIALS:-64}; AUTOTVM_TRIALS=${AUTOTVM_TRIALS:-128}
+SEEDS=${SEEDS:-0,1,2}; MCPUS=${MCPUS:-nehalem sandybridge haswell skylake-avx512}; THREADS=${THREADS:-1 2}
+HOLDOUT=${HOLDOUT:-haswell/2}; BASELINES=${BASELINES-chameleon dgp}; STAGES=${STAGES:-data train eval table}
+L='in_channels:%d,height:%d,width:%d,out_channels:%d,kernel:3,stride:1,padding:1'
+layer() { printf "{$L}" "$@"; }
+# ResNet-18: 64->64 at 56, 128->128 at 28, 256->256 at 14, 512->512 at 7; VGG-16: 256->512 at 28, 512->512 at 14
+EVAL_LAYERS="[$(layer 64 56 56 64),$(layer 256 14 14 256),$(layer 512 14 14 512)]"
+TRAIN_LAYERS="[$(layer 64 56 56 64),$(layer 128 28 28 128),$(layer 256 14 14 256),$(layer 512 7 7 512),\
+$(layer 256 28 28 512),$(layer 512 14 14 512)]"
+mkdir -p "$WORK" && cd "$WORK"
+echo "glimpse_loo: work dir $WORK, commit $(git -C "$HERE" rev-parse --short HEAD), $(uptime)"
+run() { python3 "$HERE/run.py" "$@" e2e.enabled=false; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has data; then
+  i=0
+  for m in $MCPUS; do for t in $THREADS; do
+    i=$((i + 1))
+    [ "$m/$t" = "$HOLDOUT" ] && continue
+    echo "== training data: $m at $t threads ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
+    run method=random model=layers "model.layers=$TRAIN_LAYERS" target.mcpu="$m" target.num_cores="$t" \
+        budget.trials_per_task="$TRAIN_TRIALS" target.runner.repeat=3 seed="$i" experiment=glimpse-train
+  done; done
+fi
+
+if has train; then
+  mapfile -t RUNS < <(grep -l "^experiment: glimpse-train" records/*/config.yaml | xargs -n1 dirname)
+  [ "${#RUNS[@]}" -gt 0 ] || { echo "error: no glimpse-train runs under $WORK/records (run the data stage)"; exit 2; }
+  for s in ${SEEDS//,/ }; do
+    python3 -m tunebench glimpse train --records "${RUNS[@]}" --out "glimpse_spec_s$s.pt" --seed "$s"
+    python3 -m tunebench glimpse train --records "${RUNS[@]}" --out "glimpse_const_s$s.pt" --seed "$s" \
+        --constant-blueprint
+  done
+fi
+
+if has eval; then
+  hm=${HOLDOUT%/*}; ht=${HOLDOUT#*/}
+  common=(model=layers "model.layers=$EVAL_LAYERS" target.mcpu="$hm" target.num_cores="$ht" "seed=$SEEDS"
+          experiment=glimpse-loo)
+  run -m method=autotvm budget.trials_per_task="$AUTOTVM_TRIALS" "${common[@]}"
+  for b in $BASELINES; do
+    case $b in
+      chameleon) extra=(method.plan_size=16 method.iteration_opt=4) ;;
+      dgp) extra=(method.tuning_set_size=24 method.top_k=8 method.source_tuner.plan_size=32) ;;
+      *) extra=() ;;
+    esac
+    run -m method="$b" budget.trials_per_task="$EVAL_TRIALS" "${extra[@]}" "${common[@]}"
+  done
+  run -m method=glimpse "method.pretrained=$WORK/glimpse_spec_s\${seed}.pt" budget.trials_per_task="$EVAL_TRIALS" \
+      "${common[@]}"
+  run -m method=glimpse method.blueprint=constant "method.pretrained=$WORK/glimpse_const_s\${seed}.pt" \
+      budget.trials_per_task="$EVAL_TRIALS" "${common[@]}"
+fi
+
+if has table; then
+  python3 "$HERE/benchmarks/glimpse_table.py" "$WORK" --experiment glimpse-loo --out "$WORK/glimpse_loo.json"
+fi
