@@ -8,7 +8,7 @@
 #          and dgp at EVAL_TRIALS (the reduced settings of RESULTS), three of the layers, every seed;
 #   table  benchmarks/glimpse_table.py over the eval runs -> $WORK/glimpse_loo.json.
 #
-#   benchmarks/glimpse_loo.sh [WORK]                 (about 70 minutes on 2 cores with the defaults)
+#   benchmarks/glimpse_loo.sh [WORK]                 (80 minutes on the 2-core VM with the defaults)
 #   TRAIN_TRIALS=8 EVAL_TRIALS=8 AUTOTVM_TRIALS=8 SEEDS=0 BASELINES= benchmarks/glimpse_loo.sh /tmp/w  (dry run)
 #
 # Environment: TRAIN_TRIALS (128), EVAL_TRIALS (64), AUTOTVM_TRIALS (128), SEEDS (0,1,2), MCPUS ("nehalem

@@ -105,12 +105,17 @@ def _reach_cell(vals: list, trials: list) -> str:
     return f"{', '.join(shown)} ({med})"
 
 
+def layer_label(shape: dict | None) -> str:
+    """A conv layer as the tables name it: ``64→64 56² k3``."""
+    s = shape or {}
+    return f"{s.get('in_channels')}→{s.get('out_channels')} {s.get('height')}² k{s.get('kernel')}"
+
+
 def markdown(tab: dict) -> str:
     lines = ["| layer | method | trials | invalid | trials to AutoTVM's best (exact) | within 2 % | best GFLOPS at 64 "
              "trials | best latency, ms | search time, s |", "|---|---|---|---|---|---|---|---|---|"]
     for cell in tab.values():
-        s = cell["shape"] or {}
-        layer = f"{s.get('in_channels')}→{s.get('out_channels')} {s.get('height')}² k{s.get('kernel')}"
+        layer = layer_label(cell["shape"])
         for label, e in sorted(cell["methods"].items()):
             noisy = "*" if any(e["noisy"]) else ""
             lines.append(f"| {layer} | {label} | {max(e['trials'])} | {sum(e['invalid'])} | "

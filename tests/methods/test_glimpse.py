@@ -178,3 +178,17 @@ def test_a_model_for_other_knobs_is_refused_before_the_run(trained, tmp_path):
     assert proc.returncode == 2 and len(lines) == 1, lines[-10:]  # [...] lines: the log of the model's import
     assert lines[0].startswith("error: method.pretrained=") and "was trained for other knobs" in lines[0]
     assert sorted(p for p in os.listdir(tmp_path) if p != "outputs") == []
+
+
+def test_the_prior_fits_a_held_out_hardware_better_than_a_uniform_prior(trained):
+    from tunebench.methods.glimpse.train import prior_cross_entropy, prior_targets
+
+    task = _task(128, 56)
+    rng = np.random.default_rng(7)
+    configs = [task.space.get(i) for i in task.space.sample(rng, 48)]
+    g = group_from_values(hardware_of(_info(*HELD_OUT).tvm_target),
+                          {"task_id": task.id, "kind": task.kind, "shape": task.shape, "flops": task.flops},
+                          [c.to_dict() for c in configs], [True] * len(configs), [_gflops(HELD_OUT, c) for c in configs])
+    uniform = sum(-(t * np.log(1.0 / len(t))).sum() for t in prior_targets(g, 0.1))
+    model = GlimpseModel.load(trained)
+    assert prior_cross_entropy(model, g) < 0.9 * uniform, (prior_cross_entropy(model, g), uniform)

@@ -60,17 +60,31 @@ def _knob_dims(groups: list[Group]) -> dict[str, int]:
     return dims
 
 
+def prior_targets(g: Group, top_fraction: float) -> list[np.ndarray]:
+    """H's target for group ``g``: per knob, the frequency of each value among the group's best
+    ``top_fraction`` configs (at least 2), smoothed (float32)."""
+    top = np.argsort(-g.y)[: max(2, int(round(top_fraction * len(g.y))))]
+    out = []
+    for k, f in enumerate(g.feats):
+        counts = np.bincount(g.digits[top, k], minlength=len(f)).astype(np.float32) + 0.05
+        out.append(counts / counts.sum())
+    return out
+
+
+def prior_cross_entropy(model: GlimpseModel, g: Group, top_fraction: float = 0.1) -> float:
+    """The cross-entropy from H's prior for ``g``'s layer and hardware to ``g``'s target, summed over knobs
+    (the training loss of one group; on a held-out hardware's group: how well the prior generalizes)."""
+    lps = model.knob_log_probs(g.knobs, g.feats, _z(model, g))
+    return float(-sum((t * lp).sum() for t, lp in zip(prior_targets(g, top_fraction), lps)))
+
+
 def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None) -> list[float]:
     """Fit H (see the module docstring); returns the loss per epoch."""
     data = []
     for g in groups:
         if g.y is None or not g.valid.any():
             continue
-        top = np.argsort(-g.y)[: max(2, int(round(s.top_fraction * len(g.y))))]
-        targets = []
-        for k, f in enumerate(g.feats):
-            counts = np.bincount(g.digits[top, k], minlength=len(f)).astype(np.float32) + 0.05
-            targets.append(torch.as_tensor(counts / counts.sum()))
+        targets = [torch.as_tensor(t) for t in prior_targets(g, s.top_fraction)]
         data.append((_z(model, g), {n: torch.as_tensor(f) for n, f in zip(g.knobs, g.feats)}, targets, g.knobs))
     opt = torch.optim.Adam(model.prior.parameters(), lr=s.lr)
     losses = []
