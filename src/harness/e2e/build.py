@@ -85,7 +85,7 @@ def tuned_module(imported: ImportedModel, schedules: Mapping[str, tvm.IRModule],
         ValueError: a schedule's parameters (count, shapes, dtypes) differ from the function it
             replaces -- it was made for another workload (one-line message naming both).
     """
-    from tunebench.targets.tvm.templates.fused import prepacked
+    from tunebench.targets.tvm.templates.fused import has_weight_rewrite
 
     mod = imported.mod.clone()
     used: set[str] = set()
@@ -104,7 +104,7 @@ def tuned_module(imported: ImportedModel, schedules: Mapping[str, tvm.IRModule],
         new = new.with_attr("global_symbol", symbol) if symbol else new.without_attr("global_symbol")
         mod.update_func(gv, new.with_attr(SCHEDULED_ATTR, True))
         used.add(tid)
-        packs = packs or _signature(prepacked(tvm.IRModule({"main": new}))["main"]) != _signature(func)
+        packs = packs or has_weight_rewrite(new)
     unused = sorted(set(schedules) - used)
     if unused:
         log.warning("schedules for %d task id(s) match no function of the model: %s",

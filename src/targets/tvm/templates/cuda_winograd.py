@@ -39,7 +39,7 @@ from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
 
 from .cuda import FLOAT_BYTES, CudaConv2dDirect, CudaTemplate, PickingTemplate, tile_matmul
 from .fused import LAYOUT_REWRITE, FusedInfo
-from .winograd_compute import shape_of, winograd_func, winograd_problem
+from .winograd_compute import shape_of, tile_size, winograd_func, winograd_problem
 
 #: threads per block of the three fixed kernels (transforms), as AutoTVM's schedule
 TRANSFORM_THREADS = 128
@@ -54,8 +54,8 @@ class CudaWinograd(CudaTemplate):
     unroll_steps = (0, 128, 1500)
 
     def make_space(self, mod: tvm.IRModule) -> Space:
-        info = self._info(mod)
-        winograd_func(mod, info)  # an epilogue the rebuild cannot translate: its error now, before any trial
+        info = self.analyze(mod)
+        winograd_func(mod, info)  # no Winograd form, or an epilogue it cannot translate: the error now, before any trial
         s = shape_of(info)
         return Space([
             SplitKnob("tile_y", s.filters, 4), SplitKnob("tile_x", s.tiles, 4), SplitKnob("tile_rc", s.channels, 2),
@@ -66,15 +66,8 @@ class CudaWinograd(CudaTemplate):
         ty, tx = (math.prod(config[k][1:]) for k in ("tile_y", "tile_x"))
         return FLOAT_BYTES * config["tile_rc"][1] * (ty + tx)
 
-    def _info(self, mod: tvm.IRModule) -> FusedInfo:
-        info = self.analyze(mod)
-        if problem := winograd_problem(info):
-            raise ValueError(problem)
-        return info
-
     def apply(self, mod: tvm.IRModule, config: Config) -> tvm.IRModule:
-        info = self._info(mod)
-        s = shape_of(info)
+        info = self.analyze(mod)
         sch = st.Schedule(winograd_func(mod, info))
         chain = ("conv2d_winograd", *info.epilogues)  # the last one writes the output
         for name in ("data_pad", "A", "B", "G", *chain[:-1]):
@@ -82,7 +75,7 @@ class CudaWinograd(CudaTemplate):
         _input_transform(sch)
         _weight_transform(sch)
         _batched_product(sch, config)
-        _output_transform(sch, chain[-1], s.m)
+        _output_transform(sch, chain[-1], tile_size(info))
         return sch.mod
 
 

@@ -243,6 +243,13 @@ def block_conv_nchwc(sch: st.Schedule, acc, weight_read: int, ic_bn: int, oc_bn:
     return copy
 
 
+def has_weight_rewrite(func: tvm.tirx.PrimFunc) -> bool:
+    """Whether a block of the scheduled ``func`` is marked as a weight layout rewrite (:func:`pack_weight`,
+    Winograd's weight transform): a model build splits it out and computes it once from the weights."""
+    sch = st.Schedule(tvm.IRModule({"main": func}))
+    return any(LAYOUT_REWRITE in sch.get(b).annotations for b in sch.get_child_blocks(sch.get_sblock("root")))
+
+
 def prepacked(sched_mod: tvm.IRModule) -> tvm.IRModule:
     """``sched_mod`` with its weight rewrites split out: its function takes the rewritten weights as
     parameters (unchanged when it has none).
@@ -253,7 +260,7 @@ def prepacked(sched_mod: tvm.IRModule) -> tvm.IRModule:
     from tvm import relax
 
     func = sched_mod["main"]
-    if LAYOUT_REWRITE not in func.script():
+    if not has_weight_rewrite(func):
         return sched_mod
     builder = relax.BlockBuilder()
     kernel = builder.add_func(func.without_attr("global_symbol"), "kernel")
