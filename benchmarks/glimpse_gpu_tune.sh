@@ -7,17 +7,34 @@
 #
 #   benchmarks/glimpse_gpu_tune.sh MODEL [TARGET=cuda] [TRIALS=64] [SEEDS=0]     (about 5 minutes on an H100)
 #   benchmarks/glimpse_gpu_tune.sh MODEL llvm 8 0                                (the dry run on a CPU)
+#
+# One run per layer and method, autotvm then glimpse on each layer before the next, so that a cut-short
+# session still leaves whole layers. BUDGET_S (default unlimited): no layer is started unless the time left is
+# at least the longest layer so far; the table is printed from the layers that finished.
 set -euo pipefail
-MODEL=$(realpath "$1"); TARGET=${2:-cuda}; TRIALS=${3:-64}; SEEDS=${4:-0}
+MODEL=$(realpath "$1"); TARGET=${2:-cuda}; TRIALS=${3:-64}; SEEDS=${4:-0}; BUDGET_S=${BUDGET_S:-0}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${WORK:-$(mktemp -d /tmp/glimpse-gpu-XXXX)}
-LAYERS='[{in_channels:64,height:56,width:56,out_channels:64,kernel:3,stride:1,padding:1},{in_channels:128,height:28,width:28,out_channels:128,kernel:3,stride:1,padding:1},{in_channels:256,height:14,width:14,out_channels:256,kernel:3,stride:1,padding:1}]'
+LAYERS=('{in_channels:64,height:56,width:56,out_channels:64,kernel:3,stride:1,padding:1}'
+        '{in_channels:128,height:28,width:28,out_channels:128,kernel:3,stride:1,padding:1}'
+        '{in_channels:256,height:14,width:14,out_channels:256,kernel:3,stride:1,padding:1}')
 PRIOR=true; [ "$TARGET" = cuda ] && PRIOR=false
 mkdir -p "$WORK" && cd "$WORK"
 echo "work dir $WORK; $(uptime)"
-common=(model=layers "model.layers=$LAYERS" target=$TARGET budget.trials_per_task=$TRIALS e2e.enabled=false
-        experiment=glimpse-eval)
-python3 "$HERE/run.py" -m method=autotvm "seed=$SEEDS" "${common[@]}"
-python3 "$HERE/run.py" -m method=glimpse "method.pretrained=$MODEL" "method.use_prior=$PRIOR" "seed=$SEEDS" \
-    "${common[@]}"
+start=$SECONDS; longest=0
+for layer in "${LAYERS[@]}"; do
+  left=$((BUDGET_S - (SECONDS - start)))
+  if [ "$BUDGET_S" -gt 0 ] && [ "$left" -lt "$longest" ]; then
+    echo "== stopping: ${left} s left, the longest layer took ${longest} s"; break
+  fi
+  t0=$SECONDS
+  echo "== layer $layer ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
+  common=(model=layers "model.layers=[$layer]" target=$TARGET budget.trials_per_task=$TRIALS e2e.enabled=false
+          experiment=glimpse-eval)
+  python3 "$HERE/run.py" -m method=autotvm "seed=$SEEDS" "${common[@]}"
+  python3 "$HERE/run.py" -m method=glimpse "method.pretrained=$MODEL" "method.use_prior=$PRIOR" "seed=$SEEDS" \
+      "${common[@]}"
+  took=$((SECONDS - t0)); [ "$took" -gt "$longest" ] && longest=$took
+  echo "== layer done in ${took} s"
+done
 python3 "$HERE/benchmarks/glimpse_table.py" "$WORK" --experiment glimpse-eval --out "$WORK/glimpse_$TARGET.json"
