@@ -5,7 +5,7 @@
 # glimpse, and the table (invalid configs, trials to AutoTVM's best). The prior is off on cuda: a model
 # trained on CPU records knows the x86 template's knobs, not the CUDA template's (the run would refuse it).
 #
-#   benchmarks/glimpse_gpu_tune.sh MODEL [TARGET=cuda] [TRIALS=64] [SEEDS=0]     (about 5 minutes on an H100)
+#   benchmarks/glimpse_gpu_tune.sh MODEL [TARGET=cuda] [TRIALS=64] [SEEDS=0]     (about 7 minutes a layer on an H100)
 #   benchmarks/glimpse_gpu_tune.sh MODEL llvm 8 0                                (the dry run on a CPU)
 #
 # One run per layer and method, autotvm then glimpse on each layer before the next, so that a cut-short

@@ -1,6 +1,7 @@
 """Leave-one-variant-out table of method=glimpse against the baselines ([Ahn-PhD] §4.5 layout), from the run
 folders of a work dir: per layer and method, over seeds, the invalid configs, the trials to reach AutoTVM's
-final best (the median over seeds of autotvm's best GFLOPS at its last trial), the best GFLOPS after 64
+final best (the median over seeds of autotvm's best GFLOPS at its last trial), the proposals the target's
+static check rejected before a trial (on cuda: over the GPU's limits), the best GFLOPS after 64
 trials (equal trials; a method that measured fewer: at its last), the final kernel's latency
 (the re-timed best) and the search time (the task's search clock: model work, compiles and measurements).
 
@@ -28,6 +29,7 @@ from _common import machine_info
 
 from tunebench.harness.run_files import read_tasks_json
 from tunebench.records import read_records
+from tunebench.targets.base import STATIC_INVALID
 
 
 def _runs(workdir: str, experiment: str | None) -> list[dict]:
@@ -59,6 +61,13 @@ def _curve(recs: list[dict]) -> list[float]:
     return out
 
 
+def _rejected(task: dict, recs: list[dict]) -> int:
+    """Proposals the target's static check rejected without a trial (on cuda: configs over the GPU's limits,
+    screened before a build), i.e. the task's ``static_invalid`` less those that did cost a trial."""
+    with_trial = sum(1 for r in recs if str(r.get("error") or "").startswith(STATIC_INVALID))
+    return max(0, int(task.get("static_invalid") or 0) - with_trial)
+
+
 def _reach(curve: list[float], ref: float) -> int | None:
     return next((i + 1 for i, g in enumerate(curve) if g >= ref), None)
 
@@ -72,7 +81,8 @@ def table(runs: list[dict]) -> dict:
             cells.setdefault(t["name"], {}).setdefault(run["label"], []).append(
                 {"seed": run["seed"], "curve": _curve(recs), "invalid": sum(not r["valid"] for r in recs),
                  "trials": len(recs), "best_ms": t.get("best_latency_ms"), "noisy": t.get("best_noisy"),
-                 "search_s": t.get("search_s"), "shape": t.get("shape"), "variant": run["variant"]})
+                 "search_s": t.get("search_s"), "shape": t.get("shape"), "variant": run["variant"],
+                 "rejected": _rejected(t, recs)})
     out = {}
     for name, by_label in cells.items():
         ref_runs = by_label.get("autotvm", [])
@@ -80,7 +90,8 @@ def table(runs: list[dict]) -> dict:
         out[name] = {"reference_gflops": ref, "shape": next(iter(by_label.values()))[0]["shape"], "methods": {}}
         for label, rs in by_label.items():
             entry = {"seeds": [r["seed"] for r in rs], "trials": [r["trials"] for r in rs],
-                     "invalid": [r["invalid"] for r in rs], "best_ms": [r["best_ms"] for r in rs],
+                     "invalid": [r["invalid"] for r in rs], "rejected": [r["rejected"] for r in rs],
+                     "best_ms": [r["best_ms"] for r in rs],
                      "noisy": [r["noisy"] for r in rs], "search_s": [r["search_s"] for r in rs],
                      "best_gflops": [r["curve"][-1] if r["curve"] else 0.0 for r in rs]}
             entry["gflops_at_64"] = [r["curve"][min(64, len(r["curve"])) - 1] if r["curve"] else 0.0 for r in rs]
@@ -105,6 +116,14 @@ def _reach_cell(vals: list, trials: list) -> str:
     return f"{', '.join(shown)} ({med})"
 
 
+def _rejected_cell(e: dict) -> str:
+    """Per seed, the rejected proposals and their share of all proposals (trials + rejected)."""
+    rej = e.get("rejected") or [0] * len(e["trials"])
+    if not any(rej):
+        return "0"
+    return ", ".join(f"{r} ({100 * r / (r + n):.0f} %)" for r, n in zip(rej, e["trials"]))
+
+
 def layer_label(shape: dict | None) -> str:
     """A conv layer as the tables name it: ``64→64 56² k3``."""
     s = shape or {}
@@ -112,13 +131,13 @@ def layer_label(shape: dict | None) -> str:
 
 
 def markdown(tab: dict) -> str:
-    lines = ["| layer | method | trials | invalid | trials to AutoTVM's best (exact) | within 2 % | best GFLOPS at 64 "
-             "trials | best latency, ms | search time, s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| layer | method | trials | invalid | rejected before a trial | trials to AutoTVM's best (exact) | within 2 % | best GFLOPS at 64 "
+             "trials | best latency, ms | search time, s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for cell in tab.values():
         layer = layer_label(cell["shape"])
         for label, e in sorted(cell["methods"].items()):
             noisy = "*" if any(e["noisy"]) else ""
-            lines.append(f"| {layer} | {label} | {max(e['trials'])} | {sum(e['invalid'])} | "
+            lines.append(f"| {layer} | {label} | {max(e['trials'])} | {sum(e['invalid'])} | {_rejected_cell(e)} | "
                          f"{_reach_cell(e.get('reach_exact', []), e['trials']) if 'reach_exact' in e else '—'} | "
                          f"{_reach_cell(e.get('reach_2pct', []), e['trials']) if 'reach_2pct' in e else '—'} | "
                          f"{_ms(e['gflops_at_64'])} | {_ms(e['best_ms'])}{noisy} | {_ms(e['search_s'])} |")
