@@ -20,7 +20,8 @@ import os
 
 from tunebench.datasets.measured import MeasuredRow, MeasuredSpace
 from tunebench.errors import UserError
-from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob
+from tunebench.explicit_space import ExplicitSpace
+from tunebench.space import ChoiceKnob, NumericKnob
 
 REQUIRED = ("tune_params_keys", "tune_params", "cache")
 

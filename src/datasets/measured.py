@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from tunebench.space import ExplicitSpace
+from tunebench.explicit_space import ExplicitSpace
 
 
 @dataclass(frozen=True)

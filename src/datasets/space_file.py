@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from tunebench.datasets.kt_cache import read_cache
 from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, resolve
 from tunebench.errors import UserError
+from tunebench.explicit_space import ExplicitSpace
 from tunebench.safe_files import atomic_write_bytes
-from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob, Space, SplitKnob
+from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
 
 FORMAT = "tunebench-space"
 VERSION = 1

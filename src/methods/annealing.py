@@ -27,7 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tunebench.space import ExplicitSpace, Space
+from tunebench.explicit_space import ExplicitSpace
+from tunebench.space import Space
 
 log = logging.getLogger(__name__)
 

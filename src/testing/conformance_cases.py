@@ -3,7 +3,7 @@ method declares it needs (:class:`~tunebench.methods.base.TargetNeeds`), never f
 
 - one objective -> a latency target on a TVM-like task (a product space of split and choice knobs);
 - several objectives -> an FPGA-like target (delay and LUTs, a capacity, a reference point) on a
-  directive space pruned to a listed subset (:class:`~tunebench.space.ExplicitSpace`);
+  directive space pruned to a listed subset (:class:`~tunebench.explicit_space.ExplicitSpace`);
 - ``min_fidelities`` -> that many fidelities (cheapest first);
 - ``compiles`` -> a tiny GEMM as real TIR (the method makes its own schedules) and a target with a
   ``tvm_target`` that "measures" a schedule trace by a function of its text, compiling nothing;
@@ -21,11 +21,12 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
+from tunebench.explicit_space import ExplicitSpace
 from tunebench.history import History
 from tunebench.methods.autotvm.tuner import throughput
 from tunebench.methods.base import TargetNeeds
 from tunebench.records import record_line
-from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob, Space, SplitKnob
+from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
 from tunebench.task import Task
 from tunebench.testing.fakes import FakeTarget
 
@@ -141,7 +142,7 @@ def _graph_task(size: str) -> Task:
 def _mapspace_task(size: str) -> Task:
     """A matrix product on the accelerator (normal: temporal B 4, K 2, C 2, 207 360 mappings; small: C 2
     only, 4 mappings; empty: the same task with an empty space)."""
-    from tunebench.space import ExplicitSpace
+    from tunebench.explicit_space import ExplicitSpace
     from tunebench.targets.accel.settings import AccelSettings
     from tunebench.targets.accel.target import make_mapspace
 

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob
+from tunebench.explicit_space import ExplicitSpace
+from tunebench.space import ChoiceKnob, NumericKnob
 
 
 def test_numeric_knob_min_max_encoding():

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from tunebench.explicit_space import ExplicitSpace
 from tunebench.methods.annealing import index_digits, place_values
 from tunebench.methods.chameleon.settings import PPOSettings
 from tunebench.methods.torch_threads import one_thread
-from tunebench.space import ExplicitSpace
 
 MOVES = np.array([-1, 0, 1])
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import bad, join, knob
+from tunebench.explicit_space import ExplicitSpace
 from tunebench.methods.base import Method
 from tunebench.methods.dse.optuna_storage import (
     journal_problem,
@@ -28,7 +29,6 @@ from tunebench.methods.dse.optuna_storage import (
     storage_problem,
     study_problem,
 )
-from tunebench.space import ExplicitSpace
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunebench.space import ExplicitSpace, Space, SplitKnob
+from tunebench.explicit_space import ExplicitSpace
+from tunebench.space import Space, SplitKnob
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Moves:
     """The directions of ``space`` and the neighbour each one reaches.
 
     Args:
-        space: a :class:`~tunebench.space.Space` (an :class:`~tunebench.space.ExplicitSpace` too: a move
+        space: a :class:`~tunebench.space.Space` (an :class:`~tunebench.explicit_space.ExplicitSpace` too: a move
             that leaves its listed configs is no move).
     """
 

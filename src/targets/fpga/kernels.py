@@ -40,7 +40,8 @@ import numpy as np
 import yaml
 
 from tunebench.errors import UserError
-from tunebench.space import ChoiceKnob, ExplicitSpace, NumericKnob
+from tunebench.explicit_space import ExplicitSpace
+from tunebench.space import ChoiceKnob, NumericKnob
 
 SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "datasets", "hls")
 KERNELS = ("gemm", "conv", "spmv")
