@@ -10,10 +10,15 @@
 #
 # One run per layer and method, autotvm then glimpse on each layer before the next, so that a cut-short
 # session still leaves whole layers. BUDGET_S (default unlimited): no layer is started unless the time left is
-# at least the longest layer so far; the table is printed from the layers that finished.
+# at least the longest layer so far; the table is printed from the layers that finished. ONLY="1 2" runs only
+# those layers (0-based, in the order 64->64 56^2, 128->128 28^2, 256->256 14^2), e.g. to finish an earlier
+# work dir (WORK=...) whose first layer is done.
 set -euo pipefail
-MODEL=$(realpath "$1"); TARGET=${2:-cuda}; TRIALS=${3:-64}; SEEDS=${4:-0}; BUDGET_S=${BUDGET_S:-0}
+MODEL=$(realpath "$1"); TARGET=${2:-cuda}; TRIALS=${3:-64}; SEEDS=${4:-0}; BUDGET_S=${BUDGET_S:-0}; ONLY=${ONLY:-0 1 2}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
+for i in $ONLY; do
+  case $i in 0|1|2) ;; *) echo "error: ONLY='$ONLY': the layers are 0, 1 and 2" >&2; exit 2 ;; esac
+done
 WORK=${WORK:-$(mktemp -d /tmp/glimpse-gpu-XXXX)}
 LAYERS=('{in_channels:64,height:56,width:56,out_channels:64,kernel:3,stride:1,padding:1}'
         '{in_channels:128,height:28,width:28,out_channels:128,kernel:3,stride:1,padding:1}'
@@ -22,7 +27,8 @@ PRIOR=true; [ "$TARGET" = cuda ] && PRIOR=false
 mkdir -p "$WORK" && cd "$WORK"
 echo "work dir $WORK; $(uptime)"
 start=$SECONDS; longest=0
-for layer in "${LAYERS[@]}"; do
+for i in $ONLY; do
+  layer=${LAYERS[$i]}
   left=$((BUDGET_S - (SECONDS - start)))
   if [ "$BUDGET_S" -gt 0 ] && [ "$left" -lt "$longest" ]; then
     echo "== stopping: ${left} s left, the longest layer took ${longest} s"; break
