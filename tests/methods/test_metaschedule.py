@@ -110,7 +110,9 @@ def test_frozen_modules_are_known_to_inspect_and_frames_read_the_same(monkeypatc
 def test_cuda_candidates_build_for_the_h100_and_keep_its_limits_without_a_gpu(tmp_path):
     """MetaSchedule's CUDA search, as target=cuda with target.tag=nvidia/nvidia-h100 sets it up, proposes traces
     that replay, compile for sm_90 and pass the H100's static limits: a GPU run of method=metaschedule (the GPU
-    suite's part) cannot fail on the search or the build side."""
+    suite's part) cannot fail on the search or the build side. Among them are virtual-thread extents above AutoTVM's
+    per-axis 8, which MetaSchedule's own checks allow (they run after virtual-thread injection): a trace is not
+    rejected for them (``gpu_verify.trace_limits``), a template config is."""
     import numpy as np
     import tvm
 
@@ -119,6 +121,8 @@ def test_cuda_candidates_build_for_the_h100_and_keep_its_limits_without_a_gpu(tm
     from tunebench.methods import Budget, make_method
     from tunebench.targets.tvm.gpu_limits import device_limits, tag_gpu
     from tunebench.targets.tvm.messages import BuildInput, TaskSpec
+    from tunebench.targets.tvm.scheduling import apply_trace
+    from tunebench.targets.tvm.templates.gpu_verify import thread_bindings
     from tunebench.targets.tvm.worker import handle
 
     gpu = tag_gpu("nvidia/nvidia-h100")
@@ -129,10 +133,13 @@ def test_cuda_candidates_build_for_the_h100_and_keep_its_limits_without_a_gpu(tm
                   "thread_warp_size": gpu["warp_size"]}  # as CUDATarget._set_gpu makes it
     (task, *_), _ = model_tasks({"name": "layers", "layers": [TINY_LAYER]}, "cuda")
     method = make_method({"name": "metaschedule", "num_trials_per_iter": 4, "population_size": 16,
-                          "init_min_unmeasured": 4, "num_threads": 2})
-    method.setup(task, type("Info", (), {"tvm_target": tvm_target})(), None, Budget(4), np.random.default_rng(0))
+                          "init_min_unmeasured": 4, "num_threads": 1})  # one thread: the same draws every run
+    method.setup(task, type("Info", (), {"tvm_target": tvm_target})(), None, Budget(4), np.random.default_rng(5))
     configs = method.ask(4)
     assert len(configs) == 4
+    vthreads = [max(v.values(), default=1) for c in configs
+                for _, v in thread_bindings(apply_trace(task.mod, c.trace))]
+    assert max(vthreads) > limits["max_vthread"], vthreads  # this seed's draws include one (14 and 28 in TVM 0.27)
     spec = TaskSpec(key=task.id, mod_json=tvm.ir.save_json(task.mod), kind=task.kind, target_kind="cuda")
     for cfg in configs:  # the build verifies the lowered kernel against the limits first (an error if broken)
         path = str(tmp_path / f"{cfg.index}.so")

@@ -158,7 +158,8 @@ class CUDASettings(TVMTargetSettings):
     name: str = knob("cuda", NAME, "the target")
     kind: str = knob("cuda", NAME, "the target class")
     template: str | None = knob("direct", _template("cuda"), TEMPLATE_DOC["cuda"])
-    max_vthread: int = knob(8, POS_INT, "AutoTVM's limit on virtual threads per axis")
+    max_vthread: int = knob(8, POS_INT, "AutoTVM's limit on virtual threads per axis, for template configs; a "
+                            "MetaSchedule trace has none (MetaSchedule checks after virtual-thread injection)")
     tag: str | None = knob(None, _cuda_tag, "a TVM target tag of the GPU (e.g. nvidia/nvidia-h100): its per-block "
                            "limits (threads, thread dims, shared memory, static 48 KiB at most) bound the configs "
                            "tried, with the device's own; its compute capability must be the device's; null = the "

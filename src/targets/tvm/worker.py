@@ -137,6 +137,7 @@ def _build(request: BuildInput) -> BuildResult:
     import tvm
 
     from tunebench.targets.tvm.templates.fused import prepacked
+    from tunebench.targets.tvm.templates.gpu_verify import trace_limits
 
     t0 = time.perf_counter()
     if request.default:  # TVM's own schedule of the task: nothing of ours to verify
@@ -145,7 +146,8 @@ def _build(request: BuildInput) -> BuildResult:
         sched = default_schedule(_task(request.task)[0], request.target)
     else:
         sched, tpl = _scheduled(request)
-        err = tpl.verify(sched, request.limits or {})
+        limits = request.limits or {}
+        err = tpl.verify(sched, limits if request.trace is None else trace_limits(limits))
         if err:
             raise ValueError(err)
     timed = prepacked(sched)

@@ -41,6 +41,14 @@ def lowering_passes() -> list:
     ]
 
 
+def trace_limits(limits: dict) -> dict:
+    """The limits a MetaSchedule trace is held to: ``limits`` without ``max_vthread``. MetaSchedule's own
+    ``VerifyGPUCode`` postprocessor checks a kernel after virtual-thread injection, where no virtual-thread axis
+    is left, so its search proposes (and TVM compiles) virtual-thread extents above AutoTVM's per-axis 8; that
+    limit is a convention of AutoTVM's templates, not of the GPU, and a trace is not rejected for it."""
+    return {k: v for k, v in limits.items() if k != "max_vthread"}
+
+
 def thread_bindings(sched_mod: tvm.IRModule) -> list[tuple[dict[str, int], dict[str, int]]]:
     """Per kernel of the scheduled function (each loop nest under its root: a function may launch several,
     as Winograd's four), ``(threads, vthreads)``: the extent of each ``threadIdx.*`` / ``vthread.*`` axis
