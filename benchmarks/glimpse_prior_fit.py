@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import math
 import os
 import statistics
@@ -25,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import machine_info
+from _common import machine_info, write_json
 from glimpse_table import _runs, layer_label
 
 from tunebench.methods.glimpse.dataset import groups_from_runs
@@ -97,8 +96,7 @@ def main() -> None:
     tab = fit_table(args.workdir, args.experiment, args.method)
     print(markdown(tab))
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"machine": machine_info(), "top_fraction": TOP, "table": tab}, fh, indent=1)
+        write_json(args.out, {"machine": machine_info(), "top_fraction": TOP, "table": tab})
 
 
 if __name__ == "__main__":

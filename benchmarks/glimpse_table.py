@@ -16,7 +16,6 @@ counts as not reached (shown as ``>n``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,7 +24,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import machine_info
+from _common import machine_info, write_json
 
 from tunebench.harness.run_files import read_tasks_json
 from tunebench.records import read_records
@@ -153,8 +152,7 @@ def main() -> None:
     tab = table(_runs(args.workdir, args.experiment))
     print(markdown(tab))
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"machine": machine_info(), "table": tab}, fh, indent=1)
+        write_json(args.out, {"machine": machine_info(), "table": tab})
 
 
 if __name__ == "__main__":
