@@ -6,6 +6,10 @@ and identity rewriting, timed ``--repeat`` times (median, min, max seconds); a c
 Inductor's lpmf / bfs / dfs), the TFLite arena, the off-chip traffic at 256 KB (Belady) and the peak
 measured by running the schedule in PyTorch.
 
+RandWire's cells are benchmarked twice: with each addition of a node's input sum its own graph node
+(the default, ``model.split_sums=true``) and with the sum inside the node (``split_sums=false``, the
+``whole_sums`` variant and its own summary).
+
 Part 2, growth: one RandWire stage of 16..128 nodes (WS(n, 4, 0.75)), ①+② and ①+②+③, each under
 ``--limit`` seconds.
 
@@ -31,6 +35,9 @@ from _common import add_out_args, loadavg, machine_info, out_path, provenance, w
 GRAPHS = [("darts_v2", {}), ("nasnet_a", {}), ("pnasnet5", {}),
           ("randwire_cifar10", {"stages": [1, 2, 3]}), ("randwire_cifar100", {"stages": [1, 2, 3]}),
           ("randwire_cifar10", {"stages": [1, 2, 3], "whole": True})]
+# RandWire with a node's input sum inside its graph node (model.split_sums=false): the coarser graph
+WHOLE_SUMS = [("randwire_cifar10", {"stages": [1, 2, 3], "split_sums": False}),
+              ("randwire_cifar100", {"stages": [1, 2, 3], "split_sums": False})]
 COMBOS = {"dp": (False, False), "dp+dc": (True, False), "dp+dc+sb": (True, True)}
 REWRITES = ("channel", "kernel")
 STEP_LIMIT = [10.0]  # T of Algorithm 3 (--step-limit)
@@ -72,8 +79,9 @@ def _combo(graph, divide: bool, budget: bool, limit: float):
     return got, stats
 
 
-def bench_graph(graph, repeat: int, limit: float) -> dict:
-    """Every combination on ``graph`` and its rewritten form, the baselines and the measured peak."""
+def bench_graph(graph, repeat: int, limit: float, variant: str = "") -> dict:
+    """Every combination on ``graph`` and its rewritten form, the baselines and the measured peak;
+    ``variant`` labels a graph of non-default model settings."""
     from tunebench.datasets.graph_rewrite import rewrite
     from tunebench.datasets.graphs import peak_memory
     from tunebench.methods.serenity.orders import BASELINES
@@ -83,7 +91,7 @@ def bench_graph(graph, repeat: int, limit: float) -> dict:
     t0 = time.perf_counter()
     rewritten, n_rw = rewrite(graph, REWRITES)
     rewrite_s = time.perf_counter() - t0
-    out = {"graph": graph.name, "nodes": len(graph), "edges": graph.n_edges, "rewrites": n_rw,
+    out = {"graph": graph.name, "variant": variant, "nodes": len(graph), "edges": graph.n_edges, "rewrites": n_rw,
            "nodes_rewritten": len(rewritten), "edges_rewritten": rewritten.n_edges, "rewrite_s": rewrite_s,
            "baselines": {}, "combos": {}}
     for name, order_of in BASELINES.items():
@@ -104,7 +112,7 @@ def bench_graph(graph, repeat: int, limit: float) -> dict:
                     with torch.no_grad():
                         row["measured_peak"] = execute(g, order).peak_bytes
             out["combos"][rw + combo] = row
-            print(f"  {graph.name} {rw + combo}: " + ("N/A" if t["na"] else
+            print(f"  {graph.name}{variant and ' ' + variant} {rw + combo}: " + ("N/A" if t["na"] else
                   f"{row['median_s']:.3f} s, peak {row['peak']}"), file=sys.stderr, flush=True)
     return out
 
@@ -130,9 +138,13 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
-def summary(graphs: list[dict]) -> dict:
-    """Fig. 3.10 / 3.11 / 3.13 style summaries over the cells (not the whole-network graph)."""
-    cells = [g for g in graphs if "stage123" not in g["graph"]]
+def summary(graphs: list[dict], variant: str = "") -> dict:
+    """Fig. 3.10 / 3.11 / 3.13 style summaries over the cells (not the whole-network graph); with
+    ``variant``, the cells of that variant where it has them, the default's elsewhere."""
+    cells = [g for g in graphs if "stage123" not in g["graph"] and not g["variant"]]
+    if variant:
+        other = {g["graph"]: g for g in graphs if g["variant"] == variant}
+        cells = [other.get(g["graph"], g) for g in cells]
     best = {g["graph"]: g["combos"].get("dp+dc+sb") for g in cells}
     rw = {g["graph"]: g["combos"].get("rw+dp+dc+sb") or g["combos"].get("dp+dc+sb") for g in cells}
     prog = {g["graph"]: g["baselines"]["program"] for g in cells}
@@ -161,14 +173,16 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     load0 = loadavg()
     graphs = []
-    for name, change in GRAPHS:
-        for g in _graphs(name, change):
-            graphs.append(bench_graph(g, args.repeat, args.limit))
+    for variant, todo in (("", GRAPHS), ("whole_sums", WHOLE_SUMS)):
+        for name, change in todo:
+            for g in _graphs(name, change):
+                graphs.append(bench_graph(g, args.repeat, args.limit, variant))
     growth = bench_growth([int(n) for n in args.growth.split(",") if n], args.limit)
     data = {"benchmark": "serenity_scheduling", **provenance(), "machine": machine_info(), "load_before": load0,
             "load_after": loadavg(), "repeat": args.repeat, "limit_s": args.limit, "step_limit_s": args.step_limit,
             "torch_threads": 1,
-            "summary": summary(graphs), "graphs": graphs, "growth": growth}
+            "summary": summary(graphs), "summary_whole_sums": summary(graphs, "whole_sums"), "graphs": graphs,
+            "growth": growth}
     write_json(path, data)
     print(f"wrote {path}: " + ", ".join(f"{k} {v:.3g}" for k, v in data["summary"].items()))
     return 0

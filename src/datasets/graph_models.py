@@ -42,6 +42,12 @@ class GraphModel(ModelSettings):
     dtype: str = knob("float32", choice(*GRAPH_DTYPES), "element type of the activations")
     seed: int = knob(0, NONNEG_INT, "weight seed (and RandWire's graph seed)")
 
+    def leaves(self) -> tuple[type, ...]:
+        """Module classes traced as one graph node each."""
+        from tunebench.datasets.irregular import LEAVES
+
+        return LEAVES
+
 
 @dataclass
 class RandWireModel(GraphModel):
@@ -53,6 +59,14 @@ class RandWireModel(GraphModel):
     nodes: int = knob(32, bounded(2, 256), "nodes per stage (WS n; [Xie-ICCV19]: 32)")
     k: int = knob(4, POS_INT, "WS k: each node's ring neighbours ([Xie-ICCV19]: 4)")
     p: float = knob(0.75, FRACTION, "WS rewiring probability ([Xie-ICCV19]: 0.75)")
+    split_sums: bool = knob(True, None, "each binary addition of a node's input sum (and of the stage "
+                                        "output's mean) is its own graph node, as the forward and TFLite's "
+                                        "ADD run them; false: a node sums its inputs inside its graph node")
+
+    def leaves(self) -> tuple[type, ...]:
+        from tunebench.datasets.irregular import LEAVES, LEAVES_WHOLE_SUMS
+
+        return LEAVES if self.split_sums else LEAVES_WHOLE_SUMS
 
     def check(self, prefix: str) -> None:
         from tunebench.config.knobs import bad
@@ -135,9 +149,8 @@ def graph_modules(model: GraphModel) -> list[tuple[str, torch.nn.Module, torch.T
 def load_graphs(model: GraphModel) -> list:
     """The model's tasks as traced :class:`~tunebench.datasets.graphs.Graph` s."""
     from tunebench.datasets.graphs import trace_graph
-    from tunebench.datasets.irregular import LEAVES
 
-    return [trace_graph(mod, x, name, LEAVES) for name, mod, x in graph_modules(model)]
+    return [trace_graph(mod, x, name, model.leaves()) for name, mod, x in graph_modules(model)]
 
 
 def graph_id(graph, model: GraphModel) -> str:

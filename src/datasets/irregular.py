@@ -15,8 +15,11 @@
   cell diagrams (timm's models of the same names could not be installed here: docs/DESIGN_NOTES.md),
   also with the next cell's preprocessing as separate ops.
 
-Each RandWire node, each DARTS operation and each stem is one graph node (a leaf module when traced:
-:data:`LEAVES`); additions, concatenations and the 1x1 preprocessing are graph nodes of their own.
+Each DARTS operation, each stem and each RandWire node's ReLU - separable conv - BN is one graph node (a
+leaf module when traced: :data:`LEAVES`); additions, concatenations and the 1x1 preprocessing are graph
+nodes of their own. A RandWire node's input sum and a stage's output mean are binary additions as the
+forward runs them (and as TFLite's ADD runs them), each a graph node; with :data:`LEAVES_WHOLE_SUMS` a
+RandWire node and the mean are one graph node each, the sum inside.
 """
 
 from __future__ import annotations
@@ -255,7 +258,9 @@ class PNASNetCell(_CellWithNext):
 
 
 #: module classes that stay one graph node each when traced
-LEAVES = (SepConv, RandWireNode, Mean, FactorizedReduce, ReLUConvBN, Skip, Branch, Pool)
+LEAVES = (SepConv, FactorizedReduce, ReLUConvBN, Skip, Branch, Pool)
+#: the same, with a RandWire node's input sum and a stage's output mean inside one graph node
+LEAVES_WHOLE_SUMS = (*LEAVES, RandWireNode, Mean)
 
 
 def init_bn(module: nn.Module) -> None:

@@ -89,6 +89,18 @@ def test_measured_peak_equals_computed_peak(which, request):
         assert peak_memory(g, best)[0] < peak_memory(g, g.program_order())[0]
 
 
+def test_randwire_sums_are_graph_nodes_unless_split_sums_is_off(randwire):
+    whole = load_graphs(_model("randwire_cifar10", stages=[3], nodes=12, split_sums=False))[0]
+    # whole: the stage input, 12 RandWire nodes, the output mean; split: a binary add per extra input of a
+    # node's sum and of the mean, which becomes a division
+    assert len(whole) == 14 and whole.ops[-1] == "Mean"
+    adds = sum(len(ps) - 1 for ps in whole.preds[1:])
+    assert randwire.ops.count("add") == adds and randwire.ops.count("truediv") == 1
+    assert len(randwire) == len(whole) + adds and randwire.ops.count("SepConv") == 12
+    order = dp.schedule(randwire, True)[0]
+    assert execute(randwire, order).peak_bytes == peak_memory(randwire, order)[0]
+
+
 def test_rewrite_keeps_the_outputs_and_lowers_the_peak(darts):
     r, count = rewrite(darts, ("channel", "kernel"))
     assert count == 1 and len(r) == len(darts) + 8  # cat, relu, conv -> 4 relu, 4 partial conv, 3 add_

@@ -52,41 +52,60 @@ def dp_segment(m: Masks, start: int, segment: int, start_peak: int, budget: floa
     """The least-peak order of the nodes of ``segment`` (a mask) after the nodes of ``start`` ran,
     and its peak (at least ``start_peak``); None when every order exceeds ``budget``.
 
+    A state keeps its ready set (the segment's unscheduled nodes whose predecessors ran, the thesis's
+    zero-indegree set), so that a step looks at those nodes only.
+
     Raises:
         Timeout: ``deadline`` (``time.perf_counter()`` value) passed.
     """
     stats.runs += 1
-    layer = {start: (start_peak, m.live(start))}
-    parents: list[dict[int, tuple[int, int]]] = []
-    full = start | segment
     nodes = [v for v in range(m.n) if segment >> v & 1]
+    # per node: (bytes, ((users, bytes) of each node it may free), its successors in the segment)
+    info = {v: (m.nbytes[v], tuple((m.users[p], m.nbytes[p]) for p in m.frees[v]),
+                [w for w in nodes if m.pred[w] >> v & 1]) for v in nodes}
+    ready0 = sum(1 << v for v in nodes if not m.pred[v] & ~start)
+    layer = {start: (start_peak, m.live(start), ready0)}
+    parents: list[dict[int, tuple[int, int]]] = []
+    limit = float("inf") if budget is None else budget
+    transitions = 0
     for _ in range(len(nodes)):
-        nxt: dict[int, tuple[int, int]] = {}
+        nxt: dict[int, tuple[int, int, int]] = {}
         back: dict[int, tuple[int, int]] = {}
-        for mask, (peak, mem) in layer.items():
+        for mask, (peak, mem, ready) in layer.items():
             if deadline is not None and time.perf_counter() > deadline:
                 raise Timeout()
-            for u in nodes:
-                if mask >> u & 1 or m.pred[u] & ~mask:
+            todo = ready
+            while todo:
+                bit = todo & -todo
+                todo ^= bit
+                u = bit.bit_length() - 1
+                nbytes, frees, succ = info[u]
+                transitions += 1
+                new_mem = mem + nbytes
+                new_peak = peak if peak > new_mem else new_mem
+                if new_peak > limit:
                     continue
-                stats.transitions += 1
-                new_mem = mem + m.nbytes[u]
-                new_peak = max(peak, new_mem)
-                if budget is not None and new_peak > budget:
-                    continue
-                done = mask | 1 << u
-                for p in m.frees[u]:
-                    if not m.users[p] & ~done:
-                        new_mem -= m.nbytes[p]
+                done = mask | bit
                 old = nxt.get(done)
-                if old is None or new_peak < old[0]:
-                    nxt[done] = (new_peak, new_mem)
-                    back[done] = (mask, u)
+                if old is not None and old[0] <= new_peak:
+                    continue
+                for users_p, freed in frees:
+                    if not users_p & ~done:
+                        new_mem -= freed
+                new_ready = ready ^ bit
+                for w in succ:
+                    if not m.pred[w] & ~done:
+                        new_ready |= 1 << w
+                nxt[done] = (new_peak, new_mem, new_ready)
+                back[done] = (mask, u)
         if not nxt:
+            stats.transitions += transitions
             return None
         stats.states += len(nxt)
         parents.append(back)
         layer = nxt
+    stats.transitions += transitions
+    full = start | segment
     if full not in layer:
         return None
     order, mask = [], full
