@@ -115,6 +115,7 @@ def test_two_processes_share_an_optuna_study_on_postgres(tmp_path):
         _shared_study_runs(tmp_path, url)
         _check_study(url)
     finally:
+        server.cleanup()  # drop pgserver's handle now (cleanup_mode=None: the server keeps running), not at exit
         os.kill(pid, 2)  # PostgreSQL's fast shutdown, by pid
         deadline = time.time() + 30
         while _alive(pid) and time.time() < deadline:
