@@ -94,9 +94,7 @@ def _postgres(data: str, uri: str | None) -> tuple[int | None, str]:
     with _connect(server.get_uri("postgres"), autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'mlflow'").fetchone():
             conn.execute("CREATE DATABASE mlflow")
-    pid, uri = server.get_pid(), server.get_uri("mlflow").replace("postgresql://", "postgresql+psycopg://", 1)
-    server.cleanup()  # drop pgserver's handle (cleanup_mode=None: the server keeps running; it is stopped by pid)
-    return pid, uri
+    return server.get_pid(), server.get_uri("mlflow").replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def _connect(uri: str, autocommit: bool = False):
