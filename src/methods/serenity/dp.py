@@ -106,14 +106,17 @@ def dp_segment(m: Masks, start: int, segment: int, start_peak: int, budget: floa
         layer = nxt
     stats.transitions += transitions
     full = start | segment
-    if full not in layer:
-        return None
+    return (_trace_back(parents, full), layer[full][0]) if full in layer else None
+
+
+def _trace_back(parents: list[dict[int, tuple[int, int]]], full: int) -> list[int]:
+    """The order that reached the state ``full``, from each layer's (predecessor state, node) links."""
     order, mask = [], full
     for back in reversed(parents):
         prev, u = back[mask]
         order.append(u)
         mask = prev
-    return order[::-1], layer[full][0]
+    return order[::-1]
 
 
 def cut_segments(graph: Graph) -> list[int]:
