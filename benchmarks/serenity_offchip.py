@@ -28,17 +28,20 @@ def cells(dtype: str) -> list:
 
 
 def serenity_order(graph):
-    """SERENITY's choice with its default settings (DP, divide-and-conquer, soft budgeting with T = 10 s):
-    the order of the rewritten graph when its peak is lower, else the original's."""
+    """SERENITY's choice with its default settings (:class:`SerenitySettings`: DP, divide-and-conquer,
+    soft budgeting): the order of the rewritten graph when its peak is lower, else the original's."""
     from tunebench.datasets.graph_rewrite import rewrite
     from tunebench.methods.serenity import dp
+    from tunebench.methods.serenity.method import SerenitySettings
     from tunebench.methods.serenity.orders import kahn_order
 
+    s = SerenitySettings()
+
     def schedule(g):
-        return dp.soft_budget_schedule(g, True, kahn_order(g), 10.0)
+        return dp.soft_budget_schedule(g, s.divide, kahn_order(g), s.step_limit_s, total_limit_s=s.time_limit_s)
 
     best = (graph, *schedule(graph))
-    rewritten, count = rewrite(graph, ("channel", "kernel"))
+    rewritten, count = rewrite(graph, tuple(s.rewrite))
     if count:
         other = (rewritten, *schedule(rewritten))
         if other[2] < best[2]:

@@ -32,7 +32,8 @@ class DPStats:
 
 
 class Masks:
-    """The graph as bitmasks: predecessors, users (whose completion frees a node), bytes."""
+    """The graph as bitmasks: predecessors, users (whose completion frees a node), bytes; and the
+    graph's successor lists."""
 
     def __init__(self, graph: Graph):
         self.n = len(graph)
@@ -40,6 +41,7 @@ class Masks:
         self.pred = [sum(1 << p for p in ps) for ps in graph.preds]
         self.users = [sum(1 << u for u in us) for us in graph.users]
         self.frees = graph.frees()
+        self.succs = graph.succs
 
     def live(self, mask: int) -> int:
         """Bytes live once the nodes of ``mask`` ran."""
@@ -62,7 +64,7 @@ def dp_segment(m: Masks, start: int, segment: int, start_peak: int, budget: floa
     nodes = [v for v in range(m.n) if segment >> v & 1]
     # per node: (bytes, ((users, bytes) of each node it may free), its successors in the segment)
     info = {v: (m.nbytes[v], tuple((m.users[p], m.nbytes[p]) for p in m.frees[v]),
-                [w for w in nodes if m.pred[w] >> v & 1]) for v in nodes}
+                [w for w in m.succs[v] if segment >> w & 1]) for v in nodes}
     ready0 = sum(1 << v for v in nodes if not m.pred[v] & ~start)
     layer = {start: (start_peak, m.live(start), ready0)}
     parents: list[dict[int, tuple[int, int]]] = []
