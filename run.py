@@ -18,7 +18,6 @@ from tunebench.harness.commands.cli import fail, setup_logging, stopped
 from tunebench.harness.setup.store import register_configs
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
-register_configs(CONF_DIR)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -49,7 +48,8 @@ def main(cfg: DictConfig) -> None:
     print(f"mlflow run {run_id}", flush=True)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # not in the workers that multiprocessing spawns: they import this file too
+    register_configs(CONF_DIR)
     try:
         from tunebench.harness.setup.preflight import preflight
 

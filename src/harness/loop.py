@@ -183,6 +183,26 @@ def measure_screened(target: Target, task: Task, items: list,
     return told, trials
 
 
+class _SearchClock:
+    """The search clock: wall time since the task started (plus an earlier attempt's, on resume), minus
+    waiting for another process's device lock and minus the target's output checks (``check_s``: not
+    search; a target that checks while it measures, as ``target=memory`` runs each schedule, counts them
+    there), plus the tool seconds charged by simulated targets (table replay: ``charged``)."""
+
+    def __init__(self, target: Target, offset: float):
+        self.target, self.offset, self.charged = target, offset, 0.0
+        self.t0 = time.perf_counter()
+        self.waited0, self.checked0 = target.stats["lock_wait_s"], target.stats["check_s"]
+
+    def __call__(self) -> float:
+        stats = self.target.stats
+        waited = stats["lock_wait_s"] - self.waited0 + stats["check_s"] - self.checked0
+        return self.offset + time.perf_counter() - self.t0 - waited + self.charged
+
+    def lock_wait_s(self) -> float:
+        return self.target.stats["lock_wait_s"] - self.waited0
+
+
 def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: np.random.Generator,
               prior: list[Measurement] | None = None, history=None, observers=()) -> TaskResult:
     """Tune ``task`` with ``method`` on ``target`` within ``budget``.
@@ -195,20 +215,7 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
     """
     prior = sorted(prior or [], key=lambda m: m.trial)
     result = TaskResult(task, measurements=list(prior))
-    clock_offset = prior[-1].search_s if prior else 0.0
-    t0 = time.perf_counter()
-    waited0, checked0 = target.stats["lock_wait_s"], target.stats["check_s"]
-
-    charged = [0.0]  # simulated targets (table replay): recorded tool seconds added to the clock
-
-    def clock() -> float:
-        """The search clock: wall time, minus waiting for another process's device lock and minus the
-        target's output checks (``check_s``: not search; a target that checks while it measures, as
-        ``target=memory`` runs each schedule, counts them there), plus the tool seconds charged by
-        simulated targets."""
-        waited = target.stats["lock_wait_s"] - waited0 + target.stats["check_s"] - checked0
-        return clock_offset + time.perf_counter() - t0 - waited + charged[0]
-
+    clock = _SearchClock(target, prior[-1].search_s if prior else 0.0)
     info = target.task_info(task)
     simulated = info.simulated_clock
     top = info.top_fidelity if info.multi_objective else None
@@ -233,7 +240,7 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
         told, batch = measure_screened(target, task, asked, screened)
         for m in batch:
             if simulated:
-                charged[0] += m.cost_s
+                clock.charged += m.cost_s
             m.trial = len(result.measurements)
             m.search_s = clock()
             result.append(m)
@@ -244,7 +251,7 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
             notify(observers, "batch_measured", batch, result)
         method.tell(told)
     result.search_s = clock()
-    result.lock_wait_s = target.stats["lock_wait_s"] - waited0
+    result.lock_wait_s = clock.lock_wait_s()
     result.report = dict(method.report() or {})  # the one call of report(), after the loop
     notify(observers, "task_finished", result)
     return result

@@ -183,6 +183,9 @@ CLI_CASES = [
     (["leaderboard", "--tracking-uri", "ftp://x"], "ftp://x"),
     (["dataset", "build", "--records", "/nonexistent/records", "--out", "set.pt"], "/nonexistent/records"),
     (["gat", "train", "--dataset", "/nonexistent/set.pt", "--out", "m.pt"], "/nonexistent/set.pt"),
+    (["knobs", "--out", "/dev/null/knobs.md"], "--out=/dev/null/knobs.md: cannot be written (/dev/null is not"),
+    (["glimpse", "train", "--gpu-static-tags", "2", "--out", "/dev/null/g.pt"], "--out=/dev/null/g.pt: cannot be"),
+    (["gat", "train", "--dataset", "set.pt", "--out", "."], "--out=.: is a folder"),
 ]
 
 

@@ -163,3 +163,21 @@ def test_a_finished_task_logs_where_its_time_went(caplog):
         progress.finish_task(progress.start_task(t, 4, []), result, result.measurements[0], protocol_s=2.5)
     line = caplog.records[-1].getMessage()
     assert "4 trials (0 invalid) in 7.0 s (builds 5.0 s of worker time, device 2.0 s; then the protocol 2.5 s)" in line
+
+
+def test_commands_and_spawned_workers_do_not_import_every_method():
+    """``python -m tunebench <command>`` adds only that command's options, and the workers that
+    multiprocessing spawns re-import ``run.py`` (as ``__mp_main__``) without registering every option:
+    neither imports the methods (PyTorch, XGBoost, BoTorch: seconds per process)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import runpy, sys
+from tunebench.__main__ import build_parser
+assert build_parser("server").parse_args(["server", "stop"]).command == "server"
+runpy.run_path({os.path.join(ROOT, "run.py")!r}, run_name="__mp_main__")
+assert "tunebench.methods" not in sys.modules, sorted(m for m in sys.modules if m.startswith("tunebench.methods"))
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 
@@ -17,6 +18,21 @@ def stopped(exc) -> None:
     how to resume it) and exit with 128 + the signal's number, as a shell reports a process ended by it."""
     print(str(exc), file=sys.stderr, flush=True)
     raise SystemExit(exc.exit_code)
+
+
+def check_out(path: str, flag: str = "--out") -> None:
+    """Fail now, before any long work and creating nothing, where ``path`` cannot be written: a folder, or
+    one whose nearest existing folder above is a file or not writable (UserError naming ``flag``)."""
+    from tunebench.errors import UserError
+
+    full = os.path.abspath(path)
+    if os.path.isdir(full):
+        raise UserError(f"{flag}={path}: is a folder; give a file name")
+    above = os.path.dirname(full)
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above) or not os.access(above, os.W_OK | os.X_OK):
+        raise UserError(f"{flag}={path}: cannot be written ({above} is not a writable folder)")
 
 
 def setup_logging() -> None:

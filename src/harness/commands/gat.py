@@ -7,6 +7,7 @@ import json
 import os
 import time
 
+from tunebench.harness.commands.cli import check_out
 from tunebench.methods.gat.dataset import build_dataset, load_dataset, save_dataset
 
 
@@ -17,6 +18,7 @@ def _tracker(workdir: str):
 
 
 def cmd_build(args) -> None:
+    check_out(args.out)
     t0 = time.time()
     ds = build_dataset(args.records, args.workdir)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -35,6 +37,7 @@ def cmd_build(args) -> None:
 def cmd_train(args) -> None:
     from tunebench.methods.gat.model import GATCostModel
 
+    check_out(args.out)
     ds = load_dataset(args.dataset)
     m = GATCostModel(variant=args.variant, graph_layer=args.graph_layer, lr=args.lr, epochs=args.epochs,
                      batch_size=args.batch_size, seed=args.seed)

@@ -9,6 +9,7 @@ import os
 import time
 
 from tunebench.errors import UserError
+from tunebench.harness.commands.cli import check_out
 
 
 def cmd_train(args) -> None:
@@ -16,6 +17,7 @@ def cmd_train(args) -> None:
     from tunebench.methods.glimpse.dataset import groups_from_runs, summary
     from tunebench.methods.glimpse.train import TrainSettings, train
 
+    check_out(args.out)
     t0 = time.time()
     groups = groups_from_runs(args.records, args.workdir) if args.records else []
     if args.gpu_static_tags:

@@ -5,10 +5,13 @@ output; a test keeps the two equal, so the reference never drifts from the code.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.knobs import knob_docs
+from tunebench.errors import UserError
+from tunebench.harness.commands.cli import check_out
 
 INTRO = """# Knobs
 
@@ -70,8 +73,6 @@ def _with_default(row: str, obj) -> str:
 
 def _presets() -> list[str]:
     """The budget presets (``budget=<name>``: YAML files in conf/budget/) with their header comment."""
-    import os
-
     from tunebench.harness.setup.store import CONF_DIR
 
     out = ["## budget presets", "", "`budget=<name>` sets the `budget.*` knobs above together (conf/budget/):", ""]
@@ -98,9 +99,16 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_knobs(args: argparse.Namespace) -> None:
-    text = knobs_markdown()
+    """Print the reference, or write it to ``--out`` (its folder created; one that cannot be: UserError)."""
     if args.out:
+        check_out(args.out)
+    text = knobs_markdown()
+    if not args.out:
+        sys.stdout.write(text)
+        return
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as fh:
             fh.write(text)
-    else:
-        sys.stdout.write(text)
+    except OSError as exc:
+        raise UserError(f"--out={args.out}: cannot be written ({exc.strerror or exc})") from None

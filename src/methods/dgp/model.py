@@ -36,6 +36,20 @@ from tunebench.methods.torch_threads import one_thread
 
 log = logging.getLogger(__name__)
 
+class _L2Pull:
+    """``λ‖θ − θ̃‖²`` of the MAP transfer: a tensor for the loss, a float for the kept-best objective."""
+
+    def __init__(self, params: list, anchor: list | None, l2: float):
+        self.params, self.anchor, self.l2 = params, anchor, l2
+        self.active = anchor is not None and l2 > 0
+
+    def __call__(self) -> torch.Tensor:
+        return self.l2 * sum(((p - a) ** 2).sum() for p, a in zip(self.params, self.anchor))
+
+    def value(self) -> float:
+        return self.l2 * sum(float(((p - a) ** 2).sum()) for p, a in zip(self.params, self.anchor))
+
+
 class GPLayer(DeepGPLayer):
     """One GP layer: ``input_dims`` -> ``output_dims`` (None: a single output); ``inducing`` of shape
     (output_dims, m, input_dims), or (m, input_dims) for a single output."""
@@ -140,41 +154,17 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         gen = torch.Generator().manual_seed(self.seed + 1)
         torch.manual_seed(self.seed + 2)
         bs = max(1, min(int(batch_size), n))
-
-        def objective() -> float:
-            """ELBO/N − λ‖θ − θ̃‖² on all of (x, y) with fixed draws (MAP only: keeps the best iterate)."""
-            state = torch.random.get_rng_state()
-            torch.manual_seed(self.seed + 3)
-            self.eval()
-            try:
-                with torch.no_grad():
-                    val = float(mll(self(xt), yt))
-                    return val - l2 * sum(float(((p - a) ** 2).sum()) for p, a in zip(params, anchor))
-            finally:
-                torch.random.set_rng_state(state)
-                self.train()
-
+        penalty = _L2Pull(params, anchor, l2)
         losses = []
         best = None
         with gpytorch.settings.num_likelihood_samples(int(train_samples)):
             if anchor is not None:  # MAP: θ̃ itself is the first candidate, so the result is never worse
-                best = (objective(), copy.deepcopy(self.state_dict()))
+                best = (self._map_objective(mll, xt, yt, penalty), copy.deepcopy(self.state_dict()))
             self.train()
             for _ in range(int(epochs)):
-                perm = torch.randperm(n, generator=gen)
-                total = 0.0
-                for i in range(0, n, bs):
-                    idx = perm[i:i + bs]
-                    opt.zero_grad()
-                    loss = -mll(self(xt[idx]), yt[idx])
-                    if anchor is not None and l2 > 0:
-                        loss = loss + l2 * sum(((p - a) ** 2).sum() for p, a in zip(params, anchor))
-                    loss.backward()
-                    opt.step()
-                    total += float(loss.detach()) * len(idx)
-                losses.append(total / n)
+                losses.append(self._epoch(opt, mll, xt, yt, torch.randperm(n, generator=gen), bs, penalty))
                 if best is not None:
-                    obj = objective()
+                    obj = self._map_objective(mll, xt, yt, penalty)
                     if obj > best[0]:
                         best = (obj, copy.deepcopy(self.state_dict()))
         if best is not None:
@@ -183,6 +173,33 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         self.last_fit = {"n": n, "epochs": int(epochs), "loss_first": losses[0] if losses else None,
                          "loss_last": losses[-1] if losses else None, "seconds": time.perf_counter() - tic}
         return self
+
+    def _epoch(self, opt, mll, xt: torch.Tensor, yt: torch.Tensor, perm: torch.Tensor, bs: int,
+               penalty: _L2Pull) -> float:
+        """One pass of Adam over minibatches of (xt, yt) in the order ``perm``; the mean loss per row."""
+        total = 0.0
+        for i in range(0, len(perm), bs):
+            idx = perm[i:i + bs]
+            opt.zero_grad()
+            loss = -mll(self(xt[idx]), yt[idx])
+            if penalty.active:
+                loss = loss + penalty()
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+        return total / len(perm)
+
+    def _map_objective(self, mll, xt: torch.Tensor, yt: torch.Tensor, penalty: _L2Pull) -> float:
+        """ELBO/N − λ‖θ − θ̃‖² on all of (x, y) with fixed draws (MAP only: keeps the best iterate)."""
+        state = torch.random.get_rng_state()
+        torch.manual_seed(self.seed + 3)
+        self.eval()
+        try:
+            with torch.no_grad():
+                return float(mll(self(xt), yt)) - penalty.value()
+        finally:
+            torch.random.set_rng_state(state)
+            self.train()
 
     def fit_map(self, x: np.ndarray, y: np.ndarray, l2: float, **kw) -> DeepGP:
         """MAP transfer ([Sun-ICCV21] Eq. 6) from the current parameters θ̃; ``kw`` as in :meth:`fit`."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,69 +58,96 @@ def _client(workdir: str):
     return MlflowClient(f"sqlite:///{db}")
 
 
+def _read_run(ref: str, workdir: str):
+    """``(folder, SavedRun, valid MetaSchedule records)`` of one ``--records`` reference."""
+    from omegaconf import OmegaConf
+
+    from tunebench.records import read_records
+
+    d = _run_dir(ref, workdir)
+    cfg_path = os.path.join(d, "config.yaml")
+    if not os.path.isfile(cfg_path):
+        raise UserError(f"--records {ref}: {cfg_path} missing (not a tunebench run folder)")
+    run = SavedRun.read(OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False))
+    recs = [r for r in read_records(os.path.join(d, "records.jsonl")) if r.get("valid") and "trace" in r["config"]]
+    return d, run, recs
+
+
+@dataclass
+class _Rows:
+    """The training set as it is gathered, one entry per replayed record (``per_task``: counts)."""
+
+    stats: list = field(default_factory=list)
+    graphs: list = field(default_factory=list)
+    latency_s: list = field(default_factory=list)
+    task_id: list = field(default_factory=list)
+    model: list = field(default_factory=list)
+    per_task: dict = field(default_factory=dict)
+    candidates: list = field(default_factory=list)
+    contexts: dict = field(default_factory=dict)
+
+
+def _replay_run(rows: _Rows, d: str, run: SavedRun, recs: list[dict], keep_candidates: bool) -> None:
+    """Replay ``recs`` of one run on their tasks' PrimFuncs and append their features to ``rows``."""
+    import tvm
+    import tvm.s_tir.meta_schedule as ms
+
+    from tunebench.datasets.tasks import model_tasks
+    from tunebench.methods.gat.features import stat_features, tir_graph
+
+    tasks, _ = model_tasks(run.model_config, run.target_kind)
+    by_id = {t.id: t for t in tasks}
+    target = tvm.target.Target({"kind": run.target_kind})
+    ctxs: dict = {}
+    for i, r in enumerate(recs):
+        task = by_id.get(r["task_id"])
+        if task is None:
+            continue
+        if task.id not in ctxs:
+            ctxs[task.id] = (ms.TuneContext(mod=task.mod, target=target, task_name=task.name, num_threads=1),
+                             ms.arg_info.ArgInfo.from_prim_func(task.mod["main"]))
+        ctx, args = ctxs[task.id]
+        sch = tvm.s_tir.Schedule(task.mod)
+        tvm.s_tir.schedule.Trace.apply_json_to_schedule(r["config"]["trace"], sch)
+        cand = ms.MeasureCandidate(sch, args)
+        rows.stats.append(stat_features(ctx, [cand])[0])
+        rows.graphs.append(tir_graph(sch.mod["main"]))
+        rows.latency_s.append(float(r["latency_s"]))
+        rows.task_id.append(task.id)
+        rows.model.append(run.model)
+        rows.per_task[task.id] = rows.per_task.get(task.id, 0) + 1
+        if keep_candidates:
+            rows.candidates.append(cand)
+            rows.contexts[task.id] = ctx
+        if (i + 1) % 100 == 0:
+            print(f"  {d}: {i + 1}/{len(recs)} records", flush=True)
+
+
 def build_dataset(refs: list[str], workdir: str = ".", keep_candidates: bool = False) -> dict:
     """The training set (see module docstring) from record folders / run ids ``refs``.
 
     ``keep_candidates``: also return ``"candidates"`` (the replayed MeasureCandidates) and
     ``"contexts"`` (task id -> TuneContext), for comparisons with MetaSchedule's own cost model."""
-    import tvm
-    import tvm.s_tir.meta_schedule as ms
-    from omegaconf import OmegaConf
-
-    from tunebench.datasets.tasks import model_tasks
-    from tunebench.methods.gat.features import stat_features, tir_graph
     from tunebench.methods.metaschedule import import_metaschedule
-    from tunebench.records import read_records
 
+    runs = [_read_run(ref, workdir) for ref in refs]  # a bad reference fails before TVM is imported
     import_metaschedule()
-    stats, graphs, lat, tids, models, kept = [], [], [], [], [], []
-    per_task: dict[str, int] = {}
-    all_ctx: dict = {}
-    for ref in refs:
-        d = _run_dir(ref, workdir)
-        cfg_path = os.path.join(d, "config.yaml")
-        if not os.path.isfile(cfg_path):
-            raise UserError(f"--records {ref}: {cfg_path} missing (not a tunebench run folder)")
-        run = SavedRun.read(OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False))
-        recs = [r for r in read_records(os.path.join(d, "records.jsonl")) if r.get("valid") and "trace" in r["config"]]
+    rows = _Rows()
+    for d, run, recs in runs:
         if not recs:
             log.warning("%s: no valid MetaSchedule (trace) records", d)
             continue
-        tasks, _ = model_tasks(run.model_config, run.target_kind)
-        by_id = {t.id: t for t in tasks}
-        target = tvm.target.Target({"kind": run.target_kind})
-        ctxs: dict = {}
-        for i, r in enumerate(recs):
-            task = by_id.get(r["task_id"])
-            if task is None:
-                continue
-            if task.id not in ctxs:
-                ctxs[task.id] = (ms.TuneContext(mod=task.mod, target=target, task_name=task.name, num_threads=1),
-                                 ms.arg_info.ArgInfo.from_prim_func(task.mod["main"]))
-            ctx, args = ctxs[task.id]
-            sch = tvm.s_tir.Schedule(task.mod)
-            tvm.s_tir.schedule.Trace.apply_json_to_schedule(r["config"]["trace"], sch)
-            cand = ms.MeasureCandidate(sch, args)
-            stats.append(stat_features(ctx, [cand])[0])
-            graphs.append(tir_graph(sch.mod["main"]))
-            lat.append(float(r["latency_s"]))
-            tids.append(task.id)
-            models.append(run.model)
-            per_task[task.id] = per_task.get(task.id, 0) + 1
-            if keep_candidates:
-                kept.append(cand)
-                all_ctx[task.id] = ctx
-            if (i + 1) % 100 == 0:
-                print(f"  {d}: {i + 1}/{len(recs)} records", flush=True)
+        _replay_run(rows, d, run, recs, keep_candidates)
+    lat = rows.latency_s
     if not lat:
         raise UserError("no valid MetaSchedule records in " + ", ".join(refs))
-    summary = {"samples": len(lat), "tasks": len(per_task), "models": sorted(set(models)),
-               "per_task": per_task, "sources": list(refs),
+    summary = {"samples": len(lat), "tasks": len(rows.per_task), "models": sorted(set(rows.model)),
+               "per_task": rows.per_task, "sources": list(refs),
                "latency_s_min": float(min(lat)), "latency_s_max": float(max(lat))}
-    out = {"stats": np.stack(stats), "graphs": graphs, "latency_s": np.asarray(lat), "task_id": tids,
-           "model": models, "summary": summary}
+    out = {"stats": np.stack(rows.stats), "graphs": rows.graphs, "latency_s": np.asarray(lat),
+           "task_id": rows.task_id, "model": rows.model, "summary": summary}
     if keep_candidates:
-        out["candidates"], out["contexts"] = kept, all_ctx
+        out["candidates"], out["contexts"] = rows.candidates, rows.contexts
     return out
 
 

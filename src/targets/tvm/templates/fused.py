@@ -155,18 +155,20 @@ def analyze(mod: tvm.IRModule) -> FusedInfo:
         raise ValueError(f"unexpected blocks before {name!r}: {others}")
     weight_read = 1 - data_read
 
-    strides = dilations = (1, 1)
-    if kind != "dense":
-        # data index along height: yy * sh + ry * dh (+ const); along width likewise
-        idx = reads[data_read].region
-        coefs = [sym.detect_linear_equation(idx[d].min, [ivars[o], ivars[r]])
-                 for d, o, r in ((2, "y", "ry"), (3, "x", "rx"))]
-        if any(len(c) != 3 for c in coefs):
-            raise ValueError(f"non-affine data index in {name!r}: {reads[data_read]}")
-        (sh, dh, _), (sw, dw, _) = ([int(v) for v in c] for c in coefs)
-        strides, dilations = (sh, sw), (dh, dw)
+    strides, dilations = ((1, 1), (1, 1)) if kind == "dense" else _strides_dilations(reads[data_read], ivars, name)
     return FusedInfo(kind=kind, main=name, pad=pad, padded=padded, epilogues=epilogues, extents=extents,
                      data_read=data_read, weight_read=weight_read, strides=strides, dilations=dilations)
+
+
+def _strides_dilations(read, ivars: dict, name: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A convolution's ``(strides, dilations)`` from its data read: the index along height is
+    ``yy * sh + ry * dh (+ const)``, along width likewise."""
+    coefs = [sym.detect_linear_equation(read.region[d].min, [ivars[o], ivars[r]])
+             for d, o, r in ((2, "y", "ry"), (3, "x", "rx"))]
+    if any(len(c) != 3 for c in coefs):
+        raise ValueError(f"non-affine data index in {name!r}: {read}")
+    (sh, dh, _), (sw, dw, _) = ([int(v) for v in c] for c in coefs)
+    return (sh, sw), (dh, dw)
 
 
 def _uses(expr, var) -> bool:
