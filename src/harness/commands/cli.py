@@ -6,6 +6,8 @@ import logging
 import os
 import sys
 
+from tunebench.errors import UserError
+
 
 def fail(msg: str, code: int = 2) -> None:
     """Print a one-line error and exit."""
@@ -23,8 +25,6 @@ def stopped(exc) -> None:
 def check_out(path: str, flag: str = "--out") -> None:
     """Fail now, before any long work and creating nothing, where ``path`` cannot be written: a folder, or
     one whose nearest existing folder above is a file or not writable (UserError naming ``flag``)."""
-    from tunebench.errors import UserError
-
     full = os.path.abspath(path)
     if os.path.isdir(full):
         raise UserError(f"{flag}={path}: is a folder; give a file name")

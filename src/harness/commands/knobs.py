@@ -10,7 +10,6 @@ import sys
 
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.knobs import knob_docs
-from tunebench.errors import UserError
 from tunebench.harness.commands.cli import check_out
 
 INTRO = """# Knobs
@@ -99,16 +98,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_knobs(args: argparse.Namespace) -> None:
-    """Print the reference, or write it to ``--out`` (its folder created; one that cannot be: UserError)."""
-    if args.out:
-        check_out(args.out)
-    text = knobs_markdown()
+    """Print the reference, or write it to ``--out`` (checked first; its folder created)."""
     if not args.out:
-        sys.stdout.write(text)
+        sys.stdout.write(knobs_markdown())
         return
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise UserError(f"--out={args.out}: cannot be written ({exc.strerror or exc})") from None
+    check_out(args.out)
+    text = knobs_markdown()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as fh:
+        fh.write(text)

@@ -36,6 +36,7 @@ from tunebench.methods.torch_threads import one_thread
 
 log = logging.getLogger(__name__)
 
+
 class _L2Pull:
     """``λ‖θ − θ̃‖²`` of the MAP transfer: a tensor for the loss, a float for the kept-best objective."""
 
