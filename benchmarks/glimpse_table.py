@@ -71,13 +71,20 @@ def _reach(curve: list[float], ref: float) -> int | None:
     return next((i + 1 for i, g in enumerate(curve) if g >= ref), None)
 
 
+def layer_label(shape: dict | None) -> str:
+    """A conv layer as the tables name it: ``64→64 56² k3``."""
+    s = shape or {}
+    return f"{s.get('in_channels')}→{s.get('out_channels')} {s.get('height')}² k{s.get('kernel')}"
+
+
 def table(runs: list[dict]) -> dict:
-    """Per task name: per label: lists over seeds (see the module docstring)."""
+    """Per task (its name and layer: runs of one layer each all name their task alike): per label: lists over
+    seeds (see the module docstring)."""
     cells: dict[str, dict[str, list[dict]]] = {}
     for run in runs:
         for t in run["tasks"]:
             recs = [r for r in run["records"] if r["task_id"] == t["id"]]
-            cells.setdefault(t["name"], {}).setdefault(run["label"], []).append(
+            cells.setdefault(f"{t['name']} {layer_label(t.get('shape'))}", {}).setdefault(run["label"], []).append(
                 {"seed": run["seed"], "curve": _curve(recs), "invalid": sum(not r["valid"] for r in recs),
                  "trials": len(recs), "best_ms": t.get("best_latency_ms"), "noisy": t.get("best_noisy"),
                  "search_s": t.get("search_s"), "shape": t.get("shape"), "variant": run["variant"],
@@ -121,12 +128,6 @@ def _rejected_cell(e: dict) -> str:
     if not any(rej):
         return "0"
     return ", ".join(f"{r} ({100 * r / (r + n):.0f} %)" for r, n in zip(rej, e["trials"]))
-
-
-def layer_label(shape: dict | None) -> str:
-    """A conv layer as the tables name it: ``64→64 56² k3``."""
-    s = shape or {}
-    return f"{s.get('in_channels')}→{s.get('out_channels')} {s.get('height')}² k{s.get('kernel')}"
 
 
 def markdown(tab: dict) -> str:

@@ -23,7 +23,8 @@ def test_every_row_is_a_tvm_tag_and_the_table_spans_generations():
     table = gpu_specs.gpu_table()
     tags = [s.tag for s in table]
     assert len(table) >= 40 and len(set(tags)) == len(tags)
-    assert set(tags) <= set(tvm.target.tag.list_tags())
+    assert set(s.tvm_tag for s in table) <= set(tvm.target.tag.list_tags())
+    assert [s.tag for s in table if s.tvm_tag != s.tag] == ["nvidia/nvidia-h200"]  # TVM 0.27 has no H200 tag
     assert set(REQUIRED) <= set(tags)
     majors = {int(s.compute_capability) for s in table}
     assert {2, 3, 5, 6, 7, 8, 9} <= majors and max(majors) >= 10  # Fermi .. Hopper and Blackwell
@@ -43,11 +44,23 @@ def test_rows_are_consistent():
 
 def test_unknown_tag_is_an_error_naming_it(tmp_path):
     path = tmp_path / "gpus.csv"
-    path.write_text(",".join(gpu_specs.COLUMNS) + "\nnvidia/no-such-gpu,X,1,128,,1000,1,10,256.0,10,made up\n")
+    path.write_text(",".join(gpu_specs.COLUMNS) + "\nnvidia/no-such-gpu,X,1,128,,1000,1,10,256.0,10,made up,\n")
     with pytest.raises(UserError, match="nvidia/no-such-gpu"):
         gpu_specs.gpu_table(str(path))
     with pytest.raises(UserError, match="nvidia/no-such-gpu"):
         gpu_specs.spec_for_tag("nvidia/no-such-gpu")
+    path.write_text(",".join(gpu_specs.COLUMNS) + "\nnvidia/new-gpu,Y,1,128,,1000,1,10,256.0,10,made up,nvidia/no-such-gpu\n")
+    with pytest.raises(UserError, match="nvidia/no-such-gpu"):  # limits_from must be a tag of this TVM
+        gpu_specs.gpu_table(str(path))
+
+
+def test_a_gpu_without_a_tvm_tag_takes_the_limits_of_the_gpu_it_shares_its_die_with():
+    h200, h100 = gpu_specs.spec_for_device_name("NVIDIA H200"), gpu_specs.spec_for_tag("nvidia/nvidia-h100")
+    assert (h200.tag, h200.tvm_tag, h100.tvm_tag) == ("nvidia/nvidia-h200", "nvidia/nvidia-h100", "nvidia/nvidia-h100")
+    assert (h200.arch, h200.max_shared_memory_per_block, h200.l2_bytes) == (h100.arch, h100.max_shared_memory_per_block,
+                                                                           h100.l2_bytes)
+    assert (h200.memory_gb, h200.memory_bandwidth_gbs) == (141, 4800) and h100.memory_bandwidth_gbs == 3350
+    assert gpu_specs.spec_for_device_name("NVIDIA H200 NVL") is None  # another board
 
 
 def test_features_are_finite_and_tell_gpus_apart():

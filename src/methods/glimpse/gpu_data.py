@@ -42,12 +42,13 @@ def labelled_configs(n_configs: int, seed: int, model: str = "resnet18", tasks: 
 
 def static_groups_for(tags: list[str], configs: list[tuple]) -> list[Group]:
     """One validity-only group per (task, tag), labelled under the tag's limits."""
+    from tunebench.methods.glimpse.gpu_specs import spec_for_tag
     from tunebench.methods.glimpse.gpu_validity import static_labels, tag_limits
 
     cache: dict[tuple, np.ndarray] = {}
     groups = []
     for tag in tags:
-        limits = tag_limits(tag)
+        limits = tag_limits(spec_for_tag(tag).tvm_tag)
         hw = gpu_hardware(tag)
         for task, template, space, indices in configs:
             key = (task.id, tuple(sorted(limits.items())))

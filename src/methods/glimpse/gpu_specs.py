@@ -26,7 +26,7 @@ from tunebench.targets.tvm.gpu_limits import compute_capability, tag_attrs
 
 #: the csv's columns, in order
 COLUMNS = ("tag", "name", "sm_count", "cuda_cores", "base_clock_mhz", "boost_clock_mhz", "memory_gb",
-           "memory_bandwidth_gbs", "fp32_gflops", "tdp_w", "source")
+           "memory_bandwidth_gbs", "fp32_gflops", "tdp_w", "source", "limits_from")
 
 #: the raw datasheet features, in :func:`gpu_features` order
 FEATURES = ("log2_sm_count", "log2_cuda_cores", "log2_boost_clock_mhz", "log2_memory_gb", "log2_memory_bandwidth_gbs",
@@ -37,7 +37,8 @@ FEATURES = ("log2_sm_count", "log2_cuda_cores", "log2_boost_clock_mhz", "log2_me
 @dataclass(frozen=True)
 class GpuSpec:
     """One GPU: its datasheet row (units in the field names; ``base_clock_mhz`` is None where the vendor
-    states no base clock) and its TVM target tag's facts."""
+    states no base clock) and the facts of its TVM target tag: ``tvm_tag``, the row's own tag, or for a GPU
+    this TVM has no tag for, the tag of the GPU it shares its die and limits with (the csv's ``limits_from``)."""
 
     tag: str
     name: str
@@ -50,6 +51,7 @@ class GpuSpec:
     fp32_gflops: float
     tdp_w: float
     source: str
+    tvm_tag: str
     arch: str  # "sm_86"
     compute_capability: float  # 8.6
     max_shared_memory_per_block: int  # bytes
@@ -67,8 +69,9 @@ def csv_path() -> str:
 
 
 def _row_spec(row: dict[str, str]) -> GpuSpec:
-    """A csv row joined with its tag's attributes."""
-    attrs = tag_attrs(row["tag"])
+    """A csv row joined with its tag's attributes (those of ``limits_from`` where it is set)."""
+    tvm_tag = row["limits_from"].strip() or row["tag"]
+    attrs = tag_attrs(tvm_tag)
     arch = str(attrs["arch"])
     base = row["base_clock_mhz"].strip()
     return GpuSpec(
@@ -76,7 +79,7 @@ def _row_spec(row: dict[str, str]) -> GpuSpec:
         base_clock_mhz=float(base) if base else None, boost_clock_mhz=float(row["boost_clock_mhz"]),
         memory_gb=float(row["memory_gb"]), memory_bandwidth_gbs=float(row["memory_bandwidth_gbs"]),
         fp32_gflops=float(row["fp32_gflops"]), tdp_w=float(row["tdp_w"]), source=row["source"],
-        arch=arch, compute_capability=compute_capability(arch),
+        tvm_tag=tvm_tag, arch=arch, compute_capability=compute_capability(arch),
         max_shared_memory_per_block=int(attrs["max_shared_memory_per_block"]),
         max_threads_per_block=int(attrs["max_threads_per_block"]),
         registers_per_block=int(attrs["registers_per_block"]), warp_size=int(attrs["thread_warp_size"]),

@@ -1,0 +1,30 @@
+"""benchmarks/glimpse_table.py: one row per layer and method, over seeds, with the trials to AutoTVM's best."""
+import os
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import glimpse_table as gt
+
+
+def _run(label, seed, shape, gflops):
+    recs = [{"task_id": "t", "trial": i, "valid": True, "gflops": g} for i, g in enumerate(gflops)]
+    task = {"id": "t", "name": "fused_conv2d_add_relu", "shape": shape, "best_latency_ms": 1.0, "best_noisy": False,
+            "search_s": 2.0, "static_invalid": 0}
+    return {"run": f"{label}{seed}", "label": label, "seed": seed, "variant": "None/Nonet", "tasks": [task],
+            "records": recs}
+
+
+def test_runs_of_one_layer_each_stay_apart_though_their_tasks_share_a_name():
+    a = {"in_channels": 128, "out_channels": 128, "height": 28, "kernel": 3}
+    b = {"in_channels": 256, "out_channels": 256, "height": 14, "kernel": 3}
+    tab = gt.table([_run("autotvm", 0, a, [1, 5, 4]), _run("glimpse", 0, a, [2, 6, 6]),
+                    _run("autotvm", 0, b, [3, 3, 9]), _run("glimpse", 0, b, [1, 2, 8])])
+    assert sorted(c["shape"]["in_channels"] for c in tab.values()) == [128, 256]
+    cell_a, cell_b = (next(c for c in tab.values() if c["shape"] == s) for s in (a, b))
+    assert cell_a["reference_gflops"] == 5 and cell_b["reference_gflops"] == 9  # AutoTVM's last best-so-far
+    assert cell_a["methods"]["glimpse"]["reach_exact"] == [2] and cell_b["methods"]["glimpse"]["reach_exact"] == [None]
+    assert cell_b["methods"]["glimpse"]["reach_2pct"] == [None] and cell_b["methods"]["autotvm"]["reach_exact"] == [3]
+    md = gt.markdown(tab)
+    assert "| 128→128 28² k3 | glimpse | 3 |" in md and "| 256→256 14² k3 | glimpse | 3 |" in md and ">3" in md
