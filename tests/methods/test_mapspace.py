@@ -86,6 +86,23 @@ def test_bo_beats_random_search_on_a_small_synthetic_mapspace():
     assert np.mean(np.log(best["mapspace_bo"])) < np.mean(np.log(np.minimum(best["random"], 1e30)))
 
 
+def test_the_initial_design_is_consecutive_sobol_points():
+    """The n_init points before the first GP are the scrambled Sobol sequence in order, spread over every
+    coordinate: not the first of each fresh block of 64 (every 64th point, which a Sobol sequence confines
+    to one 64th of its first coordinate)."""
+    ms = make_mapspace(AccelSettings(), MATMUL)
+    task = Task(id="init_map", name="init", kind="dense", mod=ms, shape={}, flops=1, space=ms.space)
+    target = FakeTarget(dram_words(ms), batch_size=1, details={"mapspace": True})
+    method = make_method({"name": "mapspace_bo", "n_init": 16, "sobol_samples": 0})
+    tune_task(task, method, target, Budget(16), np.random.default_rng(3))
+    X = np.stack(method.X)
+    assert X.shape == (16, Encoding(ms, "scores").d)
+    sobol = torch.quasirandom.SobolEngine(X.shape[1], scramble=True, seed=method.seed % 2**31)
+    expected = np.clip(sobol.draw(64).double().numpy(), 1e-6, 1.0)
+    assert all(any(np.array_equal(x, e) for e in expected[:32]) for x in X)  # in order, a few skipped at most
+    assert (X.max(axis=0) - X.min(axis=0)).min() > 0.5
+
+
 def test_report_has_the_surrogates_sobol_indices():
     ms = make_mapspace(AccelSettings(), MATMUL)
     task = Task(id="sobol_map", name="sobol", kind="dense", mod=ms, shape={}, flops=1, space=ms.space)

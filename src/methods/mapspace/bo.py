@@ -49,6 +49,7 @@ class MapspaceBO(Method):
         import torch
 
         self._sobol = torch.quasirandom.SobolEngine(self.enc.d, scramble=True, seed=self.seed % (2**31))
+        self._init_queue: list[np.ndarray] = []
         self.source = None
         self.pretrain_s = 0.0
         if s.transfer_from:
@@ -62,6 +63,14 @@ class MapspaceBO(Method):
 
     def _unit(self, n: int) -> np.ndarray:
         return np.clip(self._sobol.draw(n).double().numpy(), 1e-6, 1.0)
+
+    def _initial_point(self) -> np.ndarray:
+        """The next point of the initial design: the scrambled Sobol sequence's points in order. (The first
+        point of each fresh draw of 64 would be every 64th point, which a Sobol sequence confines to one
+        64th of its first coordinate.)"""
+        if not self._init_queue:
+            self._init_queue = list(self._unit(64))
+        return self._init_queue.pop(0)
 
     def ask(self, n: int) -> list[Config]:
         out: list[Config] = []
@@ -80,7 +89,7 @@ class MapspaceBO(Method):
         observed = [i for i, v in enumerate(self.y) if math.isfinite(v)]
         n_init = 1 if self.source is not None else self.settings.n_init  # transfer: the sources' data stand in
         if len(self.X) + len(self.point_of) < n_init or len(observed) < (1 if self.source is not None else 2):
-            cands = self._unit(max(64, self.settings.n_init))
+            cands = (self._initial_point() for _ in range(max(64, self.settings.n_init)))
         else:
             cands = self._ranked_candidates(observed)
         for x in cands:
