@@ -27,23 +27,17 @@ from _common import add_out_args, loadavg, out_path, provenance, run_main, write
 def volumes(task, target, encoding: str, points: int, levels: int) -> dict:
     """The lowest ``levels`` energies (pJ/MAC) with their share of ``points`` Sobol points and their
     mapping counts; the chance of reaching the lowest in 10 / 30 / 100 uniform points."""
-    import numpy as np
-    import torch
-
-    from tunebench.methods.mapspace.encoding import Encoding
+    from tunebench.methods.mapspace.encoding import Encoding, sobol_points
 
     enc = Encoding(task.mod, encoding)
-    X = np.clip(torch.quasirandom.SobolEngine(enc.d, scramble=True, seed=0).draw(points).double().numpy(), 1e-6, 1.0)
     hits: collections.Counter = collections.Counter()
     configs = {}
-    for x in X:
+    for x in sobol_points(enc.d, points, 0):
         c = enc.decode(x)
         hits[c.index] += 1
         configs[c.index] = c
-    value = {}
-    for i, c in configs.items():
-        m = target.measure(task, [c])[0]
-        value[i] = round(m.score, 4) if m.valid else None
+    value = {c.index: round(m.score, 4) if m.valid else None
+             for c, m in zip(configs.values(), target.measure(task, list(configs.values())))}
     share: collections.Counter = collections.Counter()
     mappings: collections.Counter = collections.Counter()
     for i, n in hits.items():

@@ -26,10 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_info, provenance, write_json
 
 from tunebench.methods.annealing import index_digits
-from tunebench.methods.glimpse import gpu_data, gpu_specs
+from tunebench.methods.glimpse import gpu_data
 from tunebench.methods.glimpse.blueprint import catalogue, reconstruction_rmse
 from tunebench.methods.glimpse.encoding import entity_features
-from tunebench.methods.glimpse.gpu_validity import static_labels, tag_limits
+from tunebench.methods.glimpse.gpu_validity import static_labels
 from tunebench.methods.glimpse.networks import votes_reject
 from tunebench.methods.glimpse.train import TrainSettings, train
 
@@ -50,7 +50,7 @@ def evaluate(model, tag: str, configs: list[tuple]) -> dict:
     hw = gpu_data.gpu_hardware(tag)
     n = bad = kept = kept_bad = good_rejected = 0
     for task, template, space, indices in configs:
-        labels = static_labels(task, template, space, indices, tag_limits(gpu_specs.spec_for_tag(tag).tvm_tag))
+        labels = static_labels(task, template, space, indices, gpu_data.gpu_limits(tag))
         z = model.z(task.kind, task.shape, task.flops, hw)
         votes = model.invalid_votes([k.name for k in space.knobs], entity_features(space), z)
         rej = votes_reject(votes, index_digits(space, np.asarray(indices, dtype=np.int64)), TAU)

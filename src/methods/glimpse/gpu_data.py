@@ -28,6 +28,15 @@ def gpu_hardware(tag: str) -> Hardware:
     return Hardware("gpu", tag, tuple(gpu_features(spec_for_tag(tag))))
 
 
+def gpu_limits(tag: str) -> dict:
+    """The ``verify_gpu_code`` limits of the table's GPU ``tag``: those of its TVM tag (the tag of the GPU it
+    shares its die with, where TVM has none of its own)."""
+    from tunebench.methods.glimpse.gpu_specs import spec_for_tag
+    from tunebench.methods.glimpse.gpu_validity import tag_limits
+
+    return tag_limits(spec_for_tag(tag).tvm_tag)
+
+
 def labelled_configs(n_configs: int, seed: int, model: str = "resnet18", tasks: int = 6) -> list[tuple]:
     """``[(task, template, space, indices)]``: ``n_configs`` random configs of each of the first ``tasks``
     distinct conv2d tasks of ``model`` on ``cuda``."""
@@ -42,13 +51,12 @@ def labelled_configs(n_configs: int, seed: int, model: str = "resnet18", tasks: 
 
 def static_groups_for(tags: list[str], configs: list[tuple]) -> list[Group]:
     """One validity-only group per (task, tag), labelled under the tag's limits."""
-    from tunebench.methods.glimpse.gpu_specs import spec_for_tag
-    from tunebench.methods.glimpse.gpu_validity import static_labels, tag_limits
+    from tunebench.methods.glimpse.gpu_validity import static_labels
 
     cache: dict[tuple, np.ndarray] = {}
     groups = []
     for tag in tags:
-        limits = tag_limits(spec_for_tag(tag).tvm_tag)
+        limits = gpu_limits(tag)
         hw = gpu_hardware(tag)
         for task, template, space, indices in configs:
             key = (task.id, tuple(sorted(limits.items())))

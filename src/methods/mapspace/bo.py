@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from tunebench.methods.base import Method, TargetNeeds
-from tunebench.methods.mapspace.encoding import Encoding
+from tunebench.methods.mapspace.encoding import Encoding, sobol_points
 from tunebench.methods.mapspace.sensitivity import sobol_report
 from tunebench.methods.mapspace.settings import MapspaceBOSettings
 from tunebench.methods.mapspace.surrogate import fit_gp, fit_multitask_gp, score_candidates
@@ -56,8 +56,7 @@ class MapspaceBO(Method):
             from tunebench.methods.mapspace.transfer import source_data
 
             start = time.perf_counter()
-            sob = torch.quasirandom.SobolEngine(self.enc.d, scramble=True, seed=(self.seed + 1) % (2**31))
-            points = np.clip(sob.draw(s.transfer_samples).double().numpy(), 1e-6, 1.0)
+            points = sobol_points(self.enc.d, s.transfer_samples, self.seed + 1)
             self.source = source_data(task, target_info.objectives[0], s.order_encoding, s.transfer_from, points)
             self.pretrain_s = time.perf_counter() - start
 

@@ -28,6 +28,15 @@ ORDER_ENCODINGS = ("scores", "categorical")
 _EPS = 1e-6
 
 
+def sobol_points(d: int, n: int, seed: int) -> np.ndarray:
+    """The first ``n`` points of a scrambled Sobol sequence in (0, 1]^d (clipped away from 0, where a
+    feature would give an empty tile), float64."""
+    import torch
+
+    engine = torch.quasirandom.SobolEngine(d, scramble=True, seed=seed % (2**31))
+    return np.clip(engine.draw(n).double().numpy(), _EPS, 1.0)
+
+
 @lru_cache(maxsize=4096)
 def _divisors(n: int) -> tuple[int, ...]:
     return tuple(d for d in range(1, n + 1) if n % d == 0)
