@@ -79,9 +79,9 @@ def layer_label(shape: dict | None) -> str:
 
 def table(runs: list[dict]) -> dict:
     """Per task (its name and layer: runs of one layer each all name their task alike): per label: lists over
-    seeds (see the module docstring)."""
+    seeds in seed order, whatever the order of the run folders (see the module docstring)."""
     cells: dict[str, dict[str, list[dict]]] = {}
-    for run in runs:
+    for run in sorted(runs, key=lambda r: (r["seed"] is None, r["seed"] or 0, r["run"])):
         for t in run["tasks"]:
             recs = [r for r in run["records"] if r["task_id"] == t["id"]]
             cells.setdefault(f"{t['name']} {layer_label(t.get('shape'))}", {}).setdefault(run["label"], []).append(

@@ -28,3 +28,12 @@ def test_runs_of_one_layer_each_stay_apart_though_their_tasks_share_a_name():
     assert cell_b["methods"]["glimpse"]["reach_2pct"] == [None] and cell_b["methods"]["autotvm"]["reach_exact"] == [3]
     md = gt.markdown(tab)
     assert "| 128→128 28² k3 | glimpse | 3 |" in md and "| 256→256 14² k3 | glimpse | 3 |" in md and ">3" in md
+
+
+def test_the_seeds_of_a_cell_are_listed_in_seed_order_whatever_the_folder_order():
+    a = {"in_channels": 128, "out_channels": 128, "height": 28, "kernel": 3}
+    tab = gt.table([_run("autotvm", 1, a, [1, 4, 4]), _run("autotvm", 0, a, [1, 6, 6]),
+                    _run("glimpse", 2, a, [5, 5, 5]), _run("glimpse", 0, a, [1, 1, 7])])
+    cell = next(iter(tab.values()))
+    assert cell["methods"]["autotvm"]["seeds"] == [0, 1] and cell["methods"]["autotvm"]["best_gflops"] == [6, 4]
+    assert cell["methods"]["glimpse"]["seeds"] == [0, 2] and cell["methods"]["glimpse"]["reach_exact"] == [3, 1]
