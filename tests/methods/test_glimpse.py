@@ -9,12 +9,12 @@ import pytest
 
 from tunebench.config.experiment import Budget
 from tunebench.errors import UserError
-from tunebench.methods.glimpse.blueprint import PCA, hardware_of, reconstruction_rmse
+from tunebench.methods.glimpse.blueprint import PCA, catalogue, hardware_of, reconstruction_rmse
 from tunebench.methods.glimpse.cpu_specs import catalogue_features, cpu_features
 from tunebench.methods.glimpse.dataset import group_from_values
 from tunebench.methods.glimpse.method import Glimpse, beam_configs
 from tunebench.methods.glimpse.model import GlimpseModel
-from tunebench.methods.glimpse.train import TrainSettings, train
+from tunebench.methods.glimpse.train import TrainSettings, prior_cross_entropy, train, train_prior
 from tunebench.methods.random_search import RandomSearch
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.base import TargetInfo
@@ -192,3 +192,28 @@ def test_the_prior_fits_a_held_out_hardware_better_than_a_uniform_prior(trained)
     uniform = sum(-(t * np.log(1.0 / len(t))).sum() for t in prior_targets(g, 0.1))
     model = GlimpseModel.load(trained)
     assert prior_cross_entropy(model, g) < 0.9 * uniform, (prior_cross_entropy(model, g), uniform)
+
+
+def test_h_epochs_are_chosen_on_the_hardware_left_out():
+    """With no fixed epoch count, H's is the checked count with the lowest cross-entropy on the hardware left
+    out, averaged over the hardware; the curve is what training on the others and scoring the one gives."""
+    import torch
+
+    groups = _groups(n_configs=16)
+    s = TrainSettings(prior_epochs=None, prior_epochs_max=30, prior_check_every=10, acq_batches=2, acq_episodes=2,
+                      steps=4, validity_epochs=2)
+    info = train(groups, s).info
+    choice = info["prior_epochs_choice"]
+    assert choice["checked"] == [10, 20, 30] and len(choice["loss"]) == 3
+    assert info["prior_epochs"] == choice["checked"][int(np.argmin(choice["loss"]))]
+    knobs = {n: f.shape[1] for g in groups for n, f in zip(g.knobs, g.feats)}
+    per_hw = []
+    for hw in sorted({g.hw.name for g in groups}):
+        torch.manual_seed(s.seed)
+        model = GlimpseModel({"cpu": PCA.fit(catalogue("cpu")[1])}, s.dims, "spec", knobs, knobs)
+        train_prior(model, [g for g in groups if g.hw.name != hw], s, epochs=20)
+        per_hw.append(np.mean([prior_cross_entropy(model, g) for g in groups if g.hw.name == hw]))
+    assert choice["loss"][1] == pytest.approx(np.mean(per_hw), rel=1e-5)
+    one = [g for g in groups if g.hw.name == groups[0].hw.name]
+    alone = train(one, s).info
+    assert alone["prior_epochs"] == 30 and alone["prior_epochs_choice"] == {}

@@ -4,6 +4,7 @@ training logged as an MLflow run."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -27,7 +28,7 @@ def cmd_train(args) -> None:
     if not groups:
         raise UserError("glimpse train: nothing to train on (give --records and/or --gpu-static-tags)")
     s = TrainSettings(dims=args.dims, blueprint_mode="constant" if args.constant_blueprint else "spec",
-                      seed=args.seed, acq_batches=args.acq_batches)
+                      seed=args.seed, acq_batches=args.acq_batches, prior_epochs=args.prior_epochs)
     info = summary(groups)
     print(f"training set: {info['groups']} (task, hardware) groups, {info['configs']} configs "
           f"({info['invalid']} invalid) on {', '.join(info['hardware'])}", flush=True)
@@ -50,6 +51,14 @@ def cmd_train(args) -> None:
           flush=True)
 
 
+def _epochs(text: str) -> int | None:
+    if text == "auto":
+        return None
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r}: a positive number of epochs, or auto")
+
+
 def add_options(p) -> None:
     p.add_argument("action", choices=["train"])
     p.add_argument("--records", nargs="*", default=[], help="record folders, records.jsonl files or run ids of "
@@ -61,5 +70,8 @@ def add_options(p) -> None:
                                                                   "under this many TVM GPU tags")
     p.add_argument("--gpu-static-configs", type=int, default=200, help="configs per task and tag")
     p.add_argument("--acq-batches", type=int, default=300, help="REINFORCE batches of the acquisition")
+    p.add_argument("--prior-epochs", type=_epochs, default=None, metavar="N|auto",
+                   help="epochs of the prior generator H; auto (the default): chosen by leave-one-hardware-out "
+                        "validation over the measured hardware, up to 300")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default=".", help="where records/ and mlflow.db live")

@@ -4,7 +4,11 @@ arrows). :func:`train` builds a :class:`~tunebench.methods.glimpse.model.Glimpse
 1. **Blueprint**: the PCA of each family's catalogue (unsupervised; no measurement of any device enters it).
 2. **Prior generator** (§4.4.1): for each measured group, the target distribution of knob k is the frequency
    of each value among the group's best ``top_fraction`` configs (at least 2), smoothed; H minimizes the
-   cross-entropy of its p_k to it, summed over knobs and groups (Adam).
+   cross-entropy of its p_k to it, summed over knobs and groups (Adam). Its number of epochs (the thesis
+   gives none) is chosen by leave-one-hardware-out validation unless fixed: H is trained on all measured
+   hardware but one, for each in turn, and the epoch count with the lowest mean cross-entropy on the
+   left-out hardware is the one H is then trained for on all of them (:func:`choose_prior_epochs`): the
+   method's claim is transfer to hardware it has not seen, so that is what its early stopping measures.
 3. **Neural acquisition** (§4.4.2): meta-trained as in MetaBO [Volpp-ICLR20] with REINFORCE [Williams-ML92]
    (MetaBO uses PPO; the plain policy gradient is our simplification) on episodes replayed from the measured
    groups: start from the ``init`` configs the prior ranks highest, then at each of ``steps`` steps fit the GP
@@ -38,7 +42,9 @@ class TrainSettings:
     dims: int = 4  # Blueprint dimensions (Fig. 4.4's knee on the CPU catalogue; docs/RESULTS.md §Glimpse)
     blueprint_mode: str = "spec"
     top_fraction: float = 0.1
-    prior_epochs: int = 600
+    prior_epochs: int | None = None  # None: chosen by leave-one-hardware-out validation (choose_prior_epochs)
+    prior_epochs_max: int = 300  # the longest H is trained while choosing (and where one hardware is measured)
+    prior_check_every: int = 10  # epochs between two validation checks while choosing
     acq_batches: int = 300
     acq_episodes: int = 8
     steps: int = 16
@@ -78,8 +84,11 @@ def prior_cross_entropy(model: GlimpseModel, g: Group, top_fraction: float = 0.1
     return float(-sum((t * lp).sum() for t, lp in zip(prior_targets(g, top_fraction), lps)))
 
 
-def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None) -> list[float]:
-    """Fit H (see the module docstring); returns the loss per epoch."""
+def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None, epochs: int | None = None,
+                on_epoch=None) -> list[float]:
+    """Fit H for ``epochs`` (default ``s.prior_epochs``; see the module docstring); ``on_epoch(n)`` after each
+    epoch ``n`` (1-based). Returns the loss per epoch."""
+    epochs = s.prior_epochs if epochs is None else epochs
     data = []
     for g in groups:
         if g.y is None or not g.valid.any():
@@ -88,7 +97,7 @@ def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, prog
         data.append((_z(model, g), {n: torch.as_tensor(f) for n, f in zip(g.knobs, g.feats)}, targets, g.knobs))
     opt = torch.optim.Adam(model.prior.parameters(), lr=s.lr)
     losses = []
-    for ep in range(s.prior_epochs if data else 0):
+    for ep in range(epochs if data else 0):
         opt.zero_grad()
         loss = torch.zeros(())
         for z, feats, targets, knobs in data:
@@ -98,9 +107,38 @@ def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, prog
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
-        if progress and (ep % 50 == 0 or ep == s.prior_epochs - 1):
+        if on_epoch:
+            on_epoch(ep + 1)
+        if progress and (ep % 50 == 0 or ep == epochs - 1):
             progress("prior", ep, float(loss.detach()))
     return losses
+
+
+def choose_prior_epochs(new_model, groups: list[Group], s: TrainSettings, progress=None) -> tuple[int, dict]:
+    """H's epoch count by leave-one-hardware-out validation over the measured ``groups`` (see the module
+    docstring): ``(epochs, {"checked": [epochs...], "loss": [mean held-out cross-entropy...]})``. With one
+    hardware measured there is nothing to hold out: ``s.prior_epochs_max``. ``new_model()``: a fresh model."""
+    usable = [g for g in groups if g.y is not None and g.valid.any()]
+    hws = sorted({g.hw.name for g in usable})
+    if len(hws) < 2:
+        return s.prior_epochs_max, {}
+    checked = list(range(s.prior_check_every, s.prior_epochs_max + 1, s.prior_check_every))
+    total = np.zeros(len(checked))
+    for i, hw in enumerate(hws):
+        torch.manual_seed(s.seed)
+        model = new_model()
+        held = [g for g in usable if g.hw.name == hw]
+
+        def check(n: int, model=model, held=held) -> None:
+            if n % s.prior_check_every == 0:
+                total[n // s.prior_check_every - 1] += np.mean([prior_cross_entropy(model, g, s.top_fraction)
+                                                                for g in held])
+
+        train_prior(model, [g for g in usable if g.hw.name != hw], s, epochs=checked[-1], on_epoch=check)
+        if progress:
+            progress("prior-choice", i, float(total.min() / (i + 1)))
+    mean = total / len(hws)
+    return checked[int(np.argmin(mean))], {"checked": checked, "loss": [float(v) for v in mean]}
 
 
 def prior_logp(model: GlimpseModel, z: torch.Tensor, knobs: list[str], feats: list[np.ndarray],
@@ -209,11 +247,19 @@ def train(groups: list[Group], s: TrainSettings | None = None, progress=None) ->
     families = sorted({g.hw.family for g in groups}, key=FAMILIES.index)
     pcas = {f: PCA.fit(catalogue(f)[1]) for f in families}
     measured = [g for g in groups if g.y is not None]
-    model = GlimpseModel(pcas, s.dims, s.blueprint_mode, _knob_dims(measured), _knob_dims(groups))
-    prior_loss = train_prior(model, measured, s, progress)
+
+    def new_model() -> GlimpseModel:
+        return GlimpseModel(pcas, s.dims, s.blueprint_mode, _knob_dims(measured), _knob_dims(groups))
+
+    epochs, choice = ((s.prior_epochs, {}) if s.prior_epochs is not None
+                      else choose_prior_epochs(new_model, measured, s, progress))
+    torch.manual_seed(s.seed)
+    model = new_model()
+    prior_loss = train_prior(model, measured, s, progress, epochs=epochs)
     returns = train_acquisition(model, measured, s, progress)
     validity = train_validity(model, groups, s, progress)
-    model.info = {"hardware": sorted({g.hw.name for g in groups}), "settings": vars(s),
+    model.info = {"hardware": sorted({g.hw.name for g in groups}), "settings": vars(s), "prior_epochs": epochs,
+                  "prior_epochs_choice": choice,
                   "prior_loss": [prior_loss[0], prior_loss[-1]] if prior_loss else [],
                   "acquisition_return": [float(np.mean(returns[:10])), float(np.mean(returns[-10:]))]
                   if returns else [], "validity": validity, "seconds": time.perf_counter() - tic}
