@@ -239,11 +239,8 @@ def train_validity(model: GlimpseModel, groups: list[Group], s: TrainSettings, p
     return counts
 
 
-def train(groups: list[Group], s: TrainSettings | None = None, progress=None) -> GlimpseModel:
-    """A Glimpse model trained on ``groups`` (see the module docstring); ``progress(part, step, value)``."""
-    s = s or TrainSettings()
-    torch.manual_seed(s.seed)
-    tic = time.perf_counter()
+def model_factory(groups: list[Group], s: TrainSettings):
+    """``new_model()``: an untrained model for ``groups``' hardware families and knobs under ``s``."""
     families = sorted({g.hw.family for g in groups}, key=FAMILIES.index)
     pcas = {f: PCA.fit(catalogue(f)[1]) for f in families}
     measured = [g for g in groups if g.y is not None]
@@ -251,6 +248,16 @@ def train(groups: list[Group], s: TrainSettings | None = None, progress=None) ->
     def new_model() -> GlimpseModel:
         return GlimpseModel(pcas, s.dims, s.blueprint_mode, _knob_dims(measured), _knob_dims(groups))
 
+    return new_model
+
+
+def train(groups: list[Group], s: TrainSettings | None = None, progress=None) -> GlimpseModel:
+    """A Glimpse model trained on ``groups`` (see the module docstring); ``progress(part, step, value)``."""
+    s = s or TrainSettings()
+    torch.manual_seed(s.seed)
+    tic = time.perf_counter()
+    measured = [g for g in groups if g.y is not None]
+    new_model = model_factory(groups, s)
     epochs, choice = ((s.prior_epochs, {}) if s.prior_epochs is not None
                       else choose_prior_epochs(new_model, measured, s, progress))
     torch.manual_seed(s.seed)
