@@ -37,3 +37,12 @@ def test_the_seeds_of_a_cell_are_listed_in_seed_order_whatever_the_folder_order(
     cell = next(iter(tab.values()))
     assert cell["methods"]["autotvm"]["seeds"] == [0, 1] and cell["methods"]["autotvm"]["best_gflops"] == [6, 4]
     assert cell["methods"]["glimpse"]["seeds"] == [0, 2] and cell["methods"]["glimpse"]["reach_exact"] == [3, 1]
+
+
+def test_the_best_after_the_prior_s_trials_is_read_at_trial_8():
+    a = {"in_channels": 128, "out_channels": 128, "height": 28, "kernel": 3}
+    tab = gt.table([_run("glimpse", 0, a, [1] * 7 + [3] + [9] * 10), _run("autotvm", 0, a, [2, 4])])
+    e = next(iter(tab.values()))["methods"]
+    assert e["glimpse"]["gflops_at_8"] == [3] and e["glimpse"]["gflops_at_64"] == [9]
+    assert e["autotvm"]["gflops_at_8"] == [4]  # fewer trials: its last
+    assert "best GFLOPS at 8 trials | at 64 trials |" in gt.markdown(tab)
