@@ -176,6 +176,7 @@ RUN_CASES = [
 CLI_CASES = [
     (["glimpse", "train", "--out", "g.pt"], "glimpse train: nothing to train on"),
     (["glimpse", "train", "--records", "/nonexistent", "--out", "g.pt"], "--records /nonexistent: no such run"),
+    (["glimpse", "train", "--prior-epochs", "0", "--out", "g.pt"], "--prior-epochs: '0': a positive number of epochs, or auto"),
     ([], "no command given; valid:"),
     (["nope"], "unknown command 'nope'"),
     (["leaderboard", "--bogus"], "--bogus"),
