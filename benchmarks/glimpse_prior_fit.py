@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import math
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ from glimpse_table import _runs, layer_label
 
 from tunebench.methods.glimpse.dataset import groups_from_runs
 from tunebench.methods.glimpse.model import GlimpseModel
-from tunebench.methods.glimpse.train import prior_cross_entropy, prior_targets
+from tunebench.methods.glimpse.train import prior_cross_entropy, uniform_cross_entropy
 
 TOP = 0.1
 
@@ -39,10 +38,6 @@ def _argmax_agreement(model: GlimpseModel, g) -> float:
     best = g.digits[int(np.argmax(g.y))]
     lps = model.knob_log_probs(g.knobs, g.feats, model.z(g.kind, g.shape, g.flops, g.hw))
     return float(np.mean([int(np.argmax(lp)) == int(best[k]) for k, lp in enumerate(lps)]))
-
-
-def _uniform_ce(g) -> float:
-    return float(sum(-(t * math.log(1.0 / len(t))).sum() for t in prior_targets(g, TOP)))
 
 
 def _cell(vals: list[float]) -> dict:
@@ -64,7 +59,7 @@ def fit_table(workdir: str, experiment: str, method: str) -> dict:
     for g in groups:
         row = out.setdefault(names.get(g.task_id, g.task_id), {"shape": g.shape, "hardware": g.hw.name,
                                                                 "ce": {}, "argmax": {}})
-        row["ce"].setdefault("uniform", []).append(_uniform_ce(g))
+        row["ce"].setdefault("uniform", []).append(uniform_cross_entropy(g, TOP))
         for kind, ms in models.items():
             row["ce"].setdefault(kind, []).extend(prior_cross_entropy(m, g, TOP) for m in ms)
             row["argmax"].setdefault(kind, []).extend(_argmax_agreement(m, g) for m in ms)

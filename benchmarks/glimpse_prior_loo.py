@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import statistics
 import sys
@@ -35,25 +34,21 @@ from tunebench.methods.glimpse.train import (
     choose_prior_epochs,
     model_factory,
     prior_cross_entropy,
-    prior_targets,
     train_prior,
+    uniform_cross_entropy,
 )
 
 MODES = ("spec", "constant")
-
-
-def _uniform(groups) -> float:
-    return statistics.fmean(float(sum(-(t * math.log(1.0 / len(t))).sum() for t in prior_targets(g, 0.1)))
-                            for g in groups)
 
 
 def left_out(train, held, mode: str, seed: int, fixed: list[int], base: TrainSettings | None = None) -> dict:
     """One model of ``mode`` and ``seed`` (other settings: ``base``, default ``glimpse train``'s) trained on
     ``train``, scored on ``held``: at the chosen epoch count and at each of ``fixed``."""
     s = dataclasses.replace(base or TrainSettings(), blueprint_mode=mode, seed=seed)
-    chosen, _ = choose_prior_epochs(model_factory(train, s), train, s)
+    new_model = model_factory(train, s)
+    chosen, _ = choose_prior_epochs(new_model, train, s)
     torch.manual_seed(seed)
-    model = model_factory(train, s)()
+    model = new_model()
     wanted = set(fixed) | {chosen}
     scores: dict[int, float] = {}
 
@@ -70,7 +65,7 @@ def study(groups, seeds: list[int], fixed: list[int], base: TrainSettings | None
     for hw in sorted({g.hw.name for g in groups}):
         train = [g for g in groups if g.hw.name != hw]
         held = [g for g in groups if g.hw.name == hw]
-        row = {"uniform": _uniform(held), "layers": len(held)}
+        row = {"uniform": statistics.fmean(uniform_cross_entropy(g) for g in held), "layers": len(held)}
         for mode in MODES:
             row[mode] = [left_out(train, held, mode, seed, fixed, base) for seed in seeds]
         out[hw] = row

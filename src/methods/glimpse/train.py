@@ -22,6 +22,7 @@ arrows). :func:`train` builds a :class:`~tunebench.methods.glimpse.model.Glimpse
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -82,6 +83,11 @@ def prior_cross_entropy(model: GlimpseModel, g: Group, top_fraction: float = 0.1
     (the training loss of one group; on a held-out hardware's group: how well the prior generalizes)."""
     lps = model.knob_log_probs(g.knobs, g.feats, _z(model, g))
     return float(-sum((t * lp).sum() for t, lp in zip(prior_targets(g, top_fraction), lps)))
+
+
+def uniform_cross_entropy(g: Group, top_fraction: float = 0.1) -> float:
+    """:func:`prior_cross_entropy` of a uniform prior over each knob's values: the baseline H must beat."""
+    return float(sum(-(t * math.log(1.0 / len(t))).sum() for t in prior_targets(g, top_fraction)))
 
 
 def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None, epochs: int | None = None,
@@ -254,7 +260,6 @@ def model_factory(groups: list[Group], s: TrainSettings):
 def train(groups: list[Group], s: TrainSettings | None = None, progress=None) -> GlimpseModel:
     """A Glimpse model trained on ``groups`` (see the module docstring); ``progress(part, step, value)``."""
     s = s or TrainSettings()
-    torch.manual_seed(s.seed)
     tic = time.perf_counter()
     measured = [g for g in groups if g.y is not None]
     new_model = model_factory(groups, s)
