@@ -217,3 +217,30 @@ def test_h_epochs_are_chosen_on_the_hardware_left_out():
     one = [g for g in groups if g.hw.name == groups[0].hw.name]
     alone = train(one, s).info
     assert alone["prior_epochs"] == 30 and alone["prior_epochs_choice"] == {}
+
+
+def test_the_acquisition_trains_on_the_prior_of_h_without_the_episodes_hardware():
+    """Each group's held-out log p is that of H trained on the other hardware only; train() feeds those to the
+    acquisition (its weights differ from training on H's own prior; H itself is the same)."""
+    import torch
+
+    from tunebench.methods.glimpse.train import held_out_priors, model_factory, prior_logp
+
+    groups = _groups(n_configs=16)
+    s = TrainSettings(prior_epochs=20, acq_batches=3, acq_episodes=2, steps=4, validity_epochs=2)
+    held = held_out_priors(model_factory(groups, s), groups, s, [10, 20])
+    hw = groups[0].hw.name
+    torch.manual_seed(s.seed)
+    model = model_factory(groups, s)()
+    train_prior(model, [g for g in groups if g.hw.name != hw], s, epochs=20)
+    for i, g in enumerate(groups):
+        if g.hw.name == hw:
+            want = prior_logp(model, model.z(g.kind, g.shape, g.flops, g.hw), g.knobs, g.feats, g.digits)
+            assert np.allclose(held.at(20)[i], want, atol=1e-5)
+    assert all(lp is not None for lp in held.at(10)) and not np.allclose(held.at(10)[0], held.at(20)[0])
+    a, b = train(groups, s), train(groups, TrainSettings(**{**vars(s), "acq_prior": "in-sample"}))
+    assert (a.info["acquisition_prior"], b.info["acquisition_prior"]) == ("held-out", "in-sample")
+    for part, same in (("prior", True), ("acquisition", False)):
+        sa, sb = getattr(a, part).state_dict(), getattr(b, part).state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa) == same, part
+    assert held_out_priors(model_factory(groups[:4], s), groups[:4], s, [10]) is None  # one hardware

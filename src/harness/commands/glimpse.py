@@ -28,7 +28,8 @@ def cmd_train(args) -> None:
     if not groups:
         raise UserError("glimpse train: nothing to train on (give --records and/or --gpu-static-tags)")
     s = TrainSettings(dims=args.dims, blueprint_mode="constant" if args.constant_blueprint else "spec",
-                      seed=args.seed, acq_batches=args.acq_batches, prior_epochs=args.prior_epochs)
+                      seed=args.seed, acq_batches=args.acq_batches, prior_epochs=args.prior_epochs,
+                      acq_prior=args.acquisition_prior)
     info = summary(groups)
     print(f"training set: {info['groups']} (task, hardware) groups, {info['configs']} configs "
           f"({info['invalid']} invalid) on {', '.join(info['hardware'])}", flush=True)
@@ -73,5 +74,9 @@ def add_options(p) -> None:
     p.add_argument("--prior-epochs", type=_epochs, default=None, metavar="N|auto",
                    help="epochs of the prior generator H; auto (the default): chosen by leave-one-hardware-out "
                         "validation over the measured hardware, up to 300")
+    p.add_argument("--acquisition-prior", choices=["held-out", "in-sample"], default="held-out",
+                   help="the prior the acquisition's training episodes see: held-out (the default): for each "
+                        "hardware, H trained without it; in-sample: H trained on all (fit to every episode's "
+                        "best configs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default=".", help="where records/ and mlflow.db live")

@@ -14,6 +14,11 @@ arrows). :func:`train` builds a :class:`~tunebench.methods.glimpse.model.Glimpse
    groups: start from the ``init`` configs the prior ranks highest, then at each of ``steps`` steps fit the GP
    to what was seen, score the unseen configs of the group, sample one from the softmax policy; the reward is
    the rise of the best normalized throughput; returns-to-go less the batch's mean return at that step.
+   The prior an episode sees (its first configs and the log p input) is by default held out (``acq_prior``,
+   ours; the thesis does not say): for a group measured on hardware h, the prior of H trained without h, at
+   the chosen epoch count (:func:`held_out_priors`, the models that choose it). That is the prior tuning
+   sees on new hardware. H's own prior was fit to every training group's best configs, so episodes on it
+   start next to the best and teach the acquisition to trust the prior more than new hardware's deserves.
 4. **Validity ensemble** (§4.4.3): each knob's logistic predictor minimizes the class-balanced binary
    cross-entropy of "invalid" over every labelled config (measured and static). With no invalid example at
    all, each predictor answers "valid" (bias -10).
@@ -46,6 +51,7 @@ class TrainSettings:
     prior_epochs: int | None = None  # None: chosen by leave-one-hardware-out validation (choose_prior_epochs)
     prior_epochs_max: int = 300  # the longest H is trained while choosing (and where one hardware is measured)
     prior_check_every: int = 10  # epochs between two validation checks while choosing
+    acq_prior: str = "held-out"  # the prior log p the acquisition trains on: "held-out" or "in-sample"
     acq_batches: int = 300
     acq_episodes: int = 8
     steps: int = 16
@@ -120,31 +126,63 @@ def train_prior(model: GlimpseModel, groups: list[Group], s: TrainSettings, prog
     return losses
 
 
+@dataclass
+class HeldOut:
+    """H trained without each measured hardware in turn, scored on the one left out at every checked epoch:
+    ``loss``: the mean held-out cross-entropy per checked epoch; ``logp``: per checked epoch, per group of the
+    list given (None for a group without a valid measurement), the held-out prior's log p of its configs."""
+
+    checked: list[int]
+    loss: list[float]
+    logp: list[list[np.ndarray | None]]
+
+    def at(self, epochs: int) -> list[np.ndarray | None]:
+        return self.logp[self.checked.index(epochs)]
+
+
+def held_out_priors(new_model, groups: list[Group], s: TrainSettings, checked: list[int],
+                    progress=None) -> HeldOut | None:
+    """:class:`HeldOut` over ``groups`` (None with fewer than two measured hardware: nothing to hold out).
+    ``new_model()``: a fresh model; each left-out hardware's starts from the same seed."""
+    usable = [i for i, g in enumerate(groups) if g.y is not None and g.valid.any()]
+    hws = sorted({groups[i].hw.name for i in usable})
+    if len(hws) < 2:
+        return None
+    total = np.zeros(len(checked))
+    logp: list[list[np.ndarray | None]] = [[None] * len(groups) for _ in checked]
+    for n_hw, hw in enumerate(hws):
+        torch.manual_seed(s.seed)
+        model = new_model()
+        held = [i for i in usable if groups[i].hw.name == hw]
+
+        def check(n: int, model=model, held=held) -> None:
+            if n not in checked:
+                return
+            c = checked.index(n)
+            total[c] += np.mean([prior_cross_entropy(model, groups[i], s.top_fraction) for i in held])
+            for i in held:
+                g = groups[i]
+                logp[c][i] = prior_logp(model, _z(model, g), g.knobs, g.feats, g.digits)
+
+        train_prior(model, [groups[i] for i in usable if groups[i].hw.name != hw], s, epochs=checked[-1],
+                    on_epoch=check)
+        if progress:
+            progress("held-out-prior", n_hw, float(total.min() / (n_hw + 1)))
+    return HeldOut(checked, [float(v) for v in total / len(hws)], logp)
+
+
 def choose_prior_epochs(new_model, groups: list[Group], s: TrainSettings, progress=None) -> tuple[int, dict]:
     """H's epoch count by leave-one-hardware-out validation over the measured ``groups`` (see the module
     docstring): ``(epochs, {"checked": [epochs...], "loss": [mean held-out cross-entropy...]})``. With one
     hardware measured there is nothing to hold out: ``s.prior_epochs_max``. ``new_model()``: a fresh model."""
-    usable = [g for g in groups if g.y is not None and g.valid.any()]
-    hws = sorted({g.hw.name for g in usable})
-    if len(hws) < 2:
-        return s.prior_epochs_max, {}
+    epochs, held = _chosen(new_model, groups, s, progress)
+    return epochs, ({"checked": held.checked, "loss": held.loss} if held else {})
+
+
+def _chosen(new_model, groups: list[Group], s: TrainSettings, progress=None) -> tuple[int, HeldOut | None]:
     checked = list(range(s.prior_check_every, s.prior_epochs_max + 1, s.prior_check_every))
-    total = np.zeros(len(checked))
-    for i, hw in enumerate(hws):
-        torch.manual_seed(s.seed)
-        model = new_model()
-        held = [g for g in usable if g.hw.name == hw]
-
-        def check(n: int, model=model, held=held) -> None:
-            if n % s.prior_check_every == 0:
-                total[n // s.prior_check_every - 1] += np.mean([prior_cross_entropy(model, g, s.top_fraction)
-                                                                for g in held])
-
-        train_prior(model, [g for g in usable if g.hw.name != hw], s, epochs=checked[-1], on_epoch=check)
-        if progress:
-            progress("prior-choice", i, float(total.min() / (i + 1)))
-    mean = total / len(hws)
-    return checked[int(np.argmin(mean))], {"checked": checked, "loss": [float(v) for v in mean]}
+    held = held_out_priors(new_model, groups, s, checked, progress)
+    return (checked[int(np.argmin(held.loss))] if held else s.prior_epochs_max), held
 
 
 def prior_logp(model: GlimpseModel, z: torch.Tensor, knobs: list[str], feats: list[np.ndarray],
@@ -177,18 +215,22 @@ def _episode(model: GlimpseModel, prepared: tuple, s: TrainSettings,
     return logps, rewards
 
 
-def train_acquisition(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None) -> list[float]:
-    """Meta-train the neural acquisition by REINFORCE on replayed episodes; returns the mean return per batch."""
-    usable = [g for g in groups if g.y is not None and len(g.y) >= s.init + 4 and g.valid.any()]
+def train_acquisition(model: GlimpseModel, groups: list[Group], s: TrainSettings, progress=None,
+                      logp: list[np.ndarray | None] | None = None) -> list[float]:
+    """Meta-train the neural acquisition by REINFORCE on replayed episodes; returns the mean return per batch.
+    ``logp``: per group, the prior's log p of its configs that the episodes see (default: ``model``'s own)."""
+    usable = [i for i, g in enumerate(groups) if g.y is not None and len(g.y) >= s.init + 4 and g.valid.any()]
     if not usable:
         return []
     rng = np.random.default_rng(s.seed)
     gen = torch.Generator().manual_seed(s.seed)
     prepared = []
-    for g in usable:
-        z = _z(model, g)
-        prepared.append((g, g.config_vectors(), prior_logp(model, z, g.knobs, g.feats, g.digits),
-                         model.theta(g.hw)))
+    for i in usable:
+        g = groups[i]
+        lp = logp[i] if logp is not None and logp[i] is not None else None
+        if lp is None:
+            lp = prior_logp(model, _z(model, g), g.knobs, g.feats, g.digits)
+        prepared.append((g, g.config_vectors(), lp, model.theta(g.hw)))
     opt = torch.optim.Adam(model.acquisition.parameters(), lr=s.lr / 3)
     history = []
     for b in range(s.acq_batches):
@@ -263,15 +305,24 @@ def train(groups: list[Group], s: TrainSettings | None = None, progress=None) ->
     tic = time.perf_counter()
     measured = [g for g in groups if g.y is not None]
     new_model = model_factory(groups, s)
-    epochs, choice = ((s.prior_epochs, {}) if s.prior_epochs is not None
-                      else choose_prior_epochs(new_model, measured, s, progress))
+    if s.acq_prior not in ("held-out", "in-sample"):
+        raise ValueError(f"acq_prior={s.acq_prior!r}: held-out or in-sample")
+    if s.prior_epochs is None:
+        epochs, held = _chosen(new_model, measured, s, progress)
+    else:
+        epochs = s.prior_epochs
+        held = (held_out_priors(new_model, measured, s, [epochs], progress) if s.acq_prior == "held-out"
+                else None)
+    choice = {"checked": held.checked, "loss": held.loss} if held and s.prior_epochs is None else {}
     torch.manual_seed(s.seed)
     model = new_model()
     prior_loss = train_prior(model, measured, s, progress, epochs=epochs)
-    returns = train_acquisition(model, measured, s, progress)
+    acq_logp = held.at(epochs) if held and s.acq_prior == "held-out" else None
+    returns = train_acquisition(model, measured, s, progress, logp=acq_logp)
     validity = train_validity(model, groups, s, progress)
     model.info = {"hardware": sorted({g.hw.name for g in groups}), "settings": vars(s), "prior_epochs": epochs,
                   "prior_epochs_choice": choice,
+                  "acquisition_prior": "held-out" if acq_logp is not None else "in-sample",
                   "prior_loss": [prior_loss[0], prior_loss[-1]] if prior_loss else [],
                   "acquisition_return": [float(np.mean(returns[:10])), float(np.mean(returns[-10:]))]
                   if returns else [], "validity": validity, "seconds": time.perf_counter() - tic}
