@@ -6,14 +6,20 @@
 #   train  one model per seed from those runs, with the Blueprint and with a constant one (the ablation);
 #   eval   the held-out variant: autotvm at 128 trials, glimpse and glimpse-constant at EVAL_TRIALS, chameleon
 #          and dgp at EVAL_TRIALS (the reduced settings of RESULTS), three of the layers, every seed;
-#   table  benchmarks/glimpse_table.py over the eval runs -> $WORK/glimpse_loo.json.
+#   table  benchmarks/glimpse_table.py over the eval runs -> $WORK/glimpse_loo.json;
+#   ablation  the Blueprint ablation interleaved: per eval layer and seed, one run of each of ARMS in turn (the
+#          first arm rotating with the seed), so that the machine's drift falls on every arm alike; the arms:
+#          spec, const (glimpse with the Blueprint and with the constant one) and spec-ei, const-ei (the same
+#          with expected improvement in place of the learned acquisition); its table over these runs and
+#          the eval stage's autotvm ones -> $WORK/glimpse_ablation.json. Not in the default STAGES.
 #
 #   benchmarks/glimpse_loo.sh [WORK]                 (80 minutes on the 2-core VM with the defaults)
 #   TRAIN_TRIALS=8 EVAL_TRIALS=8 AUTOTVM_TRIALS=8 SEEDS=0 BASELINES= benchmarks/glimpse_loo.sh /tmp/w  (dry run)
 #
 # Environment: TRAIN_TRIALS (128), EVAL_TRIALS (64), AUTOTVM_TRIALS (128), SEEDS (0,1,2), MCPUS ("nehalem
 # sandybridge haswell skylake-avx512"), THREADS ("1 2"), HOLDOUT (haswell/2), BASELINES ("chameleon dgp"),
-# STAGES ("data train eval table"; a later stage reuses the work dir's earlier ones).
+# STAGES ("data train eval table"; a later stage reuses the work dir's earlier ones; "ablation" too), ARMS
+# ("spec const spec-ei const-ei").
 # Nothing else should run on the machine meanwhile: every trial is a timed measurement.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,10 +27,12 @@ WORK=$(realpath -m "${1:-$(mktemp -d /tmp/glimpse-loo-XXXX)}")
 TRAIN_TRIALS=${TRAIN_TRIALS:-128}; EVAL_TRIALS=${EVAL_TRIALS:-64}; AUTOTVM_TRIALS=${AUTOTVM_TRIALS:-128}
 SEEDS=${SEEDS:-0,1,2}; MCPUS=${MCPUS:-nehalem sandybridge haswell skylake-avx512}; THREADS=${THREADS:-1 2}
 HOLDOUT=${HOLDOUT:-haswell/2}; BASELINES=${BASELINES-chameleon dgp}; STAGES=${STAGES:-data train eval table}
+ARMS=${ARMS:-spec const spec-ei const-ei}
 L='in_channels:%d,height:%d,width:%d,out_channels:%d,kernel:3,stride:1,padding:1'
 layer() { printf "{$L}" "$@"; }
 # ResNet-18: 64->64 at 56, 128->128 at 28, 256->256 at 14, 512->512 at 7; VGG-16: 256->512 at 28, 512->512 at 14
-EVAL_LAYERS="[$(layer 64 56 56 64),$(layer 256 14 14 256),$(layer 512 14 14 512)]"
+EVAL_LAYER_LIST=("$(layer 64 56 56 64)" "$(layer 256 14 14 256)" "$(layer 512 14 14 512)")
+EVAL_LAYERS="[$(IFS=,; echo "${EVAL_LAYER_LIST[*]}")]"
 TRAIN_LAYERS="[$(layer 64 56 56 64),$(layer 128 28 28 128),$(layer 256 14 14 256),$(layer 512 7 7 512),\
 $(layer 256 28 28 512),$(layer 512 14 14 512)]"
 mkdir -p "$WORK" && cd "$WORK"
@@ -74,4 +82,29 @@ fi
 
 if has table; then
   python3 "$HERE/benchmarks/glimpse_table.py" "$WORK" --experiment glimpse-loo --out "$WORK/glimpse_loo.json"
+fi
+
+if has ablation; then
+  hm=${HOLDOUT%/*}; ht=${HOLDOUT#*/}
+  read -ra arms <<< "$ARMS"
+  for arm in "${arms[@]}"; do
+    [[ " spec const spec-ei const-ei " == *" $arm "* ]] || { echo "error: ARMS: unknown arm '$arm' (spec, const, spec-ei, const-ei)"; exit 2; }
+  done
+  for l in "${EVAL_LAYER_LIST[@]}"; do for s in ${SEEDS//,/ }; do
+    for ((k = 0; k < ${#arms[@]}; k++)); do
+      arm=${arms[$(((k + s) % ${#arms[@]}))]}
+      case $arm in
+        spec) extra=("method.pretrained=$WORK/glimpse_spec_s$s.pt") ;;
+        const) extra=(method.blueprint=constant "method.pretrained=$WORK/glimpse_const_s$s.pt") ;;
+        spec-ei) extra=("method.pretrained=$WORK/glimpse_spec_s$s.pt" method.use_acquisition=false) ;;
+        const-ei) extra=(method.blueprint=constant "method.pretrained=$WORK/glimpse_const_s$s.pt"
+                         method.use_acquisition=false) ;;
+      esac
+      echo "== ablation: $arm, seed $s, layer $l ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
+      run method=glimpse "${extra[@]}" model=layers "model.layers=[$l]" target.mcpu="$hm" target.num_cores="$ht" \
+          seed="$s" budget.trials_per_task="$EVAL_TRIALS" experiment=glimpse-ablation
+    done
+  done; done
+  python3 "$HERE/benchmarks/glimpse_table.py" "$WORK" --experiment glimpse-ablation --reference-experiment glimpse-loo \
+      --out "$WORK/glimpse_ablation.json"
 fi

@@ -6,9 +6,12 @@ static check rejected before a trial (on cuda: over the GPU's limits), the best 
 fewer: at its last), the final kernel's latency
 (the re-timed best) and the search time (the task's search clock: model work, compiles and measurements).
 
-    python benchmarks/glimpse_table.py WORKDIR [--experiment glimpse-eval] [--out results.json]
+    python benchmarks/glimpse_table.py WORKDIR [--experiment glimpse-eval] [--reference-experiment E] [--out F]
 
-A method's label is its name, plus ``-constant`` for glimpse with ``method.blueprint=constant``. Trials to
+A method's label is its name, plus ``-constant`` for glimpse with ``method.blueprint=constant`` and ``-ei`` with
+``method.use_acquisition=false``. The ablation pairs (glimpse and glimpse-constant, with either acquisition)
+get a second table: per seed, the Blueprint run's best GFLOPS over the constant one's after 8, 16, 32 and 64
+trials (for runs interleaved seed by seed: ``glimpse_loo.sh``'s ablation stage). Trials to
 reach are counted at the first trial whose best-so-far GFLOPS is at least the reference (``exact``) and at
 least 98 % of it (``within 2 %``, about the timing spread of one config here); a run that never reaches it
 counts as not reached (shown as ``>n``).
@@ -32,9 +35,17 @@ from tunebench.records import read_records
 from tunebench.targets.base import STATIC_INVALID
 
 EARLY = 8  # glimpse's init_samples: the trials its prior alone chooses
+PAIRED_AT = (8, 16, 32, 64)
 
 
-def _runs(workdir: str, experiment: str | None) -> list[dict]:
+def _label(method: dict) -> str:
+    return (method["name"] + ("-constant" if method.get("blueprint") == "constant" else "")
+            + ("-ei" if method.get("use_acquisition") is False else ""))
+
+
+def _runs(workdir: str, experiment: str | None, reference: str | None = None) -> list[dict]:
+    """The run folders of ``experiment``, and autotvm's of ``reference`` (default: the same experiment)."""
+    reference = reference or experiment
     out = []
     root = os.path.join(workdir, "records")
     for run_id in sorted(os.listdir(root)):
@@ -45,10 +56,10 @@ def _runs(workdir: str, experiment: str | None) -> list[dict]:
                 cfg = yaml.safe_load(fh)
         except OSError:
             continue
-        if not tasks or (experiment and cfg.get("experiment") != experiment):
+        label = _label(cfg["method"])
+        if not tasks or (experiment and cfg.get("experiment") != (reference if label == "autotvm" else experiment)):
             continue
         recs = read_records(os.path.join(folder, "records.jsonl"))
-        label = cfg["method"]["name"] + ("-constant" if cfg["method"].get("blueprint") == "constant" else "")
         variant = f"{cfg['target'].get('mcpu')}/{cfg['target'].get('num_cores')}t"
         out.append({"run": run_id, "label": label, "seed": cfg.get("seed"), "variant": variant, "tasks": tasks,
                     "records": recs})
@@ -103,13 +114,50 @@ def table(runs: list[dict]) -> dict:
                      "best_ms": [r["best_ms"] for r in rs],
                      "noisy": [r["noisy"] for r in rs], "search_s": [r["search_s"] for r in rs],
                      "best_gflops": [r["curve"][-1] if r["curve"] else 0.0 for r in rs]}
-            for n in (EARLY, 64):
-                entry[f"gflops_at_{n}"] = [r["curve"][min(n, len(r["curve"])) - 1] if r["curve"] else 0.0 for r in rs]
+            at = {n: [r["curve"][min(n, len(r["curve"])) - 1] if r["curve"] else 0.0 for r in rs]
+                  for n in sorted({EARLY, 64, *PAIRED_AT})}
+            entry[f"gflops_at_{EARLY}"], entry["gflops_at_64"] = at[EARLY], at[64]
+            entry["curve_at"] = {str(n): v for n, v in at.items()}
             if ref:
                 entry["reach_exact"] = [_reach(r["curve"], ref) for r in rs]
                 entry["reach_2pct"] = [_reach(r["curve"], 0.98 * ref) for r in rs]
             out[name]["methods"][label] = entry
     return out
+
+
+def paired(tab: dict) -> dict:
+    """Per layer and ablation pair (``glimpse`` / ``glimpse-constant``, ``glimpse-ei`` / ``glimpse-constant-ei``),
+    over the seeds both ran: the ratio of the Blueprint run's best GFLOPS to the constant one's after each of
+    :data:`PAIRED_AT` trials (a run that measured fewer: at its last)."""
+    out = {}
+    for name, cell in tab.items():
+        for spec, const in (("glimpse", "glimpse-constant"), ("glimpse-ei", "glimpse-constant-ei")):
+            a, b = cell["methods"].get(spec), cell["methods"].get(const)
+            if not a or not b:
+                continue
+            seeds = [x for x in a["seeds"] if x in b["seeds"]]
+            ratios = {}
+            for n in PAIRED_AT:
+                ga = dict(zip(a["seeds"], a["curve_at"][str(n)]))
+                gb = dict(zip(b["seeds"], b["curve_at"][str(n)]))
+                ratios[str(n)] = [ga[x] / gb[x] if gb[x] else None for x in seeds]
+            out.setdefault(name, {})[spec] = {"against": const, "seeds": seeds, "ratio": ratios}
+    return out
+
+
+def paired_markdown(tab: dict, pairs: dict) -> str:
+    lines = ["| layer | pair | seeds | " + " | ".join(f"Blueprint / constant at {n} trials" for n in PAIRED_AT) + " |",
+             "|---" * (3 + len(PAIRED_AT)) + "|"]
+    for name, by_pair in pairs.items():
+        for spec, p in sorted(by_pair.items()):
+            cells = []
+            for n in PAIRED_AT:
+                r = [v for v in p["ratio"][str(n)] if v is not None]
+                ahead = sum(v > 1 for v in r)
+                cells.append(f"{', '.join(f'{v:.2f}' for v in r)} (ahead {ahead}/{len(r)})")
+            lines.append(f"| {layer_label(tab[name]['shape'])} | {spec} / {p['against']} | "
+                         f"{', '.join(map(str, p['seeds']))} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _ms(vals: list) -> str:
@@ -153,12 +201,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("workdir")
     ap.add_argument("--experiment", default="glimpse-eval")
+    ap.add_argument("--reference-experiment", default=None,
+                    help="the experiment of the autotvm reference runs (default: --experiment)")
     ap.add_argument("--out", default=None, help="JSON file of the table (with the machine)")
     args = ap.parse_args()
-    tab = table(_runs(args.workdir, args.experiment))
+    tab = table(_runs(args.workdir, args.experiment, args.reference_experiment))
+    pairs = paired(tab)
     print(markdown(tab))
+    if pairs:
+        print("\n" + paired_markdown(tab, pairs))
     if args.out:
-        write_json(args.out, {"machine": machine_info(), "table": tab})
+        write_json(args.out, {"machine": machine_info(), "table": tab, **({"paired": pairs} if pairs else {})})
 
 
 if __name__ == "__main__":

@@ -46,3 +46,40 @@ def test_the_best_after_the_prior_s_trials_is_read_at_trial_8():
     assert e["glimpse"]["gflops_at_8"] == [3] and e["glimpse"]["gflops_at_64"] == [9]
     assert e["autotvm"]["gflops_at_8"] == [4]  # fewer trials: its last
     assert "best GFLOPS at 8 trials | at 64 trials |" in gt.markdown(tab)
+
+
+def test_the_ablation_pairs_are_compared_seed_by_seed_and_ei_runs_keep_their_own_label():
+    assert gt._label({"name": "glimpse", "blueprint": "constant", "use_acquisition": False}) == "glimpse-constant-ei"
+    assert gt._label({"name": "glimpse", "blueprint": "spec", "use_acquisition": True}) == "glimpse"
+    a = {"in_channels": 64, "out_channels": 64, "height": 56, "kernel": 3}
+    curve = [1] * 8 + [4] * 24 + [6] * 40
+    tab = gt.table([_run("glimpse", 0, a, curve), _run("glimpse-constant", 0, a, [2] * 16 + [3] * 60),
+                    _run("glimpse", 1, a, [3] * 70), _run("glimpse-constant", 2, a, [1] * 70),
+                    _run("glimpse-ei", 0, a, [1] * 70)])
+    pairs = gt.paired(tab)
+    p = next(iter(pairs.values()))
+    assert list(p) == ["glimpse"]  # glimpse-ei has no constant partner
+    assert p["glimpse"]["seeds"] == [0]  # seeds 1 and 2 ran one arm each
+    assert p["glimpse"]["ratio"] == {"8": [0.5], "16": [2.0], "32": [4 / 3], "64": [2.0]}
+    md = gt.paired_markdown(tab, pairs)
+    assert "| 64→64 56² k3 | glimpse / glimpse-constant | 0 | 0.50 (ahead 0/1) | 2.00 (ahead 1/1) |" in md
+
+
+def test_the_autotvm_reference_may_come_from_another_experiment(tmp_path):
+    import json
+
+    import yaml
+
+    shape = {"in_channels": 64, "out_channels": 64, "height": 56, "kernel": 3}
+    for run_id, method, experiment in (("a", {"name": "autotvm"}, "loo"), ("b", {"name": "autotvm"}, "abl"),
+                                       ("c", {"name": "glimpse", "blueprint": "spec"}, "abl"),
+                                       ("d", {"name": "glimpse", "blueprint": "spec"}, "loo")):
+        folder = tmp_path / "records" / run_id
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text(yaml.safe_dump({"experiment": experiment, "seed": 0, "method": method,
+                                                            "target": {"mcpu": "skylake-avx512", "num_cores": 2}}))
+        (folder / "tasks.json").write_text(json.dumps([{"id": "t", "name": "conv", "shape": shape}]))
+        (folder / "records.jsonl").write_text("")
+    got = {r["run"] for r in gt._runs(str(tmp_path), "abl", "loo")}
+    assert got == {"a", "c"}
+    assert {r["run"] for r in gt._runs(str(tmp_path), "abl")} == {"b", "c"}
