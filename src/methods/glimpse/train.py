@@ -191,6 +191,16 @@ def prior_logp(model: GlimpseModel, z: torch.Tensor, knobs: list[str], feats: li
     return sum(lp[digits[:, k]] for k, lp in enumerate(model.knob_log_probs(knobs, feats, z)))
 
 
+def replay_step(X: np.ndarray, y: np.ndarray, seen: list[int], rest: np.ndarray, logp: np.ndarray,
+                theta: np.ndarray, frac: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """One step of a replayed episode: the GP fitted to the ``seen`` configs' ``y``, and for the ``rest``:
+    the acquisition's inputs (budget fraction ``frac``), the GP's mean and spread; and the best seen."""
+    gp = GP().fit(X[seen], y[seen])
+    mu, sd = gp.predict(X[rest])
+    best = float(y[seen].max())
+    return acquisition_inputs(mu, sd, logp[rest], best, gp.y_std, frac, theta), mu, sd, best
+
+
 def _episode(model: GlimpseModel, prepared: tuple, s: TrainSettings,
              gen: torch.Generator) -> tuple[list[torch.Tensor], list[float]]:
     """One replayed tuning episode on a prepared group ``(group, config vectors, prior log p, Θ)``: the
@@ -202,11 +212,8 @@ def _episode(model: GlimpseModel, prepared: tuple, s: TrainSettings,
         rest = np.setdiff1d(np.arange(len(g.y)), seen)
         if len(rest) == 0:
             break
-        gp = GP().fit(X[seen], g.y[seen])
-        mu, sd = gp.predict(X[rest])
-        best = float(g.y[seen].max())
-        scores = model.acquisition(torch.as_tensor(acquisition_inputs(mu, sd, logp[rest], best, gp.y_std,
-                                                                      t / s.steps, theta)))
+        inputs, _, _, best = replay_step(X, g.y, seen, rest, logp, theta, t / s.steps)
+        scores = model.acquisition(torch.as_tensor(inputs))
         log_pi = torch.log_softmax(scores, 0)
         a = int(torch.multinomial(log_pi.exp(), 1, generator=gen)[0])
         logps.append(log_pi[a])
