@@ -11,11 +11,18 @@ model seed. Nothing is timed; the pool's throughputs are those measured once.
                                             [--steps 24] [--budget 64] [--out JSON]
 
 POOL_RUN: a run folder (random search on the held-out hardware, e.g. a glimpse-train run of it).
+
+    python benchmarks/glimpse_acq_replay.py --leave-out WORKDIR [--seeds 0] [--out JSON]
+
+The same over every training hardware of a ``glimpse_loo.sh`` work dir (its glimpse-train runs) left out in
+turn: the models are trained on the others (``glimpse train``'s settings; with the Blueprint and the
+constant one, the acquisition on held-out and on in-sample priors), the pool is the left-out one's runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -26,11 +33,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import machine_info, usage_error, write_json
+from glimpse_table import _runs
 
 from tunebench.methods.glimpse.dataset import groups_from_runs
 from tunebench.methods.glimpse.method import expected_improvement
 from tunebench.methods.glimpse.model import GlimpseModel
-from tunebench.methods.glimpse.train import _z, prior_logp, replay_step
+from tunebench.methods.glimpse.train import TrainSettings, _z, prior_logp, replay_step, train
 
 ARMS = ("spec", "const")
 ACQUISITIONS = ("learned", "ei")
@@ -80,6 +88,32 @@ def study(groups, workdirs: list[str], seeds: list[int], init: int, steps: int, 
     return out
 
 
+def _curves(model: GlimpseModel, groups, acq: str, a) -> list[float]:
+    return [float(v) for v in np.mean([episode(model, g, acq, a.init, a.steps, a.budget) for g in groups], axis=0)]
+
+
+def leave_out_study(groups, seeds: list[int], a, base: TrainSettings | None = None, log=print) -> dict:
+    """Per hardware left out, arm and acquisition (``learned`` on held-out priors, ``learned-in-sample``,
+    ``ei``): per seed, the curve of :func:`episode` on the left-out hardware's groups."""
+    out: dict = {}
+    for hw in sorted({g.hw.name for g in groups}):
+        train_on = [g for g in groups if g.hw.name != hw]
+        pool = [g for g in groups if g.hw.name == hw and g.y is not None and g.valid.any()]
+        for arm, mode in (("spec", "spec"), ("const", "constant")):
+            cell = {"learned": [], "learned-in-sample": [], "ei": []}
+            for seed in seeds:
+                for acq_prior, key in (("held-out", "learned"), ("in-sample", "learned-in-sample")):
+                    s = dataclasses.replace(base or TrainSettings(), blueprint_mode=mode, seed=seed,
+                                            acq_prior=acq_prior)
+                    model = train(train_on, s)
+                    cell[key].append(_curves(model, pool, "learned", a))
+                cell["ei"].append(_curves(model, pool, "ei", a))
+            out.setdefault(hw, {})[arm] = cell
+            log(f"{hw} {arm}: " + ", ".join(f"{k} {statistics.fmean(c[a.steps // 3] for c in v):.3f}"
+                                           for k, v in cell.items()) + f" after {a.init + a.steps // 3}")
+    return out
+
+
 def markdown(tab: dict, init: int, steps: int) -> str:
     at = [0, *range(8, steps + 1, 8)]
     lines = ["| models | acquisition trained on | arm | acquisition | " + " | ".join(
@@ -94,27 +128,56 @@ def markdown(tab: dict, init: int, steps: int) -> str:
     return "\n".join(lines)
 
 
+def leave_out_markdown(tab: dict, init: int, steps: int) -> str:
+    at = [0, *range(8, steps + 1, 8)]
+    lines = ["| left out | arm | acquisition | " + " | ".join(f"after {init + k} trials" for k in at) + " |",
+             "|---" * (3 + len(at)) + "|"]
+    means: dict = {}
+    for hw, arms in tab.items():
+        for arm, by_acq in arms.items():
+            for acq, curves in by_acq.items():
+                vals = [[c[k] for c in curves] for k in at]
+                means.setdefault((arm, acq), []).append([statistics.fmean(v) for v in vals])
+                lines.append(f"| {hw} | {arm} | {acq} | " + " | ".join(
+                    f"{statistics.fmean(v):.3f} ± {statistics.pstdev(v):.3f}" for v in vals) + " |")
+    for (arm, acq), rows in means.items():
+        lines.append(f"| mean | {arm} | {acq} | " + " | ".join(f"{statistics.fmean(col):.3f}" for col in zip(*rows))
+                     + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("pool")
-    ap.add_argument("workdirs", nargs="+")
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("pool", nargs="?")
+    ap.add_argument("workdirs", nargs="*")
+    ap.add_argument("--leave-out", metavar="WORKDIR", help="every training hardware of WORKDIR left out in turn")
+    ap.add_argument("--seeds", default=None, help="model seeds (default 0,1,2; with --leave-out 0)")
     ap.add_argument("--init", type=int, default=8, help="the prior's configs first (glimpse's init_samples)")
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--budget", type=int, default=64, help="the trial budget the acquisition is told (t/T)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    groups = [g for g in groups_from_runs([args.pool]) if g.y is not None and g.valid.any()]
-    if not groups:
-        usage_error(f"{args.pool}: no measured configs")
-    seeds = [int(s) for s in args.seeds.split(",")]
-    tab = study(groups, args.workdirs, seeds, args.init, args.steps, args.budget)
-    print(f"pool: {groups[0].hw.name}, {len(groups)} layers, {sum(len(g.y) for g in groups)} configs")
-    print(markdown(tab, args.init, args.steps))
+    seeds = [int(x) for x in (args.seeds or ("0" if args.leave_out else "0,1,2")).split(",")]
+    if args.leave_out:
+        runs = _runs(args.leave_out, "glimpse-train")
+        groups = groups_from_runs([os.path.join(args.leave_out, "records", r["run"]) for r in runs], args.leave_out)
+        if len({g.hw.name for g in groups}) < 3:
+            usage_error(f"--leave-out {args.leave_out}: glimpse-train runs on at least 3 hardware variants needed")
+        tab = leave_out_study(groups, seeds, args)
+        print(leave_out_markdown(tab, args.init, args.steps))
+    else:
+        if not args.pool or not args.workdirs:
+            usage_error("give POOL_RUN and at least one WORKDIR, or --leave-out WORKDIR")
+        groups = [g for g in groups_from_runs([args.pool]) if g.y is not None and g.valid.any()]
+        if not groups:
+            usage_error(f"{args.pool}: no measured configs")
+        tab = study(groups, args.workdirs, seeds, args.init, args.steps, args.budget)
+        print(f"pool: {groups[0].hw.name}, {len(groups)} layers, {sum(len(g.y) for g in groups)} configs")
+        print(markdown(tab, args.init, args.steps))
     if args.out:
-        write_json(args.out, {"machine": machine_info(), "pool": args.pool, "hardware": groups[0].hw.name,
-                              "layers": len(groups), "init": args.init, "steps": args.steps,
-                              "budget": args.budget, "table": tab})
+        write_json(args.out, {"machine": machine_info(), "pool": args.pool or args.leave_out, "seeds": seeds,
+                              "init": args.init, "steps": args.steps, "budget": args.budget, "table": tab,
+                              **({"hardware": groups[0].hw.name, "layers": len(groups)} if not args.leave_out else {})})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@
 # Environment: TRAIN_TRIALS (128), EVAL_TRIALS (64), AUTOTVM_TRIALS (128), SEEDS (0,1,2), MCPUS ("nehalem
 # sandybridge haswell skylake-avx512"), THREADS ("1 2"), HOLDOUT (haswell/2), BASELINES ("chameleon dgp"),
 # STAGES ("data train eval table"; a later stage reuses the work dir's earlier ones; "ablation" too), ARMS
-# ("spec const spec-ei const-ei").
+# ("spec const spec-ei const-ei"), ABLATION_LAYERS (eval layers by position, "0 1 2").
 # Nothing else should run on the machine meanwhile: every trial is a timed measurement.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -90,7 +90,7 @@ if has ablation; then
   for arm in "${arms[@]}"; do
     [[ " spec const spec-ei const-ei " == *" $arm "* ]] || { echo "error: ARMS: unknown arm '$arm' (spec, const, spec-ei, const-ei)"; exit 2; }
   done
-  for l in "${EVAL_LAYER_LIST[@]}"; do for s in ${SEEDS//,/ }; do
+  for li in ${ABLATION_LAYERS:-0 1 2}; do l=${EVAL_LAYER_LIST[$li]}; for s in ${SEEDS//,/ }; do
     for ((k = 0; k < ${#arms[@]}; k++)); do
       arm=${arms[$(((k + s) % ${#arms[@]}))]}
       case $arm in

@@ -92,13 +92,15 @@ def layer_label(shape: dict | None) -> str:
 
 
 def table(runs: list[dict]) -> dict:
-    """Per task (its name and layer: runs of one layer each all name their task alike): per label: lists over
-    seeds in seed order, whatever the order of the run folders (see the module docstring)."""
+    """Per layer (its shape; a task without one: its name. A task's name is no key: a run of one layer names
+    it as the first of a model, a run of three by its place): per label: lists over seeds in seed order,
+    whatever the order of the run folders (see the module docstring)."""
     cells: dict[str, dict[str, list[dict]]] = {}
     for run in sorted(runs, key=lambda r: (r["seed"] is None, r["seed"] or 0, r["run"])):
         for t in run["tasks"]:
             recs = [r for r in run["records"] if r["task_id"] == t["id"]]
-            cells.setdefault(f"{t['name']} {layer_label(t.get('shape'))}", {}).setdefault(run["label"], []).append(
+            key = layer_label(t["shape"]) if t.get("shape") else t["name"]
+            cells.setdefault(key, {}).setdefault(run["label"], []).append(
                 {"seed": run["seed"], "curve": _curve(recs), "invalid": sum(not r["valid"] for r in recs),
                  "trials": len(recs), "best_ms": t.get("best_latency_ms"), "noisy": t.get("best_noisy"),
                  "search_s": t.get("search_s"), "shape": t.get("shape"), "variant": run["variant"],

@@ -56,3 +56,22 @@ def test_episodes_start_from_the_prior_s_configs_and_climb_to_the_pool_s_best(tm
     with pytest.raises(SystemExit) as exc:  # a pool on hardware the models were trained on is no hold-out
         gar.study(_pool(TRAIN_HW[0]), [str(tmp_path)], [0], init=4, steps=4, budget=20)
     assert exc.value.code == 2
+
+
+def test_every_hardware_is_left_out_once_with_both_acquisition_priors():
+    import types
+
+    groups = [g for hw in TRAIN_HW[:3] for g in _pool(hw, 12)]
+    base = TrainSettings(prior_epochs_max=20, prior_check_every=10, acq_batches=2, acq_episodes=2, steps=4,
+                         validity_epochs=2)
+    a = types.SimpleNamespace(init=4, steps=8, budget=16)
+    tab = gar.leave_out_study(groups, [0], a, base=base, log=lambda *_: None)
+    assert sorted(tab) == sorted({g.hw.name for g in groups})
+    for arms in tab.values():
+        assert sorted(arms) == ["const", "spec"]
+        for cell in arms.values():
+            assert sorted(cell) == ["ei", "learned", "learned-in-sample"]
+            assert all(len(c) == 1 and len(c[0]) == 9 and c[0][-1] <= 1.0 for c in cell.values())
+            assert cell["ei"][0][0] == cell["learned"][0][0] == cell["learned-in-sample"][0][0]  # one prior
+    md = gar.leave_out_markdown(tab, 4, 8)
+    assert md.count("| mean |") == 6 and "| after 12 trials |" in md

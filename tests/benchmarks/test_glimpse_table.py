@@ -83,3 +83,11 @@ def test_the_autotvm_reference_may_come_from_another_experiment(tmp_path):
     got = {r["run"] for r in gt._runs(str(tmp_path), "abl", "loo")}
     assert got == {"a", "c"}
     assert {r["run"] for r in gt._runs(str(tmp_path), "abl")} == {"b", "c"}
+
+
+def test_a_layer_tuned_alone_meets_its_reference_tuned_among_others():
+    a = {"in_channels": 256, "out_channels": 256, "height": 14, "kernel": 3}
+    ref = _run("autotvm", 0, a, [2, 8])
+    ref["tasks"][0]["name"] = "conv2d_1"  # the second layer of a three-layer run
+    tab = gt.table([ref, _run("glimpse", 0, a, [9, 9])])
+    assert len(tab) == 1 and next(iter(tab.values()))["methods"]["glimpse"]["reach_exact"] == [1]
