@@ -121,11 +121,17 @@ def markdown(tab: dict, init: int, steps: int) -> str:
     for wd, arms in tab.items():
         for arm, by_acq in arms.items():
             for acq, e in by_acq.items():
-                cells = [f"{statistics.fmean(c[k] for c in e['curve']):.3f} ± "
-                         f"{statistics.pstdev(c[k] for c in e['curve']):.3f}" for k in at]
+                cells = [_fmt(c[k] for c in e["curve"]) for k in at]
                 prior = e["acquisition_prior"] if acq == "learned" else "—"
                 lines.append(f"| {wd} | {prior} | {arm} | {acq} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _fmt(vals: list[float]) -> str:
+    """Mean ± std over seeds (the mean alone for one seed)."""
+    vals = list(vals)
+    m = statistics.fmean(vals)
+    return f"{m:.3f} ± {statistics.pstdev(vals):.3f}" if len(vals) > 1 else f"{m:.3f}"
 
 
 def leave_out_markdown(tab: dict, init: int, steps: int) -> str:
@@ -138,8 +144,7 @@ def leave_out_markdown(tab: dict, init: int, steps: int) -> str:
             for acq, curves in by_acq.items():
                 vals = [[c[k] for c in curves] for k in at]
                 means.setdefault((arm, acq), []).append([statistics.fmean(v) for v in vals])
-                lines.append(f"| {hw} | {arm} | {acq} | " + " | ".join(
-                    f"{statistics.fmean(v):.3f} ± {statistics.pstdev(v):.3f}" for v in vals) + " |")
+                lines.append(f"| {hw} | {arm} | {acq} | " + " | ".join(_fmt(v) for v in vals) + " |")
     for (arm, acq), rows in means.items():
         lines.append(f"| mean | {arm} | {acq} | " + " | ".join(f"{statistics.fmean(col):.3f}" for col in zip(*rows))
                      + " |")
