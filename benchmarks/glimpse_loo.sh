@@ -10,8 +10,10 @@
 #   ablation  the Blueprint ablation interleaved: per eval layer and seed, one run of each of ARMS in turn (the
 #          first arm rotating with the seed), so that the machine's drift falls on every arm alike; the arms:
 #          spec, const (glimpse with the Blueprint and with the constant one) and spec-ei, const-ei (the same
-#          with expected improvement in place of the learned acquisition); its table over these runs and
-#          the eval stage's autotvm ones -> $WORK/glimpse_ablation.json. Not in the default STAGES.
+#          with expected improvement in place of the learned acquisition), and autotvm (at AUTOTVM_TRIALS: the
+#          reference measured beside the arms); its table over these runs (the reference: the ablation's
+#          autotvm runs, or without that arm the eval stage's) -> $WORK/glimpse_ablation.json. Not in the
+#          default STAGES.
 #
 #   benchmarks/glimpse_loo.sh [WORK]                 (80 minutes on the 2-core VM with the defaults)
 #   TRAIN_TRIALS=8 EVAL_TRIALS=8 AUTOTVM_TRIALS=8 SEEDS=0 BASELINES= benchmarks/glimpse_loo.sh /tmp/w  (dry run)
@@ -19,7 +21,7 @@
 # Environment: TRAIN_TRIALS (128), EVAL_TRIALS (64), AUTOTVM_TRIALS (128), SEEDS (0,1,2), MCPUS ("nehalem
 # sandybridge haswell skylake-avx512"), THREADS ("1 2"), HOLDOUT (haswell/2), BASELINES ("chameleon dgp"),
 # STAGES ("data train eval table"; a later stage reuses the work dir's earlier ones; "ablation" too), ARMS
-# ("spec const spec-ei const-ei"), ABLATION_LAYERS (eval layers by position, "0 1 2").
+# ("spec const spec-ei const-ei"; add autotvm for a reference measured beside them), ABLATION_LAYERS (eval layers by position, "0 1 2").
 # Nothing else should run on the machine meanwhile: every trial is a timed measurement.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -88,12 +90,17 @@ if has ablation; then
   hm=${HOLDOUT%/*}; ht=${HOLDOUT#*/}
   read -ra arms <<< "$ARMS"
   for arm in "${arms[@]}"; do
-    [[ " spec const spec-ei const-ei " == *" $arm "* ]] || { echo "error: ARMS: unknown arm '$arm' (spec, const, spec-ei, const-ei)"; exit 2; }
+    [[ " spec const spec-ei const-ei autotvm " == *" $arm "* ]] ||
+      { echo "error: ARMS: unknown arm '$arm' (spec, const, spec-ei, const-ei, autotvm)"; exit 2; }
   done
+  ref=(--reference-experiment glimpse-loo)
+  [[ " $ARMS " == *" autotvm "* ]] && ref=()
   for li in ${ABLATION_LAYERS:-0 1 2}; do l=${EVAL_LAYER_LIST[$li]}; for s in ${SEEDS//,/ }; do
     for ((k = 0; k < ${#arms[@]}; k++)); do
       arm=${arms[$(((k + s) % ${#arms[@]}))]}
+      method=glimpse; trials=$EVAL_TRIALS
       case $arm in
+        autotvm) method=autotvm; trials=$AUTOTVM_TRIALS; extra=() ;;
         spec) extra=("method.pretrained=$WORK/glimpse_spec_s$s.pt") ;;
         const) extra=(method.blueprint=constant "method.pretrained=$WORK/glimpse_const_s$s.pt") ;;
         spec-ei) extra=("method.pretrained=$WORK/glimpse_spec_s$s.pt" method.use_acquisition=false) ;;
@@ -101,10 +108,10 @@ if has ablation; then
                          method.use_acquisition=false) ;;
       esac
       echo "== ablation: $arm, seed $s, layer $l ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
-      run method=glimpse "${extra[@]}" model=layers "model.layers=[$l]" target.mcpu="$hm" target.num_cores="$ht" \
-          seed="$s" budget.trials_per_task="$EVAL_TRIALS" experiment=glimpse-ablation
+      run method="$method" "${extra[@]}" model=layers "model.layers=[$l]" target.mcpu="$hm" target.num_cores="$ht" \
+          seed="$s" budget.trials_per_task="$trials" experiment=glimpse-ablation
     done
   done; done
-  python3 "$HERE/benchmarks/glimpse_table.py" "$WORK" --experiment glimpse-ablation --reference-experiment glimpse-loo \
+  python3 "$HERE/benchmarks/glimpse_table.py" "$WORK" --experiment glimpse-ablation "${ref[@]}" \
       --out "$WORK/glimpse_ablation.json"
 fi
