@@ -38,33 +38,34 @@ from glimpse_table import _runs
 from tunebench.methods.glimpse.dataset import groups_from_runs
 from tunebench.methods.glimpse.method import expected_improvement
 from tunebench.methods.glimpse.model import GlimpseModel
-from tunebench.methods.glimpse.train import TrainSettings, _z, prior_logp, replay_step, train
+from tunebench.methods.glimpse.train import TrainSettings, _z, prior_logp, replay_episode, replay_step, train
 
 ARMS = ("spec", "const")
 ACQUISITIONS = ("learned", "ei")
 
 
 def episode(model: GlimpseModel, g, acquisition: str, init: int, steps: int, budget: int) -> list[float]:
-    """Best seen / the pool's best after the ``init`` prior configs and after each of ``steps`` steps."""
+    """Best seen / the pool's best after the ``init`` prior configs and after each of ``steps`` steps (greedy
+    :func:`~tunebench.methods.glimpse.train.replay_episode`)."""
     X, y = g.config_vectors(), g.y / g.y.max()
     logp = prior_logp(model, _z(model, g), g.knobs, g.feats, g.digits)
     theta = model.theta(g.hw)
-    seen = [int(i) for i in np.argsort(-logp, kind="stable")[:init]]
-    curve = [float(y[seen].max())]
-    for t in range(steps):
-        rest = np.setdiff1d(np.arange(len(y)), seen)
-        if len(rest) == 0:
-            curve.append(curve[-1])
-            continue
+
+    def pick(t: int, seen: list[int], rest: np.ndarray) -> int:
         inputs, mu, sd, best = replay_step(X, y, seen, rest, logp, theta, (init + t) / budget)
-        if acquisition == "learned":
-            with torch.no_grad():
-                scores = model.acquisition(torch.as_tensor(inputs)).numpy()
-        else:
-            scores = expected_improvement(mu, sd, best)
-        seen.append(int(rest[int(np.argmax(scores))]))
-        curve.append(float(y[seen].max()))
-    return curve
+        if acquisition == "ei":
+            return int(np.argmax(expected_improvement(mu, sd, best)))
+        with torch.no_grad():
+            return int(np.argmax(model.acquisition(torch.as_tensor(inputs)).numpy()))
+
+    seen = replay_episode(y, logp, init, steps, pick)
+    best = np.maximum.accumulate(y[seen])[min(init, len(seen)) - 1:]
+    return [float(v) for v in np.pad(best, (0, steps + 1 - len(best)), mode="edge")]
+
+
+def _curves(model: GlimpseModel, groups, acq: str, init: int, steps: int, budget: int) -> list[float]:
+    """:func:`episode`'s curve, averaged over ``groups``."""
+    return [float(v) for v in np.mean([episode(model, g, acq, init, steps, budget) for g in groups], axis=0)]
 
 
 def study(groups, workdirs: list[str], seeds: list[int], init: int, steps: int, budget: int) -> dict:
@@ -72,24 +73,16 @@ def study(groups, workdirs: list[str], seeds: list[int], init: int, steps: int, 
     out: dict = {}
     for wd in workdirs:
         for arm in ARMS:
+            paths = [os.path.join(wd, f"glimpse_{arm}_s{seed}.pt") for seed in seeds]
+            models = [GlimpseModel.load(p) for p in paths]
+            for path, model in zip(paths, models):
+                if hw in model.info.get("hardware", []):
+                    usage_error(f"{path} was trained on {hw}: the pool's hardware is not held out")
             for acq in ACQUISITIONS:
-                per_seed = []
-                for seed in seeds:
-                    path = os.path.join(wd, f"glimpse_{arm}_s{seed}.pt")
-                    model = GlimpseModel.load(path)
-                    if hw in model.info.get("hardware", []):
-                        usage_error(f"{path} was trained on {hw}: the pool's hardware is not held out")
-                    curves = np.array([episode(model, g, acq, init, steps, budget) for g in groups])
-                    per_seed.append([float(v) for v in curves.mean(axis=0)])
                 out.setdefault(wd, {}).setdefault(arm, {})[acq] = {
-                    "seeds": seeds, "curve": per_seed,
-                    "acquisition_prior": GlimpseModel.load(os.path.join(wd, f"glimpse_{arm}_s{seeds[0]}.pt"))
-                    .info.get("acquisition_prior", "in-sample")}
+                    "seeds": seeds, "curve": [_curves(m, groups, acq, init, steps, budget) for m in models],
+                    "acquisition_prior": models[0].info.get("acquisition_prior", "in-sample")}
     return out
-
-
-def _curves(model: GlimpseModel, groups, acq: str, a) -> list[float]:
-    return [float(v) for v in np.mean([episode(model, g, acq, a.init, a.steps, a.budget) for g in groups], axis=0)]
 
 
 def leave_out_study(groups, seeds: list[int], a, base: TrainSettings | None = None, log=print) -> dict:
@@ -106,8 +99,8 @@ def leave_out_study(groups, seeds: list[int], a, base: TrainSettings | None = No
                     s = dataclasses.replace(base or TrainSettings(), blueprint_mode=mode, seed=seed,
                                             acq_prior=acq_prior)
                     model = train(train_on, s)
-                    cell[key].append(_curves(model, pool, "learned", a))
-                cell["ei"].append(_curves(model, pool, "ei", a))
+                    cell[key].append(_curves(model, pool, "learned", a.init, a.steps, a.budget))
+                cell["ei"].append(_curves(model, pool, "ei", a.init, a.steps, a.budget))
             out.setdefault(hw, {})[arm] = cell
             log(f"{hw} {arm}: " + ", ".join(f"{k} {statistics.fmean(c[a.steps // 3] for c in v):.3f}"
                                            for k, v in cell.items()) + f" after {a.init + a.steps // 3}")

@@ -171,15 +171,12 @@ def held_out_priors(new_model, groups: list[Group], s: TrainSettings, checked: l
     return HeldOut(checked, [float(v) for v in total / len(hws)], logp)
 
 
-def choose_prior_epochs(new_model, groups: list[Group], s: TrainSettings, progress=None) -> tuple[int, dict]:
+def choose_prior_epochs(new_model, groups: list[Group], s: TrainSettings,
+                        progress=None) -> tuple[int, HeldOut | None]:
     """H's epoch count by leave-one-hardware-out validation over the measured ``groups`` (see the module
-    docstring): ``(epochs, {"checked": [epochs...], "loss": [mean held-out cross-entropy...]})``. With one
-    hardware measured there is nothing to hold out: ``s.prior_epochs_max``. ``new_model()``: a fresh model."""
-    epochs, held = _chosen(new_model, groups, s, progress)
-    return epochs, ({"checked": held.checked, "loss": held.loss} if held else {})
-
-
-def _chosen(new_model, groups: list[Group], s: TrainSettings, progress=None) -> tuple[int, HeldOut | None]:
+    docstring), checked every ``s.prior_check_every`` epochs up to ``s.prior_epochs_max``, and the
+    :class:`HeldOut` it was chosen on. With one hardware measured there is nothing to hold out:
+    ``(s.prior_epochs_max, None)``. ``new_model()``: a fresh model."""
     checked = list(range(s.prior_check_every, s.prior_epochs_max + 1, s.prior_check_every))
     held = held_out_priors(new_model, groups, s, checked, progress)
     return (checked[int(np.argmin(held.loss))] if held else s.prior_epochs_max), held
@@ -201,24 +198,35 @@ def replay_step(X: np.ndarray, y: np.ndarray, seen: list[int], rest: np.ndarray,
     return acquisition_inputs(mu, sd, logp[rest], best, gp.y_std, frac, theta), mu, sd, best
 
 
-def _episode(model: GlimpseModel, prepared: tuple, s: TrainSettings,
-             gen: torch.Generator) -> tuple[list[torch.Tensor], list[float]]:
-    """One replayed tuning episode on a prepared group ``(group, config vectors, prior log p, Θ)``: the
-    policy's log-probabilities and the rewards, per step."""
-    g, X, logp, theta = prepared
-    seen = list(np.argsort(-logp, kind="stable")[: s.init])
-    logps, rewards = [], []
-    for t in range(s.steps):
-        rest = np.setdiff1d(np.arange(len(g.y)), seen)
+def replay_episode(y: np.ndarray, logp: np.ndarray, init: int, steps: int, pick) -> list[int]:
+    """The configs an episode over a measured group sees, in order: the ``init`` its prior ranks highest,
+    then one per step ``t`` of ``steps`` (fewer when the group runs out), ``rest[pick(t, seen, rest)]`` of the
+    unseen ``rest``."""
+    seen = list(np.argsort(-logp, kind="stable")[:init])
+    for t in range(steps):
+        rest = np.setdiff1d(np.arange(len(y)), seen)
         if len(rest) == 0:
             break
+        seen.append(int(rest[pick(t, seen, rest)]))
+    return seen
+
+
+def _episode(model: GlimpseModel, prepared: tuple, s: TrainSettings,
+             gen: torch.Generator) -> tuple[list[torch.Tensor], list[float]]:
+    """One replayed tuning episode on a prepared group ``(group, config vectors, prior log p, Θ)``, the policy
+    sampling from the softmax of its scores: the policy's log-probabilities and the rewards, per step."""
+    g, X, logp, theta = prepared
+    logps, rewards = [], []
+
+    def pick(t: int, seen: list[int], rest: np.ndarray) -> int:
         inputs, _, _, best = replay_step(X, g.y, seen, rest, logp, theta, t / s.steps)
-        scores = model.acquisition(torch.as_tensor(inputs))
-        log_pi = torch.log_softmax(scores, 0)
+        log_pi = torch.log_softmax(model.acquisition(torch.as_tensor(inputs)), 0)
         a = int(torch.multinomial(log_pi.exp(), 1, generator=gen)[0])
         logps.append(log_pi[a])
-        seen.append(int(rest[a]))
         rewards.append(max(0.0, float(g.y[rest[a]]) - best))
+        return a
+
+    replay_episode(g.y, logp, s.init, s.steps, pick)
     return logps, rewards
 
 
@@ -234,7 +242,7 @@ def train_acquisition(model: GlimpseModel, groups: list[Group], s: TrainSettings
     prepared = []
     for i in usable:
         g = groups[i]
-        lp = logp[i] if logp is not None and logp[i] is not None else None
+        lp = logp[i] if logp is not None else None
         if lp is None:
             lp = prior_logp(model, _z(model, g), g.knobs, g.feats, g.digits)
         prepared.append((g, g.config_vectors(), lp, model.theta(g.hw)))
@@ -315,7 +323,7 @@ def train(groups: list[Group], s: TrainSettings | None = None, progress=None) ->
     if s.acq_prior not in ("held-out", "in-sample"):
         raise ValueError(f"acq_prior={s.acq_prior!r}: held-out or in-sample")
     if s.prior_epochs is None:
-        epochs, held = _chosen(new_model, measured, s, progress)
+        epochs, held = choose_prior_epochs(new_model, measured, s, progress)
     else:
         epochs = s.prior_epochs
         held = (held_out_priors(new_model, measured, s, [epochs], progress) if s.acq_prior == "held-out"
