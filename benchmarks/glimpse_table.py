@@ -8,8 +8,8 @@ fewer: at its last), the final kernel's latency
 
     python benchmarks/glimpse_table.py WORKDIR [--experiment glimpse-eval] [--reference-experiment E] [--out F]
 
-A method's label is its name, plus ``-constant`` for glimpse with ``method.blueprint=constant`` and ``-ei`` with
-``method.use_acquisition=false``. The ablation pairs (glimpse and glimpse-constant, with either acquisition)
+A method's label is its name, plus ``-constant`` for glimpse with ``method.blueprint=constant``, ``-ei`` with
+``method.use_acquisition=false`` and ``-random-candidates`` with ``method.random_candidates`` above 0. The ablation pairs (glimpse and glimpse-constant, with either acquisition)
 get a second table: per seed, the Blueprint run's best GFLOPS over the constant one's after 8, 16, 32 and 64
 trials (for runs interleaved seed by seed: ``glimpse_loo.sh``'s ablation stage). Trials to
 reach are counted at the first trial whose best-so-far GFLOPS is at least the reference (``exact``) and at
@@ -40,7 +40,8 @@ PAIRED_AT = (8, 16, 32, 64)
 
 def _label(method: dict) -> str:
     return (method["name"] + ("-constant" if method.get("blueprint") == "constant" else "")
-            + ("-ei" if method.get("use_acquisition") is False else ""))
+            + ("-ei" if method.get("use_acquisition") is False else "")
+            + ("-random-candidates" if method.get("random_candidates") else ""))
 
 
 def _runs(workdir: str, experiment: str | None, reference: str | None = None) -> list[dict]:

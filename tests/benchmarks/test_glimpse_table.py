@@ -91,3 +91,8 @@ def test_a_layer_tuned_alone_meets_its_reference_tuned_among_others():
     ref["tasks"][0]["name"] = "conv2d_1"  # the second layer of a three-layer run
     tab = gt.table([ref, _run("glimpse", 0, a, [9, 9])])
     assert len(tab) == 1 and next(iter(tab.values()))["methods"]["glimpse"]["reach_exact"] == [1]
+
+
+def test_runs_with_random_candidates_keep_their_own_label():
+    assert gt._label({"name": "glimpse", "random_candidates": 64}) == "glimpse-random-candidates"
+    assert gt._label({"name": "glimpse", "random_candidates": 0}) == "glimpse"
