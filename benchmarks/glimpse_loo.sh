@@ -22,7 +22,9 @@
 # sandybridge haswell skylake-avx512"), THREADS ("1 2"), HOLDOUT (haswell/2), BASELINES ("chameleon dgp"),
 # STAGES ("data train eval table"; a later stage reuses the work dir's earlier ones; "ablation" too), ARMS
 # ("spec const spec-ei const-ei"; add autotvm for a reference measured beside them), ABLATION_LAYERS (eval layers by position, "0 1 2").
-# Nothing else should run on the machine meanwhile: every trial is a timed measurement.
+# Nothing else should run on the machine meanwhile: every trial is a timed measurement. The default variants
+# need a CPU with AVX-512 (skylake-avx512); on another machine the script stops before measuring anything,
+# naming the variants it could run instead.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(realpath -m "${1:-$(mktemp -d /tmp/glimpse-loo-XXXX)}")
@@ -37,10 +39,27 @@ EVAL_LAYER_LIST=("$(layer 64 56 56 64)" "$(layer 256 14 14 256)" "$(layer 512 14
 EVAL_LAYERS="[$(IFS=,; echo "${EVAL_LAYER_LIST[*]}")]"
 TRAIN_LAYERS="[$(layer 64 56 56 64),$(layer 128 28 28 128),$(layer 256 14 14 256),$(layer 512 7 7 512),\
 $(layer 256 28 28 512),$(layer 512 14 14 512)]"
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+if has data || has eval || has ablation; then  # every variant measured must run on this machine: refused up front
+  variants=(); has data && variants+=($MCPUS); has eval || has ablation && variants+=("${HOLDOUT%/*}")
+  python3 -c 'import sys
+from tunebench.errors import UserError
+from tunebench.targets.tvm.host_isa import host_problem
+from tunebench.targets.tvm.llvm import llvm_cpu
+for m in dict.fromkeys(sys.argv[1:]):
+    try:
+        problem = host_problem(llvm_cpu(m))
+        problem = problem and f"target.mcpu={m!r} {problem}"
+    except UserError as e:
+        problem = str(e)
+    if problem:
+        print(f"error: glimpse_loo: {problem}; set MCPUS and HOLDOUT to variants this machine runs", file=sys.stderr)
+        sys.exit(2)
+' "${variants[@]}" || exit 2
+fi
 mkdir -p "$WORK" && cd "$WORK"
 echo "glimpse_loo: work dir $WORK, commit $(git -C "$HERE" rev-parse --short HEAD), $(uptime)"
 run() { python3 "$HERE/run.py" "$@" e2e.enabled=false; }
-has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 if has data; then
   i=0

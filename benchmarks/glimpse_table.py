@@ -208,6 +208,10 @@ def main() -> None:
                     help="the experiment of the autotvm reference runs (default: --experiment)")
     ap.add_argument("--out", default=None, help="JSON file of the table (with the machine)")
     args = ap.parse_args()
+    if not os.path.isdir(os.path.join(args.workdir, "records")):
+        print(f"error: {args.workdir}: no records/ folder of runs (a glimpse_loo.sh work dir after its eval stage)",
+              file=sys.stderr)
+        sys.exit(2)
     tab = table(_runs(args.workdir, args.experiment, args.reference_experiment))
     pairs = paired(tab)
     print(markdown(tab))

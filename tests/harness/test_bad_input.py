@@ -112,6 +112,7 @@ RUN_CASES = [
     (["target.batch_size=0"], "target.batch_size=0"),
     (["target.batch_size=abc"], "target.batch_size='abc'"),
     (["target.mcpu=skylakee"], "target.mcpu='skylakee' is not an LLVM CPU"),
+    (["target.mcpu=pentium4"], "target.mcpu='pentium4' is not an LLVM CPU for x86_64"),
     (["target.num_cores=0"], "target.num_cores=0"),
     (["target.runner.repeat=0"], "target.runner.repeat=0"),
     (["target.runner.statistic=max"], "target.runner.statistic='max'"),

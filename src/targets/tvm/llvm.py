@@ -6,25 +6,24 @@ import os
 import platform
 
 from tunebench.errors import UserError
+from tunebench.targets.tvm.host_isa import fits_triple, host_problem, triple_cpus
 from tunebench.targets.tvm.settings import LLVMSettings
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.variants import VARIANTS
 
 
 def llvm_cpu(mcpu: str) -> str:
-    """The LLVM CPU name for ``target.mcpu`` (``native``: this machine's); an unknown name is a
-    :class:`UserError` listing the valid ones (LLVM would print an error per function and fall back
-    to a generic CPU)."""
+    """The LLVM CPU name for ``target.mcpu`` (``native``: this machine's); an unknown name, or a 32-bit one
+    on x86_64, is a :class:`UserError` listing the valid ones (LLVM would print an error per function and
+    fall back to a generic CPU, or abort)."""
     from tvm.target import codegen
 
     if mcpu == "native":
         return codegen.llvm_get_system_cpu()
     triple = codegen.llvm_get_system_triple()
-    if not codegen.llvm_is_valid_cpu(str(mcpu), triple):
-        import tvm
-
-        valid = sorted(set(codegen.llvm_get_cpu_archlist(tvm.target.Target("llvm"))))
-        raise UserError(f"target.mcpu={mcpu!r} is not an LLVM CPU for {triple}; valid: native, {', '.join(valid)}")
+    if not codegen.llvm_is_valid_cpu(str(mcpu), triple) or not fits_triple(str(mcpu)):
+        valid = ", ".join(triple_cpus())
+        raise UserError(f"target.mcpu={mcpu!r} is not an LLVM CPU for {triple}; valid: native, {valid}")
     return str(mcpu)
 
 
@@ -76,6 +75,9 @@ class LLVMTarget(TVMTarget):
 
     def _probe_local(self) -> None:
         mcpu = llvm_cpu(self.settings.mcpu or "native")
+        problem = None if self.settings.mcpu in (None, "native") else host_problem(mcpu)
+        if problem:
+            raise UserError(f"target.mcpu={mcpu!r} {problem}")
         self.tvm_target = {"kind": "llvm", "num-cores": int(self.threads), "mcpu": mcpu}
         self.device_spec = [self.device_type, 0]
         self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu, "num_cores": int(self.threads),
