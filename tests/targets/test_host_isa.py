@@ -49,3 +49,18 @@ def test_a_cpu_this_machine_cannot_run_is_refused_naming_what_it_lacks(monkeypat
     target.settings = LLVMSettings(mcpu="haswell", num_cores=1)
     target._probe_local()
     assert target.tvm_target["mcpu"] == "haswell"
+
+
+def test_an_rpc_device_is_checked_by_the_cpu_model_it_reports():
+    from tunebench.targets.tvm.llvm import remote_cpu
+
+    info = {"cpu": "haswell", "max_threads": 4, "cpu_count": 4, "server": "127.0.0.1:9190"}
+    rpc = {"key": "board"}
+    with pytest.raises(UserError, match=r"target.mcpu='skylake-avx512' needs instructions the RPC device's CPU "
+                                        r"\(haswell\) lacks: .*avx512f, avx512vl.*; valid there: native, .*nehalem"):
+        remote_cpu(LLVMSettings(mcpu="skylake-avx512", num_cores=2), info, rpc)
+    assert remote_cpu(LLVMSettings(mcpu="nehalem", num_cores=2), info, rpc) == ("nehalem", 2)
+    assert remote_cpu(LLVMSettings(mcpu=None, num_cores=None), info, rpc) == ("haswell", 4)
+    # a remote that cannot name its CPU is not checked
+    assert remote_cpu(LLVMSettings(mcpu="skylake-avx512", num_cores=2), {**info, "cpu": None}, rpc)[0] == \
+        "skylake-avx512"

@@ -5,7 +5,8 @@ them, a kernel dies of an illegal instruction (the measurement worker's exit cod
 compares the instruction-set extensions LLVM enables for ``mcpu`` with this machine's, as the Linux kernel
 reports them in ``/proc/cpuinfo`` (which shows what a virtual machine really offers, not the CPU model
 its host advertises). Tuning flags of LLVM's CPU models (``fast-gather``, ``slow-3ops-lea``, ...) are not
-instructions and are not compared; where ``/proc/cpuinfo`` is absent (not Linux), nothing is checked.
+instructions and are not compared; where ``/proc/cpuinfo`` is absent (not Linux), nothing is checked. For
+an RPC device, the features LLVM gives its CPU model (the name the remote reports) stand in for its flags.
 """
 
 from __future__ import annotations
@@ -55,19 +56,24 @@ def mcpu_features(mcpu: str) -> frozenset[str]:
     return frozenset(codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": str(mcpu)})))
 
 
-def host_problem(mcpu: str) -> str | None:
-    """Why code for LLVM CPU ``mcpu`` cannot run here (None: it can, or this machine's flags are unknown)."""
-    flags = host_flags()
+def host_problem(mcpu: str, remote_cpu: str | None = None) -> str | None:
+    """Why code for LLVM CPU ``mcpu`` cannot run here (None: it can, or this machine's flags are unknown);
+    with ``remote_cpu`` (an RPC device's LLVM CPU name), there, as far as that CPU model's features say."""
+    from tvm.target import codegen
+
+    if remote_cpu:
+        flags = frozenset(_CPUINFO_FLAG[f] for f in mcpu_features(remote_cpu) if f in _CPUINFO_FLAG)
+        where = f"the RPC device's CPU ({remote_cpu})"
+    else:
+        flags, where = host_flags(), f"this machine's CPU ({codegen.llvm_get_system_cpu()})"
     if flags is None:
         return None
     missing = missing_extensions(mcpu_features(mcpu), flags)
     if not missing:
         return None
-    from tvm.target import codegen
-
     here = [n for n in triple_cpus() if not missing_extensions(mcpu_features(n), flags)]
-    return (f"needs instructions this machine's CPU ({codegen.llvm_get_system_cpu()}) lacks: {', '.join(missing)}; "
-            f"valid here: native, {', '.join(here)}")
+    there = "there" if remote_cpu else "here"
+    return f"needs instructions {where} lacks: {', '.join(missing)}; valid {there}: native, {', '.join(here)}"
 
 
 def fits_triple(mcpu: str) -> bool:
