@@ -61,6 +61,7 @@ def test_an_rpc_device_is_checked_by_the_cpu_model_it_reports():
         remote_cpu(LLVMSettings(mcpu="skylake-avx512", num_cores=2), info, rpc)
     assert remote_cpu(LLVMSettings(mcpu="nehalem", num_cores=2), info, rpc) == ("nehalem", 2)
     assert remote_cpu(LLVMSettings(mcpu=None, num_cores=None), info, rpc) == ("haswell", 4)
-    # a remote that cannot name its CPU is not checked
-    assert remote_cpu(LLVMSettings(mcpu="skylake-avx512", num_cores=2), {**info, "cpu": None}, rpc)[0] == \
-        "skylake-avx512"
+    # a remote that cannot name its CPU, or names one of another architecture, is not checked
+    for cpu in (None, "cortex-a72"):
+        assert remote_cpu(LLVMSettings(mcpu="skylake-avx512", num_cores=2), {**info, "cpu": cpu}, rpc)[0] == \
+            "skylake-avx512"

@@ -47,8 +47,8 @@ def remote_cpu(settings: LLVMSettings, info: dict, rpc: dict) -> tuple[str, int]
             raise UserError(f"target.mcpu=native: the RPC device ({rpc['key']}) cannot report its CPU (its TVM has "
                             "no LLVM); set target.mcpu to its LLVM CPU name")
         mcpu = str(info["cpu"])
-    problem = None if settings.mcpu in (None, "native") or not info.get("cpu") else host_problem(
-        llvm_cpu(mcpu), str(info["cpu"]))
+    known = info.get("cpu") in triple_cpus()  # a CPU model of another triple is not compared
+    problem = None if settings.mcpu in (None, "native") or not known else host_problem(llvm_cpu(mcpu), info["cpu"])
     if problem:
         raise UserError(f"target.mcpu={mcpu!r} {problem}")
     threads = settings.num_cores or info.get("cpu_count")
