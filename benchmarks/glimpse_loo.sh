@@ -44,16 +44,13 @@ if has data || has eval || has ablation; then  # every variant measured must run
   variants=(); has data && variants+=($MCPUS); has eval || has ablation && variants+=("${HOLDOUT%/*}")
   python3 -c 'import sys
 from tunebench.errors import UserError
-from tunebench.targets.tvm.host_isa import host_problem
-from tunebench.targets.tvm.llvm import llvm_cpu
+from tunebench.targets.tvm.llvm import llvm_cpu, refuse_unrunnable
 for m in dict.fromkeys(sys.argv[1:]):
     try:
-        problem = host_problem(llvm_cpu(m))
-        problem = problem and f"target.mcpu={m!r} {problem}"
+        llvm_cpu(m)
+        refuse_unrunnable(m)
     except UserError as e:
-        problem = str(e)
-    if problem:
-        print(f"error: glimpse_loo: {problem}; set MCPUS and HOLDOUT to variants this machine runs", file=sys.stderr)
+        print(f"error: glimpse_loo: {e}; set MCPUS and HOLDOUT to variants this machine runs", file=sys.stderr)
         sys.exit(2)
 ' "${variants[@]}" || exit 2
 fi

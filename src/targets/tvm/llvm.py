@@ -27,6 +27,17 @@ def llvm_cpu(mcpu: str) -> str:
     return str(mcpu)
 
 
+def refuse_unrunnable(mcpu: str | None, rpc: bool = False, remote_cpu: str | None = None) -> None:
+    """A :class:`UserError` when code for ``target.mcpu`` needs instruction sets this machine (or, with
+    ``rpc``, the device's CPU model ``remote_cpu``) lacks. ``native`` always runs; a remote that does not
+    name its CPU, or names one of another triple, is not compared."""
+    if mcpu in (None, "native") or (rpc and remote_cpu not in triple_cpus()):
+        return
+    problem = host_problem(llvm_cpu(mcpu), remote_cpu)
+    if problem:
+        raise UserError(f"target.mcpu={mcpu!r} {problem}")
+
+
 def cpu_model_name() -> str:
     try:
         with open("/proc/cpuinfo") as fh:
@@ -47,10 +58,7 @@ def remote_cpu(settings: LLVMSettings, info: dict, rpc: dict) -> tuple[str, int]
             raise UserError(f"target.mcpu=native: the RPC device ({rpc['key']}) cannot report its CPU (its TVM has "
                             "no LLVM); set target.mcpu to its LLVM CPU name")
         mcpu = str(info["cpu"])
-    known = info.get("cpu") in triple_cpus()  # a CPU model of another triple is not compared
-    problem = None if settings.mcpu in (None, "native") or not known else host_problem(llvm_cpu(mcpu), info["cpu"])
-    if problem:
-        raise UserError(f"target.mcpu={mcpu!r} {problem}")
+    refuse_unrunnable(settings.mcpu, rpc=True, remote_cpu=info.get("cpu"))
     threads = settings.num_cores or info.get("cpu_count")
     if not threads:
         raise UserError(f"target.num_cores=null: the RPC device ({rpc['key']}) cannot report its CPU count; "
@@ -79,9 +87,7 @@ class LLVMTarget(TVMTarget):
 
     def _probe_local(self) -> None:
         mcpu = llvm_cpu(self.settings.mcpu or "native")
-        problem = None if self.settings.mcpu in (None, "native") else host_problem(mcpu)
-        if problem:
-            raise UserError(f"target.mcpu={mcpu!r} {problem}")
+        refuse_unrunnable(self.settings.mcpu)
         self.tvm_target = {"kind": "llvm", "num-cores": int(self.threads), "mcpu": mcpu}
         self.device_spec = [self.device_type, 0]
         self.device = {"kind": "llvm", "name": cpu_model_name(), "mcpu": mcpu, "num_cores": int(self.threads),

@@ -147,8 +147,9 @@ class LLVMSettings(TVMTargetSettings):
     name: str = knob("llvm", NAME, "the target")
     kind: str = knob("llvm", NAME, "the target class")
     mcpu: str | None = knob("native", opt(NAME), "LLVM CPU name; native = tvm.target.codegen.llvm_get_system_cpu(). "
-                                                      "A 64-bit one, and without target.rpc one whose instruction "
-                                                      "sets this machine has (/proc/cpuinfo): checked before the run")
+                                                      "A 64-bit one whose instruction sets the machine has (this "
+                                                      "one's /proc/cpuinfo; through target.rpc, the remote CPU "
+                                                      "model's): checked before the run")
     template: str | None = knob("packed", _template("llvm"), TEMPLATE_DOC["llvm"])
     num_cores: int | None = knob(None, opt(POS_INT), "threads for the kernels; null = os.cpu_count()")
 
