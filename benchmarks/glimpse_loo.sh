@@ -44,11 +44,10 @@ if has data || has eval || has ablation; then  # every variant measured must run
   variants=(); has data && variants+=($MCPUS); has eval || has ablation && variants+=("${HOLDOUT%/*}")
   python3 -c 'import sys
 from tunebench.errors import UserError
-from tunebench.targets.tvm.llvm import llvm_cpu, refuse_unrunnable
+from tunebench.targets.tvm.llvm import refuse_unrunnable
 for m in dict.fromkeys(sys.argv[1:]):
     try:
-        llvm_cpu(m)
-        refuse_unrunnable(m)
+        refuse_unrunnable(m)  # an unknown name too: it checks the name first
     except UserError as e:
         print(f"error: glimpse_loo: {e}; set MCPUS and HOLDOUT to variants this machine runs", file=sys.stderr)
         sys.exit(2)

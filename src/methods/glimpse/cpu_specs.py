@@ -88,13 +88,11 @@ def machine_facts() -> tuple[float, float, float, float]:
 def isa_facts(mcpu: str) -> dict[str, float]:
     """What LLVM says of CPU model ``mcpu`` (see the module docstring). Raises UserError for a name LLVM
     does not know, listing the catalogue."""
-    import tvm
-    from tvm.target import codegen
-
+    from tunebench.targets.tvm.host_isa import mcpu_features
     from tunebench.targets.tvm.llvm import llvm_cpu
 
     llvm_cpu(str(mcpu))  # an unknown name: the target's own one-line error
-    feats = set(codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": str(mcpu)})))
+    feats = mcpu_features(str(mcpu))
     bits = 512 if "avx512f" in feats else 256 if "avx" in feats else 128
     return {"vector_bits": bits, "fma": float("fma" in feats), "avx512bw": float("avx512bw" in feats),
             "vnni": float("avx512vnni" in feats or "avxvnni" in feats),

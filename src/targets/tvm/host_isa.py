@@ -29,17 +29,23 @@ _CPUINFO_FLAG = {
 }
 
 
-@functools.cache
-def host_flags(path: str = "/proc/cpuinfo") -> frozenset[str] | None:
-    """This machine's CPU flags (None: no such file, or no ``flags`` line: not checked)."""
+def cpuinfo_field(name: str, path: str = "/proc/cpuinfo") -> str | None:
+    """The first ``name`` line's value in ``/proc/cpuinfo`` (None: no such file or line)."""
     try:
         with open(path) as fh:
             for line in fh:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if line.startswith(name):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return None
+
+
+@functools.cache
+def host_flags(path: str = "/proc/cpuinfo") -> frozenset[str] | None:
+    """This machine's CPU flags (None: no such file, or no ``flags`` line: not checked)."""
+    flags = cpuinfo_field("flags", path)
+    return None if flags is None else frozenset(flags.split())
 
 
 def missing_extensions(mcpu_features, flags) -> list[str]:

@@ -6,7 +6,7 @@ import os
 import platform
 
 from tunebench.errors import UserError
-from tunebench.targets.tvm.host_isa import fits_triple, host_problem, triple_cpus
+from tunebench.targets.tvm.host_isa import cpuinfo_field, fits_triple, host_problem, triple_cpus
 from tunebench.targets.tvm.settings import LLVMSettings
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.variants import VARIANTS
@@ -39,14 +39,7 @@ def refuse_unrunnable(mcpu: str | None, rpc: bool = False, remote_cpu: str | Non
 
 
 def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return cpuinfo_field("model name") or platform.processor() or "unknown"
 
 
 def remote_cpu(settings: LLVMSettings, info: dict, rpc: dict) -> tuple[str, int]:
