@@ -172,6 +172,18 @@ RUN_CASES = [
     (["method=mapspace_bo", "target=accel", "method.order_encoding=sorted"], "method.order_encoding='sorted'"),
     (["method=mapspace_bo", "target=accel", "method.transfer_from=[{scratchpad:64}]"],
      "method.transfer_from[0]={'scratchpad': 64}: must change knobs of target=accel"),
+    # non-finite numbers: refused for every knob, nested ones included, before any check of its own
+    (["target=accel", "target.accumulator_kib=inf"], "target.accumulator_kib=inf: must be finite"),
+    (["target=accel", "target.clock_hz=inf"], "target.clock_hz=inf: must be finite"),
+    (["target=accel", "target.dram_pj_per_bit=nan"], "target.dram_pj_per_bit=nan: must be finite"),
+    (["method=mapspace_bo", "target=accel", "method.transfer_from=[{scratchpad_kib:inf}]"],
+     "method.transfer_from=[{'scratchpad_kib': inf}]: must be finite"),
+    (["method=cgp", *FPGA, "method.free_fidelity_ratio=nan"], "method.free_fidelity_ratio=nan: must be finite"),
+    (["e2e.tolerance=inf"], "e2e.tolerance=inf: must be finite"),
+    # multi-objective samplers on a one-objective target; a Blueprint mode without a model
+    (["method=nsga2"], "method=nsga2 cannot run on target=llvm: it needs several objectives"),
+    (["method=motpe", "target=replay", "model=measured"], "method=motpe cannot run on target=replay"),
+    (["method=glimpse", "method.blueprint=constant"], "method.blueprint=constant needs method.pretrained"),
 ]
 
 CLI_CASES = [
@@ -335,3 +347,53 @@ def test_a_bad_gat_checkpoint_is_refused_within_seconds(tmp_path):
     _assert_one_error_line(proc.returncode, lines, "method.pretrained=/etc/passwd: not a checkpoint", "gat")
     _assert_nothing_written(tmp_path)
     assert wall < 15, f"refused after {wall:.0f} s"
+
+
+def _measured_files(folder) -> dict[str, str]:
+    """Measured files a user could have edited -> the text the error names (file, line or entry, field)."""
+    import gzip
+    import json
+
+    from tunebench.resources import data_dir
+
+    with open(data_dir("spaces/llvm_dense_1x512x1000.jsonl")) as fh:
+        items = [json.loads(line) for line in fh][:4]
+    items[0]["configs"] = 3
+
+    def space_file(name, edit):
+        copy = json.loads(json.dumps(items))
+        edit(copy)
+        (folder / name).write_text("".join(json.dumps(i) + "\n" for i in copy))
+
+    space_file("negative.jsonl", lambda c: c[2].update(latency_s=-1.0))
+    space_file("nan.jsonl", lambda c: c[3].update(build_s=float("nan")))
+    space_file("text.jsonl", lambda c: c[1].update(run_s="fast"))
+    space_file("none.jsonl", lambda c: c[:] and (c.__delitem__(slice(1, None)), c[0].update(configs=0)))
+    cache = json.loads(gzip.decompress(open(data_dir("kernel_tuner/convolution_MI50.json.gz"), "rb").read()))
+    cache["cache"] = dict(list(cache["cache"].items())[:3])
+    first = next(iter(cache["cache"]))
+    cache["cache"][first]["time"] = -1000.0
+    (folder / "negative.json").write_text(json.dumps(cache))
+    cache["cache"][first]["time"] = 1.0
+    cache["tune_params_keys"].remove("use_padding")
+    del cache["tune_params"]["use_padding"]
+    (folder / "undeclared.json").write_text(json.dumps(cache))
+    return {"negative.jsonl": ":3: latency_s=-1.0: must be a finite number > 0",
+            "nan.jsonl": ":4: build_s=nan: must be a finite number >= 0",
+            "text.jsonl": ":2: run_s='fast': must be a finite number >= 0",
+            "none.jsonl": ":1: header configs=0: must be a positive integer",
+            "negative.json": f"cache entry '{first}': time=-1000.0: must be a finite number > 0",
+            "undeclared.json": f"cache entry '{first}': the key is not the values of tune_params_keys"}
+
+
+def test_impossible_measured_files_are_refused_before_the_run(tmp_path_factory):
+    """A replayed file with a negative, NaN or textual number, no configs, or an entry with a parameter
+    the cache does not declare: one line naming file, line (or entry) and field; no run, no records."""
+    folder = tmp_path_factory.mktemp("measured")
+    for name, needle in _measured_files(folder).items():
+        workdir = tmp_path_factory.mktemp("run")
+        argv = ["progress=false", "target=replay", "model=measured", f"model.path={folder / name}"]
+        code, lines = _run("run", argv, workdir)
+        _assert_one_error_line(code, lines, f"model.path={folder / name}", argv)
+        assert needle in lines[0], lines[0]
+        _assert_nothing_written(workdir)
