@@ -200,6 +200,12 @@ CLI_CASES = [
     (["knobs", "--out", "/dev/null/knobs.md"], "--out=/dev/null/knobs.md: cannot be written (/dev/null is not"),
     (["glimpse", "train", "--gpu-static-tags", "2", "--out", "/dev/null/g.pt"], "--out=/dev/null/g.pt: cannot be"),
     (["gat", "train", "--dataset", "set.pt", "--out", "."], "--out=.: is a folder"),
+    (["glimpse", "train", "--seed", "-1", "--out", "g.pt"], "--seed: '-1': must be an integer in [0, 4294967295]"),
+    (["glimpse", "train", "--dims", "-3", "--out", "g.pt"], "--dims: '-3': must be an integer in [1, 64]"),
+    (["glimpse", "train", "--dims", "0", "--out", "g.pt"], "--dims: '0': must be an integer in [1, 64]"),
+    (["glimpse", "train", "--acq-batches", "x", "--out", "g.pt"], "--acq-batches: 'x': must be an integer"),
+    (["gat", "train", "--dataset", "set.pt", "--out", "m.pt", "--lr", "nan"], "--lr: 'nan': must be a number in"),
+    (["gat", "train", "--dataset", "set.pt", "--out", "m.pt", "--epochs", "0"], "--epochs: '0': must be an integer"),
 ]
 
 

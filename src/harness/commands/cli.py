@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -33,6 +34,19 @@ def check_out(path: str, flag: str = "--out") -> None:
         above = os.path.dirname(above)
     if not os.path.isdir(above) or not os.access(above, os.W_OK | os.X_OK):
         raise UserError(f"{flag}={path}: cannot be written ({above} is not a writable folder)")
+
+
+def count(lo: int, hi: int):
+    """An argparse type: an integer in [lo, hi], else one line naming the value and the range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be an integer in [{lo}, {hi}]")
+        return value
+    return parse
 
 
 def setup_logging() -> None:
