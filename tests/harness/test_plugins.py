@@ -121,6 +121,18 @@ def test_check_method_on_an_unusable_class_is_one_line(plugins, cls, message):
         cmd_check_method(type("Args", (), {"cls": cls, "select": None})())
 
 
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("mine", "cls: my_method:SimulatedAnnealing\nname: [mine\n", r"mine.yaml:3:1: not valid YAML \(expected ','"),
+    ("mine", "name: mine\n\tcls: x\n", r"mine.yaml:2:1: not valid YAML \(found character '\\t'"),
+    ("autotvm", "name: autotvm\nplan_size: 8\n", r"autotvm.yaml defines method=autotvm, a built-in option"),
+])
+def test_a_broken_or_shadowing_yaml_on_the_search_path_is_one_line(plugins, name, text, message):
+    search = _yaml(plugins, name, text)
+    with pytest.raises(UserError, match=r"^hydra.searchpath: .*" + message):
+        preflight([search, "method=mine", f"workdir={plugins}"])
+    assert not os.path.exists(plugins / "mlflow.db")
+
+
 def test_a_name_taken_by_a_builtin_method_is_refused(plugins):
     search = _yaml(plugins, "clash", "cls: my_method:SimulatedAnnealing\nname: random\n")
     with pytest.raises(UserError, match=r"method.name=random: taken by tunebench.methods.random_search.RandomSearch"):
