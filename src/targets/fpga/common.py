@@ -67,7 +67,7 @@ class FPGATargetBase(Target):
         self.fidelities = list(settings.fidelities)
         self.objectives = list(settings.objectives)
         self.capacity = dict(settings.capacity)
-        self.scale = [float(settings.scale[o]) for o in self.objectives]
+        self.scale = [float(settings.scale.get(o, 1.0)) for o in self.objectives]  # a recorded model sets it later
         self.reference_point = [float(v) for v in settings.reference_point]
         self.batch_size = int(settings.batch_size)
 

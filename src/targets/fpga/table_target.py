@@ -8,6 +8,7 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 
 from __future__ import annotations
 
+from tunebench.datasets import fpga_recorded
 from tunebench.targets.fpga.common import FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
 from tunebench.targets.fpga.settings import TableSettings
 from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
@@ -21,11 +22,30 @@ class TableTarget(FPGATargetBase):
     Settings = TableSettings
     simulated_clock = True
 
+    workloads = ("hls_kernel", "fpga_recorded")
+
     def __init__(self, settings: TableSettings, measure=None):
         super().__init__(settings, measure)
         self.path = settings.table
         self._tables: dict[str, object] = {}
         self._charged: dict[tuple[str, int], set[str]] = {}
+
+    @classmethod
+    def check_model(cls, settings, model, own_schedules: bool) -> None:
+        """A recorded model (``model=machsuite_*`` / ``spector_*``): its table intact, the asked
+        fidelities and objectives recorded (docs/USAGE.md §Recorded FPGA design spaces)."""
+        if model.workload == "fpga_recorded":
+            fpga_recorded.adopt(settings, model.kernel)
+        else:
+            settings.check_scale("target")
+
+    def load_tasks(self, model, own_schedules: bool = False):
+        """An FPGA kernel's task, or a recorded model's: then the data set's fidelities, objectives,
+        capacity, scale and reference point replace those left at their defaults."""
+        if model.workload != "fpga_recorded":
+            return super().load_tasks(model, own_schedules)
+        self.__init__(fpga_recorded.adopt(self.settings, model.kernel))
+        return [fpga_recorded.recorded_task(model.kernel, self.kind)], None
 
     def details(self) -> dict:
         return {"table": self.path or "data/fpga/<kernel>.csv (shipped)"}
