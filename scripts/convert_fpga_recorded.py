@@ -73,16 +73,18 @@ def machsuite_rows(zip_bytes: bytes) -> pd.DataFrame:
     for i in ids:
         ppa = json.loads(z.read(names[f"ppa_{i}.json"]))
         knobs = flatten(json.loads(z.read(names[f"dir_{i}.json"])))
-        lat = ppa["LATENCY"]
-        cycles = float(lat.get("worst_latency", lat.get("Latency")))
+        # bfs, fft, nw and stencil3d give no worst_latency, only "Latency": 1000 for every sample (a
+        # placeholder, not a count): no delay for them
+        cycles = ppa["LATENCY"].get("worst_latency")
         row = {"sample": i, **{"k:" + k: v for k, v in knobs.items()}}
         for fid, stage in (("estimate", "HLS"), ("synth", "SYN"), ("impl", "IMPL")):
             s = ppa[stage]
-            vals = {"delay_s": cycles * float(s["CP"]) * 1e-9, "luts": s["LUT"], "ffs": s["FF"], "dsps": s["DSP"],
-                    "brams": s["BRAM"]}
+            vals = {"luts": s["LUT"], "ffs": s["FF"], "dsps": s["DSP"], "brams": s["BRAM"]}
+            if cycles is not None:
+                vals = {"delay_s": float(cycles) * float(s["CP"]) * 1e-9, **vals}
             if fid == "impl":
                 vals["power_w"] = s["PWR"]
-            raw = [cycles, s["CP"], s["LUT"], s["FF"], s["DSP"], s["BRAM"], s.get("PWR", 0)]
+            raw = [cycles or 0, s["CP"], s["LUT"], s["FF"], s["DSP"], s["BRAM"], s.get("PWR", 0)]
             failed = any(float(x) >= FAILED or float(x) < 0 for x in raw)
             for o, v in vals.items():
                 row[f"{fid}.{o}"] = np.nan if failed else float(v)
@@ -160,8 +162,13 @@ def entry(df: pd.DataFrame, sha: str, fidelities: list[str], source: str) -> dic
     objectives = sorted({c.split(".", 1)[1] for c in df.columns if c.split(".", 1)[0] in fidelities
                          and c.split(".", 1)[1] not in ("valid", "error", "tool_s")})
     per_fid = {f: [o for o in objectives if f"{f}.{o}" in df.columns] for f in fidelities}
+    first = "runtime" if "runtime" in objectives else "delay_s"
+    default = [first, "alms"] if first == "runtime" else ["delay_s", "luts", "ffs"]
+    if first not in objectives:  # no latency recorded: resources only
+        default = ["luts", "ffs", "dsps"]
     return {"sha256": sha, "source": source, "designs": len(df), "fidelities": fidelities,
-            "objectives": per_fid, "valid": {f: int(df[f"{f}.valid"].sum()) for f in fidelities}}
+            "objectives": per_fid, "default_objectives": default,
+            "valid": {f: int(df[f"{f}.valid"].sum()) for f in fidelities}}
 
 
 def main(hgbo_git: str, spector_git: str) -> None:

@@ -27,11 +27,11 @@ from tunebench.task import Task
 ROOT = data_dir("fpga_recorded")
 MANIFEST = os.path.join(ROOT, "MANIFEST.json")
 NON_KNOBS = ("index", "sample")
-#: what each data set's models default to on target=table (a knob left at the table's default takes these)
+#: the device capacity of each data set's models on target=table (a knob left at the table's default takes
+#: it; objectives: the manifest's ``default_objectives`` per model)
 DATASET_DEFAULTS = {
-    "machsuite": {"objectives": ["delay_s", "luts", "ffs"],
-                  "capacity": {"luts": 303600, "ffs": 607200, "dsps": 2800, "brams": 2060}},
-    "spector": {"objectives": ["runtime", "alms"], "capacity": {"alms": 234720, "brams": 2560, "dsps": 256}},
+    "machsuite": {"capacity": {"luts": 303600, "ffs": 607200, "dsps": 2800, "brams": 2060}},  # XC7VX485T
+    "spector": {"capacity": {"alms": 234720, "brams": 2560, "dsps": 256}},  # 5SGXEA7 (DE5)
 }
 REFERENCE = 1.1  # normalized reference point per objective (objectives scaled by the kernel's largest value)
 
@@ -171,7 +171,7 @@ def adopt(settings, name: str):
     if settings.fidelities == base.fidelities:
         change["fidelities"] = list(entry(name)["fidelities"])
     if settings.objectives == base.objectives:
-        change["objectives"] = list(d["objectives"])
+        change["objectives"] = list(entry(name)["default_objectives"])
     objectives = change.get("objectives", settings.objectives)
     if settings.capacity == base.capacity:
         change["capacity"] = dict(d["capacity"])

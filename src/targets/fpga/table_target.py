@@ -72,9 +72,21 @@ class TableTarget(FPGATargetBase):
         df = self.table_for(task)
         out = []
         for c in configs:
+            if not listed(df, c):
+                out.append(Measurement(task.id, c, valid=False, fidelity=fid,
+                                       error=f"not a design of the table: {c.to_dict()}"))
+                continue
             row = df.loc[c.index]
             done = self._charged.setdefault((task.id, c.index), set())
             stage_s = charge_stages(row, fid, done)
             self._stats["tool_s"] += sum(stage_s.values())
             out.append(row_measurement(task, c, row, fid, self.objectives, stage_s))
         return out
+
+
+def listed(df, config) -> bool:
+    """Whether ``config`` is the table's design at its index (same knob values): a config of another
+    space, or one the table does not hold, is not."""
+    if config.index not in df.index:
+        return False
+    return all(k in df.columns and str(df.at[config.index, k]) == str(v) for k, v in zip(config.names, config.values))
