@@ -108,6 +108,12 @@ RUN_CASES = [
     (["model=resnet18", "model.seed=-1"], "model.seed=-1"),
     (["model=hls_gemm"], "model=hls_gemm and target=llvm do not go together"),
     (["target=table"], "model=layers and target=table do not go together"),
+    (["target=table", "model=machsuite_gemmm"], "model='machsuite_gemmm' is unknown; valid:"),
+    (["model=spector_mm"], "model=spector_mm and target=llvm do not go together"),
+    (["target=table", "model=spector_mm", "target.fidelities=[synth,impl]"],
+     "target.fidelities=['synth', 'impl']: spector_mm has no fidelity 'synth'; valid: estimate, impl"),
+    (["target=table", "model=machsuite_gemm", "target.objectives=[delay_s,power_w]"],
+     "machsuite_gemm records no 'power_w' at estimate; valid there:"),
     # target
     (["target.batch_size=0"], "target.batch_size=0"),
     (["target.batch_size=abc"], "target.batch_size='abc'"),

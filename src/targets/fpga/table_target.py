@@ -9,7 +9,7 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 from __future__ import annotations
 
 from tunebench.datasets import fpga_recorded
-from tunebench.targets.fpga.common import FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
+from tunebench.targets.fpga.common import TOOL_STAGES, FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
 from tunebench.targets.fpga.settings import TableSettings
 from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
 from tunebench.task import Measurement, Task
@@ -64,8 +64,12 @@ class TableTarget(FPGATargetBase):
 
     def fidelity_costs(self, task: Task) -> dict[str, float] | None:
         """T_f from the table's recorded seconds: the mean of each stage over the designs that ran it,
-        summed over the stages a report at f needs from scratch."""
-        return cumulative_costs(table_stage_means(self.table_for(task)), self.fidelities, stage_chain)
+        summed over the stages a report at f needs from scratch. A recorded model's stages without
+        seconds (its sources have no functional simulation: ``sim.tool_s`` is 0) cost nothing."""
+        means = table_stage_means(self.table_for(task))
+        if task.kind == "fpga_recorded":
+            means = {s: means.get(s, 0.0) for s in TOOL_STAGES}
+        return cumulative_costs(means, self.fidelities, stage_chain)
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
         fid = self.fidelity_of(fidelity)
