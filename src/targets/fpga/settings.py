@@ -123,12 +123,15 @@ class VivadoSettings(FPGASettings):
 class TableSettings(FPGASettings):
     """Replay of a design-space table written by method=exhaustive on a live FPGA target. Charges each
     design's recorded tool seconds to the search clock (no sleeping); a stage already run for that
-    config in this task (e.g. synth before impl) is not charged twice."""
+    config in this task (e.g. synth before impl) is not charged twice. With a recorded model
+    (``model=machsuite_*`` / ``spector_*``), fidelities, objectives, capacity, scale and reference point
+    left at their defaults take the data set's (docs/USAGE.md §Recorded FPGA design spaces)."""
 
     name: str = knob("table", NAME, "the target")
     kind: str = knob("table", NAME, "the target class")
     table: str | None = knob(None, opt(NAME), "CSV path; null = the shipped table of the task's kernel: "
-                                              "data/fpga/<kernel>.csv")
+                                              "data/fpga/<kernel>.csv, or data/fpga_recorded/ for a "
+                                              "recorded model")
     capacity: dict[str, float] = knob({"luts": 24288, "ffs": 24288, "dsps": 28, "brams": 56}, None,
                                       "of the device the table was made on (fpga_open)")
 
