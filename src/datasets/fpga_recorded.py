@@ -9,6 +9,7 @@ is checked against its sha256 in ``MANIFEST.json`` before it is read.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -98,6 +99,8 @@ def _entities(values) -> list:
             x = float(v)
         except ValueError:
             return None
+        if not math.isfinite(x):
+            return None
         return int(x) if x.is_integer() and "." not in v else x
     nums = sorted({num(v) for v in values if num(v) is not None})
     return nums + sorted({v for v in values if num(v) is None})
@@ -134,13 +137,14 @@ def dataset_of(name: str) -> str:
     return name.split("_", 1)[0]
 
 
-def kernel_scale(name: str, objectives: list[str]) -> dict[str, float]:
-    """Each objective's largest recorded value over every fidelity (the normalization of a recorded model)."""
+def kernel_scale(name: str, objectives: list[str], fidelity: str) -> dict[str, float]:
+    """Each objective's largest recorded value at ``fidelity`` (the one the fronts are measured at): the
+    normalization of a recorded model, so that every design lies within [0, 1] there."""
     df = _read(name)
     out = {}
     for o in objectives:
-        cols = [c for c in df.columns if c.endswith("." + o)]
-        vals = pd.concat([pd.to_numeric(df[c], errors="coerce") for c in cols]) if cols else pd.Series([], float)
+        col = f"{fidelity}.{o}"
+        vals = pd.to_numeric(df[col], errors="coerce") if col in df.columns else pd.Series([], dtype=float)
         top = float(np.nanmax(vals)) if vals.notna().any() else 1.0
         out[o] = top if math.isfinite(top) and top > 0 else 1.0
     return out
@@ -161,10 +165,8 @@ def check_settings(name: str, fidelities: list[str], objectives: list[str]) -> N
 
 def adopt(settings, name: str):
     """``settings`` (TableSettings) with the recorded model's defaults where a knob is left at the table's
-    own default: its data set's fidelities, objectives and capacity, the kernel's scale and a reference
-    point of 1.1 per objective. The result is checked against the data set (:func:`check_settings`)."""
-    import dataclasses
-
+    own default: its data set's fidelities, the model's default objectives, the device's capacity, each
+    objective's largest value at the top fidelity as its scale and a reference point of 1.1 per objective. The result is checked against the data set (:func:`check_settings`)."""
     base = type(settings)()
     d = DATASET_DEFAULTS[dataset_of(name)]
     change = {}
@@ -173,11 +175,12 @@ def adopt(settings, name: str):
     if settings.objectives == base.objectives:
         change["objectives"] = list(entry(name)["default_objectives"])
     objectives = change.get("objectives", settings.objectives)
+    top = change.get("fidelities", settings.fidelities)[-1]
     if settings.capacity == base.capacity:
         change["capacity"] = dict(d["capacity"])
     if settings.scale == base.scale or any(o not in settings.scale for o in objectives):
         given = {} if settings.scale == base.scale else dict(settings.scale)
-        change["scale"] = {**kernel_scale(name, objectives), **given}
+        change["scale"] = {**kernel_scale(name, objectives, top), **given}
     if settings.reference_point == base.reference_point:
         change["reference_point"] = [REFERENCE] * len(objectives)
     out = dataclasses.replace(settings, **change)

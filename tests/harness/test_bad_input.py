@@ -110,6 +110,8 @@ RUN_CASES = [
     (["target=table"], "model=layers and target=table do not go together"),
     (["target=table", "model=machsuite_gemmm"], "model='machsuite_gemmm' is unknown; valid:"),
     (["model=spector_mm"], "model=spector_mm and target=llvm do not go together"),
+    (["target=table", "model=spector_mm", "model.kernel=spector_mmm"],
+     "model.kernel='spector_mmm' is not a recorded design space; valid: machsuite_aes, "),
     (["target=table", "model=spector_mm", "target.fidelities=[synth,impl]"],
      "target.fidelities=['synth', 'impl']: spector_mm has no fidelity 'synth'; valid: estimate, impl"),
     (["target=table", "model=machsuite_gemm", "target.objectives=[delay_s,power_w]"],
