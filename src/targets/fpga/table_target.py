@@ -48,7 +48,7 @@ class TableTarget(FPGATargetBase):
         return [fpga_recorded.recorded_task(model.kernel, self.kind)], None
 
     def details(self) -> dict:
-        return {"table": self.path or "data/fpga/<kernel>.csv (shipped)"}
+        return {"table": self.path or "shipped: data/fpga/<kernel>.csv or data/fpga_recorded/ (recorded models)"}
 
     def validate_tasks(self, tasks) -> None:
         """Every task's table exists and matches its space (read now: a bad table fails before the run)."""
