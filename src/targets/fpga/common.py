@@ -62,6 +62,10 @@ class FPGATargetBase(Target):
 
     def __init__(self, settings: FPGASettings, measure=None):
         super().__init__()
+        self.apply_settings(settings)
+
+    def apply_settings(self, settings: FPGASettings) -> None:
+        """Take the fidelities, objectives, capacity, scales and reference point of ``settings``."""
         self.settings = settings
         self.name = settings.name
         self.fidelities = list(settings.fidelities)

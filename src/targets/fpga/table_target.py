@@ -44,7 +44,7 @@ class TableTarget(FPGATargetBase):
         capacity, scale and reference point replace those left at their defaults."""
         if model.workload != "fpga_recorded":
             return super().load_tasks(model, own_schedules)
-        self.__init__(fpga_recorded.adopt(self.settings, model.kernel))
+        self.apply_settings(fpga_recorded.adopt(self.settings, model.kernel))
         return [fpga_recorded.recorded_task(model.kernel, self.kind)], None
 
     def details(self) -> dict:
