@@ -164,8 +164,8 @@ def entry(df: pd.DataFrame, sha: str, fidelities: list[str], source: str) -> dic
     per_fid = {f: [o for o in objectives if f"{f}.{o}" in df.columns] for f in fidelities}
     first = "runtime" if "runtime" in objectives else "delay_s"
     default = [first, "alms"] if first == "runtime" else ["delay_s", "luts", "ffs"]
-    if first not in objectives:  # no latency recorded: resources only
-        default = ["luts", "ffs", "dsps"]
+    if first not in objectives:  # no latency recorded: LUTs and FFs (DSPs and BRAMs are 0 for some designs,
+        default = ["luts", "ffs"]  # and ADRS divides by the true front's values)
     return {"sha256": sha, "source": source, "designs": len(df), "fidelities": fidelities,
             "objectives": per_fid, "default_objectives": default,
             "valid": {f: int(df[f"{f}.valid"].sum()) for f in fidelities}}

@@ -136,6 +136,18 @@ def test_table_target_takes_the_data_sets_defaults():
     assert m.valid and m.objectives["luts"] == 14734 and m.cost_s == 900.0
 
 
+@pytest.mark.parametrize("name", fpga_recorded.recorded_names())
+def test_defaults_suit_adrs_and_hypervolume_on_every_recorded_model(name):
+    """With its defaults, every valid design of a model has positive objectives at the top fidelity (ADRS
+    divides by the true front) and lies inside the reference point after scaling (it adds volume)."""
+    target, task = _target_and_task(name)
+    df = target.table_for(task)
+    top = target.fidelities[-1]
+    Y = df.loc[df[f"{top}.valid"] == 1, [f"{top}.{o}" for o in target.objectives]].to_numpy(dtype=float)
+    assert len(Y) > 0 and (Y > 0).all()
+    assert (Y / np.array(target.scale) <= 1.0).all() and min(target.reference_point) > 1.0
+
+
 def test_a_design_outside_the_table_is_an_invalid_measurement():
     target, task = _target_and_task("spector_mm")
     space = task.space
