@@ -343,3 +343,27 @@ def test_a_bad_gat_checkpoint_is_refused_within_seconds(tmp_path):
     _assert_one_error_line(proc.returncode, lines, "method.pretrained=/etc/passwd: not a checkpoint", "gat")
     _assert_nothing_written(tmp_path)
     assert wall < 15, f"refused after {wall:.0f} s"
+
+
+def test_an_edited_or_missing_recorded_table_is_one_line(tmp_path_factory, monkeypatch):
+    """A recorded FPGA table whose sha256 is not the manifest's, or that is gone, is refused before the run
+    (the forked child sees the copy the parent points the data folder at)."""
+    import shutil
+
+    from tunebench.datasets import fpga_recorded
+
+    copy = tmp_path_factory.mktemp("data") / "fpga_recorded"
+    shutil.copytree(fpga_recorded.ROOT, copy)
+    monkeypatch.setattr(fpga_recorded, "ROOT", str(copy))
+    fpga_recorded._read.cache_clear()
+    table = copy / "spector" / "dct.csv.gz"
+    raw = table.read_bytes()
+    table.write_bytes(raw[:100] + bytes([raw[100] ^ 1]) + raw[101:])
+    argv = ["progress=false", "target=table", "model=spector_dct"]
+    for needle in ("spector_dct was changed: sha256", "spector_dct is missing"):
+        workdir = tmp_path_factory.mktemp("run")
+        code, lines = _run("run", argv, workdir)
+        _assert_one_error_line(code, lines, needle, argv)
+        _assert_nothing_written(workdir)
+        table.unlink(missing_ok=True)
+    fpga_recorded._read.cache_clear()
