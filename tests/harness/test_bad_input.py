@@ -108,6 +108,14 @@ RUN_CASES = [
     (["model=resnet18", "model.seed=-1"], "model.seed=-1"),
     (["model=hls_gemm"], "model=hls_gemm and target=llvm do not go together"),
     (["target=table"], "model=layers and target=table do not go together"),
+    (["target=table", "model=machsuite_gemmm"], "model='machsuite_gemmm' is unknown; valid:"),
+    (["model=spector_mm"], "model=spector_mm and target=llvm do not go together"),
+    (["target=table", "model=spector_mm", "model.kernel=spector_mmm"],
+     "model.kernel='spector_mmm' is not a recorded design space; valid: machsuite_aes, "),
+    (["target=table", "model=spector_mm", "target.fidelities=[synth,impl]"],
+     "target.fidelities=['synth', 'impl']: spector_mm has no fidelity 'synth'; valid: estimate, impl"),
+    (["target=table", "model=machsuite_gemm", "target.objectives=[delay_s,power_w]"],
+     "machsuite_gemm records no 'power_w' at estimate; valid there:"),
     # target
     (["target.batch_size=0"], "target.batch_size=0"),
     (["target.batch_size=abc"], "target.batch_size='abc'"),
@@ -403,3 +411,27 @@ def test_impossible_measured_files_are_refused_before_the_run(tmp_path_factory):
         _assert_one_error_line(code, lines, f"model.path={folder / name}", argv)
         assert needle in lines[0], lines[0]
         _assert_nothing_written(workdir)
+
+
+def test_an_edited_or_missing_recorded_table_is_one_line(tmp_path_factory, monkeypatch):
+    """A recorded FPGA table whose sha256 is not the manifest's, or that is gone, is refused before the run
+    (the forked child sees the copy the parent points the data folder at)."""
+    import shutil
+
+    from tunebench.datasets import fpga_recorded
+
+    copy = tmp_path_factory.mktemp("data") / "fpga_recorded"
+    shutil.copytree(fpga_recorded.ROOT, copy)
+    monkeypatch.setattr(fpga_recorded, "ROOT", str(copy))
+    fpga_recorded._read.cache_clear()
+    table = copy / "spector" / "dct.csv.gz"
+    raw = table.read_bytes()
+    table.write_bytes(raw[:100] + bytes([raw[100] ^ 1]) + raw[101:])
+    argv = ["progress=false", "target=table", "model=spector_dct"]
+    for needle in ("spector_dct was changed: sha256", "spector_dct is missing"):
+        workdir = tmp_path_factory.mktemp("run")
+        code, lines = _run("run", argv, workdir)
+        _assert_one_error_line(code, lines, needle, argv)
+        _assert_nothing_written(workdir)
+        table.unlink(missing_ok=True)
+    fpga_recorded._read.cache_clear()
