@@ -192,6 +192,10 @@ RUN_CASES = [
     (["method=nsga2"], "method=nsga2 cannot run on target=llvm: it needs several objectives"),
     (["method=motpe", "target=replay", "model=measured"], "method=motpe cannot run on target=replay"),
     (["method=glimpse", "method.blueprint=constant"], "method.blueprint=constant needs method.pretrained"),
+    # sizes bounded by what the machine can do
+    (["method=mapspace_bo", "target=accel", "method.n_candidates=100000000"],
+     "method.n_candidates=100000000: must be an integer in [1, 65536]"),
+    (["method=loma", "target=accel", "method.lpf_limit=12"], "method.lpf_limit=12: must be an integer in [1, 8]"),
 ]
 
 CLI_CASES = [
