@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from tunebench.config.experiment import ModelSettings
-from tunebench.config.knobs import NAME, NONNEG_INT, bad, choice, each, is_int, knob, rule
+from tunebench.config.knobs import NAME, NONNEG_INT, bad, choice, is_int, knob, rule
 from tunebench.config.plugins import GROUPS, PATH_FORM, is_import_path
 from tunebench.datasets.graph_models import graph_options
 
@@ -78,6 +78,10 @@ class OpsModel(ModelSettings):
         select_cases(self.operators, self.cases)
 
 
+def _is_shape(v) -> bool:
+    return isinstance(v, (list, tuple)) and len(v) > 0 and all(is_int(d) and 0 < d <= 65536 for d in v)
+
+
 @dataclass
 class TorchModel(ModelSettings):
     """Any PyTorch module of yours: ``factory`` is an importable callable returning an ``nn.Module``
@@ -88,9 +92,10 @@ class TorchModel(ModelSettings):
     factory: str = knob(MISSING, rule(is_import_path, f"must be an import path {PATH_FORM} (a callable that "
                                                       "returns an nn.Module)"),
                         "the callable that builds the module: package.module:function")
-    input_shape: list[int] = knob([1, 3, 224, 224], each(rule(lambda v: is_int(v) and 0 < v <= 65536,
-                                                              "a positive integer up to 65536"), "a list"),
-                                  "the example input's shape (batch first)")
+    input_shape: list[int] = knob([1, 3, 224, 224], rule(_is_shape, "must be a non-empty list of positive integers "
+                                                                     "up to 65536"),
+                                  "the example input's shape (batch first); its size is bounded by this machine's "
+                                  "memory, and so is every tensor its forward makes")
     seed: int = knob(0, NONNEG_INT, "seeds torch's generator while the factory runs and the example input")
 
     def check(self, prefix: str) -> None:

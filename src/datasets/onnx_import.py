@@ -1,20 +1,24 @@
 """``model=onnx``: an ONNX file imported into Relax through TVM's ONNX frontend, fused like a PyTorch
-model (:func:`~tunebench.datasets.relax_import.fusion_passes`); its reference output is ONNX
-Runtime's (CPU execution provider) on the same random input.
+model (:func:`~tunebench.datasets.relax_import.fusion_passes`) after ONNX Runtime's basic graph
+optimizations fold its constant shape computations; its reference output is ONNX Runtime's (CPU
+execution provider) on the same random input, from the file as given.
 
 An ONNX file is data: it is parsed (protobuf), checked and converted; nothing in it is executed.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
+from tunebench.datasets.import_stages import check_bytes, stage, tensor_bytes
 from tunebench.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -96,26 +100,111 @@ def example_inputs(specs: Mapping[str, tuple], seed: int) -> list[torch.Tensor]:
     return [torch.from_numpy(rng.standard_normal(shape).astype(dtype)) for shape, dtype in specs.values()]
 
 
+def _elem_size(elem_type: int) -> int:
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    return np.dtype(tensor_dtype_to_np_dtype(elem_type)).itemsize if elem_type else 4
+
+
+def model_bytes(model) -> int:
+    """Bytes of every tensor of ``model`` whose shape is known: weights, inputs, outputs and the activations
+    shape inference found (``graph.value_info``)."""
+    known = []
+    for info in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        tensor = info.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        if tensor.HasField("shape") and None not in dims:
+            known.append((dims, _elem_size(tensor.elem_type)))
+    known += [(list(t.dims), _elem_size(t.data_type)) for t in model.graph.initializer]
+    return tensor_bytes(known)
+
+
+def infer_static_shapes(model, specs: Mapping[str, tuple]):
+    """A copy of ``model`` whose inputs have the static shapes of ``specs``, with every tensor shape ONNX
+    shape inference finds (strict: an inconsistency is an error)."""
+    from onnx import shape_inference
+
+    model = copy.deepcopy(model)
+    for inp in model.graph.input:
+        if inp.name in specs:
+            dims = inp.type.tensor_type.shape.dim
+            del dims[:]
+            for d in specs[inp.name][0]:
+                dims.add().dim_value = int(d)
+    return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+
+
+def ort_optimized(model):
+    """``model`` after ONNX Runtime's basic graph optimizations (constant folding, among them of the
+    ``Shape -> Gather -> Div -> Reshape`` chains of PyTorch's TorchScript exporter, which TVM's importer
+    cannot convert) and the session that made it (CPU execution provider). The rewrites of that level
+    are semantics-preserving and stay within the ONNX operator set."""
+    import onnx
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.log_severity_level = 4  # its log (unused initializers; a failed run's node) is not the user's concern: errors
+    # are exceptions
+    opts.intra_op_num_threads = 1
+    with tempfile.TemporaryDirectory(prefix="tunebench-onnx-") as folder:
+        opts.optimized_model_filepath = os.path.join(folder, "folded.onnx")
+        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        folded = onnx.load(opts.optimized_model_filepath)
+    if other := sorted({n.domain for n in folded.graph.node} - {"", "ai.onnx"}):
+        raise RuntimeError(f"ONNX Runtime's basic optimizations introduced operators of domain(s) {other}")
+    return folded, session
+
+
+def prepared_onnx(path: str, shapes: Sequence[list[int]], seed: int):
+    """The stages of an ONNX model before its Relax import (:mod:`~tunebench.datasets.import_stages`): the
+    checker, its inputs, shape inference, the size bound, constant folding and a trial run on the example
+    input. Returns ``(folded model, input specs, example inputs)``.
+
+    Raises:
+        UserError: one line naming the file, the stage and the first cause.
+    """
+    label = f"model.path={path}"
+    model = load_onnx(path)
+    specs = input_specs(model, shapes)
+    check_bytes(label, "its inputs", tensor_bytes((s, np.dtype(d).itemsize) for s, d in specs.values()))
+    with stage(label, "ONNX shape inference"):
+        inferred = infer_static_shapes(model, specs)
+    check_bytes(label, "its weights, inputs, outputs and activations", model_bytes(inferred))
+    with stage(label, "constant folding (ONNX Runtime's basic graph optimizations)"):
+        folded, session = ort_optimized(inferred)
+    inputs = example_inputs(specs, seed)
+    with stage(label, "trial run (ONNX Runtime) on the input shapes"):
+        session.run(None, {name: x.numpy() for name, x in zip(specs, inputs)})
+    return folded, specs, inputs
+
+
 def import_onnx(path: str, shapes: Sequence[list[int]], seed: int, target_kind: str):
-    """The :class:`~tunebench.datasets.relax_import.ImportedModel` of an ONNX file."""
+    """The :class:`~tunebench.datasets.relax_import.ImportedModel` of an ONNX file (constant shape
+    computations folded first: :func:`prepared_onnx`); its reference stays the file as given.
+
+    Raises:
+        UserError: a stage failed (one line naming the file, the stage and the first cause).
+    """
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
     from tunebench.datasets.relax_import import ImportedModel, fusion_passes, make_target
 
-    model = load_onnx(path)
-    specs = input_specs(model, shapes)
-    target = make_target(target_kind)
+    label = f"model.path={path}"
     t0 = time.perf_counter()
-    mod = from_onnx(model, shape_dict={k: list(s) for k, (s, _) in specs.items()},
-                    dtype_dict={k: np.dtype(d).name for k, (_, d) in specs.items()}, keep_params_in_input=True,
-                    sanitize_input_names=False)
-    mod, params = relax.frontend.detach_params(mod)
-    with target:
+    model, specs, inputs = prepared_onnx(path, shapes, seed)
+    target = make_target(target_kind)
+    with stage(label, "Relax import (TVM's ONNX frontend)"):
+        mod = from_onnx(model, shape_dict={k: list(s) for k, (s, _) in specs.items()},
+                        dtype_dict={k: np.dtype(d).name for k, (_, d) in specs.items()}, keep_params_in_input=True,
+                        sanitize_input_names=False)
+        mod, params = relax.frontend.detach_params(mod)
+    with stage(label, "fusion (Relax passes)"), target:
         mod = fusion_passes()(mod)
     arrays = [p.numpy() for p in params.get("main", [])]
     dt = time.perf_counter() - t0
     log.info("imported %s for %s in %.1f s (%d params)", os.path.basename(path), target_kind, dt, len(arrays))
-    return ImportedModel(mod=mod, params=arrays, torch_module=None, example_input=tuple(example_inputs(specs, seed)),
+    return ImportedModel(mod=mod, params=arrays, torch_module=None, example_input=tuple(inputs),
                          target_kind=target_kind, import_s=dt, onnx_path=os.path.abspath(path),
                          input_names=tuple(specs))

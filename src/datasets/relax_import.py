@@ -6,7 +6,8 @@ Pipeline of :func:`import_model`:
    deployed convs carry ``bias + add (+ residual add) + relu`` epilogues instead of BN ops, and
    store every ``nn.Linear`` weight transposed (``x @ W_t + b``), so no weight ``transpose``
    runs at inference (weights are graph inputs, so it would not be constant-folded);
-2. ``torch.export.export``;
+2. ``torch.export.export`` (fake tensors: nothing of the activations' size is allocated), the size of
+   every tensor it traced bounded by the machine's memory, a trial forward on the example input;
 3. ``relax.frontend.torch.from_exported_program(ep, keep_params_as_input=True)`` and
    ``relax.frontend.detach_params`` (weights become a separate, ordered parameter list);
 4. inside ``with target:``: ``DecomposeOpsForInference -> LegalizeOps -> AnnotateTIROpPattern
@@ -17,6 +18,7 @@ The resulting module's ``main`` takes the model inputs first, then the parameter
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -33,6 +35,7 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_exported_program
 
+from tunebench.datasets.import_stages import check_bytes, stage, tensor_bytes
 from tunebench.safe_files import private_torch_caches
 
 log = logging.getLogger(__name__)
@@ -213,7 +216,7 @@ def fusion_passes() -> tvm.transform.Pass:
 
 
 def import_model(module: nn.Module, example_input: torch.Tensor | Sequence[torch.Tensor],
-                 target_kind: str = "llvm") -> ImportedModel:
+                 target_kind: str = "llvm", label: str = "model") -> ImportedModel:
     """Import a PyTorch module into a fused Relax IRModule.
 
     Args:
@@ -221,9 +224,14 @@ def import_model(module: nn.Module, example_input: torch.Tensor | Sequence[torch
             :func:`prepare_for_export`; the original is not modified).
         example_input: one input tensor, or a tuple/list of tensors (one per positional input).
         target_kind: ``"llvm"`` or ``"cuda"``; selects the target the fusion passes run under.
+        label: how an error names the model (``model.factory=...``).
 
     Returns:
         The :class:`ImportedModel`.
+
+    Raises:
+        UserError: a stage failed (:func:`~tunebench.datasets.import_stages.stage`): one line naming the
+            model, the stage (export, size bound, trial forward, Relax import, fusion) and the first cause.
     """
     private_torch_caches()  # torch.export writes Inductor's cache: in this user's folder, not $TMPDIR's
     target = make_target(target_kind)
@@ -233,11 +241,17 @@ def import_model(module: nn.Module, example_input: torch.Tensor | Sequence[torch
         # torch 2.13 warns (FutureWarning) about its own pytree internals when a module is copied and exported:
         # not the user's concern, and it would stand before a one-line error
         warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-        folded = prepare_for_export(module)
-        ep = torch.export.export(folded, inputs)
-        mod = from_exported_program(ep, keep_params_as_input=True)
-    mod, params = relax.frontend.detach_params(mod)
-    with target:
+        with stage(label, "preparing for export (BatchNorm folding)"):
+            folded = prepare_for_export(module)
+        with stage(label, f"torch.export (a trial forward on fake tensors of shape {_shapes(inputs)})"), _quiet():
+            ep = torch.export.export(folded, inputs)
+        check_bytes(label, "the tensors its forward makes", traced_bytes(ep))
+        with stage(label, f"trial forward on the example input {_shapes(inputs)}"):
+            folded(*inputs)
+        with stage(label, "Relax import (from_exported_program)"):
+            mod = from_exported_program(ep, keep_params_as_input=True)
+            mod, params = relax.frontend.detach_params(mod)
+    with stage(label, "fusion (Relax passes)"), target:
         mod = fusion_passes()(mod)
     arrays = [p.numpy() for p in params.get("main", [])]
     dt = time.perf_counter() - t0
@@ -245,6 +259,30 @@ def import_model(module: nn.Module, example_input: torch.Tensor | Sequence[torch
              len(arrays))
     return ImportedModel(mod=mod, params=arrays, torch_module=folded, example_input=example_input,
                          target_kind=target_kind, import_s=dt)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """torch's warnings while it exports (its own handlers write them, whatever ``sys.stderr`` is): a failure
+    is one line, and what torch says of it while tracing is in that line or beside the point."""
+    before = logging.root.manager.disable
+    logging.disable(max(before, logging.WARNING))
+    try:
+        yield
+    finally:
+        logging.disable(before)
+
+
+def _shapes(inputs: Sequence[torch.Tensor]) -> str:
+    return ", ".join(str(list(x.shape)) for x in inputs)
+
+
+def traced_bytes(ep) -> int:
+    """Bytes of every tensor an exported program's graph makes or takes (the fake tensors ``torch.export``
+    traced: their shapes, nothing allocated)."""
+    vals = [n.meta.get("val") for n in ep.graph.nodes]
+    return tensor_bytes((v.shape, v.element_size()) for v in vals  # unbacked (data-dependent) sizes: unknown
+                        if isinstance(v, torch.Tensor) and all(isinstance(d, int) for d in v.shape))
 
 
 def run_relax(imported: ImportedModel, target: tvm.target.Target | str | None = None,

@@ -31,6 +31,7 @@ import tvm_ffi
 from tvm import relax, s_tir
 from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract_tasks
 
+from tunebench.datasets.import_stages import check_bytes, model_label, stage, tensor_bytes
 from tunebench.datasets.layer_spec import check_layer_list
 from tunebench.datasets.models import OnnxModel, TorchModel
 from tunebench.datasets.onnx_import import import_onnx
@@ -324,10 +325,12 @@ def _imported(model, layers, target_kind: str) -> ImportedModel:
     if layers is not None:
         module, example = layers_model(layers, model.seed)
     elif isinstance(model, TorchModel):
+        check_bytes(model_label(model), f"its input of model.input_shape={list(model.input_shape)}",
+                    tensor_bytes([(model.input_shape, 4)]))  # before it is allocated
         module, example = factory_model(model.factory, model.input_shape, model.seed)
     else:
         module, example = build_model(model.name, model.seed)
-    return import_model(module, example, target_kind)
+    return import_model(module, example, target_kind, label=model_label(model))
 
 
 def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedModel]:
@@ -346,6 +349,8 @@ def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedM
 
     Raises:
         ValueError: an unknown model, or unknown target kind.
+        UserError: a stage of the import failed (:mod:`~tunebench.datasets.import_stages`): one line naming
+            the model, the stage and the first cause.
     """
     from tunebench.datasets.models import LayersModel, OpsModel, model_settings
 
@@ -359,7 +364,8 @@ def model_tasks(model, target_kind: str = "llvm") -> tuple[list[Task], ImportedM
     key = _cache_key(model, layers, target_kind)
     if key not in _CACHE:
         imported = _imported(model, layers, target_kind)
-        _CACHE[key] = (extract_tasks(imported, target_kind), imported)
+        with stage(model_label(model), "task extraction"):
+            _CACHE[key] = (extract_tasks(imported, target_kind), imported)
     tasks, imported = _CACHE[key]
     return [dataclasses.replace(t, shape=copy.deepcopy(t.shape)) for t in tasks], imported
 

@@ -87,7 +87,14 @@ class AccelTarget(Target):
     @classmethod
     def check_model(cls, settings: AccelSettings, model, own_schedules: bool) -> None:
         """Every layer must map: a convolution without groups or a dense layer. (Its smallest tile, one
-        array's worth, fits every buffer: the settings' own check.)"""
+        array's worth, fits every buffer: the settings' own check.) A user's model (``model=torch``,
+        ``model=onnx``) is refused: this target maps layer specs and the zoo networks' layers, not a graph."""
+        from tunebench.datasets.models import ZOO, OnnxModel, TorchModel
+
+        if isinstance(model, (TorchModel, OnnxModel)):
+            raise UserError(f"model={model.name} cannot run on target=accel: it maps conv2d / dense layer specs "
+                            f"(model=layers, model=accel_paper) and the zoo networks ({', '.join(ZOO)}); give your "
+                            "model's layers as model.layers, or tune it on target=llvm or cuda")
         if not hasattr(model, "layers") and getattr(model, "workload", "") != "tensor_program":
             return
         for spec in layer_specs(model):

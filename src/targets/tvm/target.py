@@ -128,9 +128,17 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
     @classmethod
     def check_model(cls, settings, model, own_schedules: bool) -> None:
         """``model=ops`` with a method that searches a template's space: every chosen operator has a
-        template in ``target.template`` (metaschedule and gat make their own schedules: no check)."""
-        from tunebench.datasets.models import OpsModel
+        template in ``target.template`` (metaschedule and gat make their own schedules: no check). A user's
+        model (``model=torch``, ``model=onnx``) is imported here, every stage of it
+        (:mod:`tunebench.datasets.import_stages`), so that a model that fails only when imported is one
+        line before any run; the run reuses the import (cached in-process)."""
+        from tunebench.datasets.models import OnnxModel, OpsModel, TorchModel
 
+        if isinstance(model, (TorchModel, OnnxModel)):  # a user's model: its whole import (cached for the run)
+            from tunebench.datasets.tasks import model_tasks
+
+            model_tasks(model, cls.kind)
+            return
         if not isinstance(model, OpsModel) or own_schedules:
             return
         from tunebench.datasets.operators import kind_of, select_cases
