@@ -439,3 +439,109 @@ def test_an_edited_or_missing_recorded_table_is_one_line(tmp_path_factory, monke
         _assert_nothing_written(workdir)
         table.unlink(missing_ok=True)
     fpga_recorded._read.cache_clear()
+
+
+IMPORT_NETS = '''
+import torch
+import torch.nn as nn
+
+
+class Raises(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        raise ValueError("no weights loaded")
+
+
+class NoForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+
+class Branch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y if y.sum() > 0 else -y
+
+
+def raises():
+    return Raises()
+
+
+def no_forward():
+    return NoForward()
+
+
+def branch():
+    return Branch()
+
+
+def conv():
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+
+
+def upsample():
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Upsample(scale_factor=10000))
+'''
+
+
+def _import_failures(folder) -> list[tuple[list[str], str]]:
+    """Models that pass every static check and fail only when imported -> the text their line names."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def onnx_file(name, nodes, x, y, weights=()):
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)], list(weights))
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(folder / name))
+        return f"model.path={folder / name}"
+
+    weight = numpy_helper.from_array(np.zeros((4, 5, 3, 3), np.float32), "w")  # 5 input channels for 3
+    conv = onnx_file("conv.onnx", [helper.make_node("Conv", ["x", "w"], ["y"])], [1, 3, 8, 8], [1, 4, 6, 6], [weight])
+    huge = onnx_file("huge.onnx", [helper.make_node("Relu", ["x"], ["y"])], [200000, 200000], [200000, 200000])
+    torch_model = ["model=torch", "model.input_shape=[1,3,8,8]"]
+    return [
+        (["model=onnx", conv], f"{conv}: trial run (ONNX Runtime) on the input shapes failed: "),
+        (["model=onnx", huge], f"{huge}: its inputs: 160 GB; at most"),
+        ([*torch_model, "model.factory=import_nets:raises"], "model.factory=import_nets:raises: torch.export "
+         "(a trial forward on fake tensors of shape [1, 3, 8, 8]) failed: ValueError: no weights loaded"),
+        ([*torch_model, "model.factory=import_nets:no_forward"], 'NotImplementedError: Module [NoForward] is '
+         'missing the required "forward" function'),
+        ([*torch_model, "model.factory=import_nets:branch"], "failed: GuardOnDataDependentSymNode: Could not "
+         "guard on data-dependent expression"),
+        (["model=torch", "model.input_shape=[1,4,8,8]", "model.factory=import_nets:conv"],
+         "model.factory=import_nets:conv: torch.export (a trial forward on fake tensors of shape [1, 4, 8, 8]) "
+         "failed: RuntimeError: Given groups=1, weight of size [4, 3, 3, 3], expected input[1, 4, 8, 8]"),
+        (["model=torch", "model.input_shape=[]", "model.factory=import_nets:conv"],
+         "model.input_shape=[]: must be a non-empty list"),
+        (["model=torch", "model.input_shape=[65536,65536,65536]", "model.factory=import_nets:conv"],
+         "its input of model.input_shape=[65536, 65536, 65536]: 1.13e+06 GB; at most"),
+        (["model=torch", "model.input_shape=[1,3,32,32]", "model.factory=import_nets:upsample"],
+         "model.factory=import_nets:upsample: the tensors its forward makes: 1.44e+03 GB; at most"),
+        ([*torch_model, "model.factory=import_nets:conv", "target=accel"], "model=torch cannot run on target=accel"),
+        (["model=onnx", f"model.path={folder / 'conv.onnx'}", "target=accel"], "model=onnx cannot run on target=accel"),
+    ]
+
+
+def test_models_that_fail_only_when_imported_are_one_line(tmp_path_factory, monkeypatch):
+    """Every stage of a user's model's import runs in the preflight (ONNX: shape inference, size, constant
+    folding, a trial run, Relax import; PyTorch: input size, torch.export, size of what it traced, a trial
+    forward, Relax import; then fusion and task extraction): a failure is one line naming the model, the
+    stage and the first cause; a model whose tensors exceed the machine's memory is refused before they are
+    allocated; no run, no records. (The forked child imports the nets from the folder put on sys.path.)"""
+    folder = tmp_path_factory.mktemp("models")
+    (folder / "import_nets.py").write_text(IMPORT_NETS)
+    monkeypatch.syspath_prepend(str(folder))
+    for argv, needle in _import_failures(folder):
+        workdir = tmp_path_factory.mktemp("run")
+        code, lines = _run("run", ["progress=false", *argv], workdir)
+        _assert_one_error_line(code, lines, needle, argv)
+        _assert_nothing_written(workdir)
