@@ -26,12 +26,14 @@ HINTS = {
 }
 
 
-def model_label(model) -> str:
-    """How an error names ``model``: the file or factory a user gave, else the option."""
-    for key in ("path", "factory"):
-        if isinstance(getattr(model, key, None), str) and getattr(model, "workload", "") == "tensor_program":
-            return f"model.{key}={getattr(model, key)}"
-    return f"model={model.name}"
+def model_label(model) -> str | None:
+    """How an error names a user's model (``model=torch``, ``model=onnx``): the file or factory given;
+    None for the project's own models, whose import failing is a bug of the project (a traceback)."""
+    from tunebench.datasets.models import OnnxModel, TorchModel
+
+    if isinstance(model, OnnxModel):
+        return f"model.path={model.path}"
+    return f"model.factory={model.factory}" if isinstance(model, TorchModel) else None
 
 
 def first_cause(exc: BaseException) -> str:
@@ -45,10 +47,14 @@ def first_cause(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def stage(label: str, name: str) -> Iterator[None]:
-    """Run one import stage: any failure but a :class:`UserError` (already one line) becomes
-    ``UserError("<label>: <name> failed: <first cause>")``. What the stage prints to stderr (torch.export
-    dumps the traced graph of a failure there) is dropped: the line says what went wrong."""
+def stage(label: str | None, name: str) -> Iterator[None]:
+    """Run one import stage of a user's model: any failure but a :class:`UserError` (already one line)
+    becomes ``UserError("<label>: <name> failed: <first cause>")``. What the stage prints to stderr
+    (torch.export dumps the traced graph of a failure there) is dropped: the line says what went wrong.
+    ``label`` None (the project's own models): nothing is caught."""
+    if label is None:
+        yield
+        return
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             yield
@@ -68,7 +74,7 @@ def tensor_bytes(shapes: Iterable[tuple[Iterable[int], int]]) -> int:
     return sum(math.prod(int(d) for d in shape) * size for shape, size in shapes)
 
 
-def check_bytes(label: str, what: str, need: int) -> None:
+def check_bytes(label: str | None, what: str, need: int) -> None:
     """Refuse ``need`` bytes of ``what`` beyond :func:`memory_limit`, before they are allocated.
 
     Raises:
@@ -76,6 +82,6 @@ def check_bytes(label: str, what: str, need: int) -> None:
     """
     limit = memory_limit()
     if need > limit:
-        raise UserError(f"{label}: {what}: {need / 1e9:.3g} GB; at most {limit / 1e9:.3g} GB fit "
+        raise UserError(f"{label or 'model'}: {what}: {need / 1e9:.3g} GB; at most {limit / 1e9:.3g} GB fit "
                         f"({MEMORY_SHARE:.0%} of the {available_bytes() / 1e9:.3g} GB this machine has available: "
                         "the reference, the builds and the baselines copy them)")
