@@ -507,10 +507,14 @@ def _import_failures(folder) -> list[tuple[list[str], str]]:
     weight = numpy_helper.from_array(np.zeros((4, 5, 3, 3), np.float32), "w")  # 5 input channels for 3
     conv = onnx_file("conv.onnx", [helper.make_node("Conv", ["x", "w"], ["y"])], [1, 3, 8, 8], [1, 4, 6, 6], [weight])
     huge = onnx_file("huge.onnx", [helper.make_node("Relu", ["x"], ["y"])], [200000, 200000], [200000, 200000])
+    shape = numpy_helper.from_array(np.array([1000000, 100000], np.int64), "s")  # a small input made 400 GB
+    expand = onnx_file("expand.onnx", [helper.make_node("Expand", ["x", "s"], ["y"])], [1, 100000],
+                       [1000000, 100000], [shape])
     torch_model = ["model=torch", "model.input_shape=[1,3,8,8]"]
     return [
         (["model=onnx", conv], f"{conv}: trial run (ONNX Runtime) on the input shapes failed: "),
         (["model=onnx", huge], f"{huge}: its inputs: 160 GB; at most"),
+        (["model=onnx", expand], f"{expand}: its weights, inputs, outputs and activations: 400 GB; at most"),
         ([*torch_model, "model.factory=import_nets:raises"], "model.factory=import_nets:raises: torch.export "
          "(a trial forward on fake tensors of shape [1, 3, 8, 8]) failed: ValueError: no weights loaded"),
         ([*torch_model, "model.factory=import_nets:no_forward"], 'NotImplementedError: Module [NoForward] is '
