@@ -3,7 +3,8 @@ model (:func:`~tunebench.datasets.relax_import.fusion_passes`) after ONNX Runtim
 optimizations fold its constant shape computations; its reference output is ONNX Runtime's (CPU
 execution provider) on the same random input, from the file as given.
 
-An ONNX file is data: it is parsed (protobuf), checked and converted; nothing in it is executed.
+An ONNX file is data: it is parsed (protobuf), checked and converted; no code in it is executed (its
+graph runs on ONNX Runtime's own operators: the trial run of the import, the reference).
 """
 
 from __future__ import annotations
@@ -144,8 +145,8 @@ def ort_optimized(model):
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    opts.log_severity_level = 4  # its log (unused initializers; a failed run's node) is not the user's concern: errors
-    # are exceptions
+    opts.log_severity_level = 4  # its log (unused initializers, a failed node) would stand beside the one-line
+    # error: what fails raises
     opts.intra_op_num_threads = 1
     with tempfile.TemporaryDirectory(prefix="tunebench-onnx-") as folder:
         opts.optimized_model_filepath = os.path.join(folder, "folded.onnx")
