@@ -471,8 +471,21 @@ class Branch(nn.Module):
         return y if y.sum() > 0 else -y
 
 
+class Determinant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return torch.linalg.det(self.conv(x))
+
+
 def raises():
     return Raises()
+
+
+def determinant():
+    return Determinant()
 
 
 def no_forward():
@@ -524,6 +537,8 @@ def _import_failures(folder) -> list[tuple[list[str], str]]:
         (["model=torch", "model.input_shape=[1,4,8,8]", "model.factory=import_nets:conv"],
          "model.factory=import_nets:conv: torch.export (a trial forward on fake tensors of shape [1, 4, 8, 8]) "
          "failed: RuntimeError: Given groups=1, weight of size [4, 3, 3, 3], expected input[1, 4, 8, 8]"),
+        ([*torch_model, "model.factory=import_nets:determinant"], "model.factory=import_nets:determinant: Relax "
+         "import (from_exported_program) failed: AssertionError: Unsupported function types ['_linalg_det.default']"),
         (["model=torch", "model.input_shape=[]", "model.factory=import_nets:conv"],
          "model.input_shape=[]: must be a non-empty list"),
         (["model=torch", "model.input_shape=[65536,65536,65536]", "model.factory=import_nets:conv"],
@@ -538,7 +553,7 @@ def _import_failures(folder) -> list[tuple[list[str], str]]:
 def test_models_that_fail_only_when_imported_are_one_line(tmp_path_factory, monkeypatch):
     """Every stage of a user's model's import runs in the preflight (ONNX: shape inference, size, constant
     folding, a trial run, Relax import; PyTorch: input size, torch.export, size of what it traced, a trial
-    forward, Relax import; then fusion and task extraction): a failure is one line naming the model, the
+    forward, Relax import (an operator TVM's frontend does not convert); then fusion and task extraction): a failure is one line naming the model, the
     stage and the first cause; a model whose tensors exceed the machine's memory is refused before they are
     allocated; no run, no records. (The forked child imports the nets from the folder put on sys.path.)"""
     folder = tmp_path_factory.mktemp("models")
