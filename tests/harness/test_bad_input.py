@@ -439,3 +439,26 @@ def test_an_edited_or_missing_recorded_table_is_one_line(tmp_path_factory, monke
         _assert_nothing_written(workdir)
         table.unlink(missing_ok=True)
     fpga_recorded._read.cache_clear()
+
+
+def test_newer_paths_bad_input_is_one_line(tmp_path_factory, monkeypatch):
+    """One case per class of the newer paths: check-method on an abstract class, a search-path YAML with
+    a tab and one shadowing a built-in option, space measure into a file: one line, exit 2, nothing written."""
+    folder = tmp_path_factory.mktemp("user")
+    (folder / "user_methods.py").write_text("from tunebench.methods.base import Method\n\n\nclass Half(Method):\n"
+                                            "    pass\n")
+    monkeypatch.syspath_prepend(str(folder))
+    for group, name, text in (("tabbed", "mine", "name: mine\n\tcls: x\n"), ("shadow", "random", "name: random\n")):
+        os.makedirs(folder / group / "method")
+        (folder / group / "method" / f"{name}.yaml").write_text(text)
+    (folder / "afile").write_text("x")
+    cases = [("cli", ["check-method", "user_methods:Half"], "Half is abstract: it does not define ask"),
+             ("run", [f"hydra.searchpath=[file://{folder}/tabbed]", "method=mine"], "mine.yaml:2:1: not valid YAML"),
+             ("run", [f"hydra.searchpath=[file://{folder}/shadow]", "method=random"],
+              "random.yaml defines method=random, a built-in option"),
+             ("cli", ["space", "measure", "--out", str(folder / "afile")], "is a file; give a folder")]
+    for entry, argv, needle in cases:
+        workdir = tmp_path_factory.mktemp("run")
+        code, lines = _run(entry, argv if entry == "cli" else [*FAST, *argv], workdir)
+        _assert_one_error_line(code, lines, needle, argv)
+        _assert_nothing_written(workdir)
