@@ -137,6 +137,10 @@ class MeasuredModel(ModelSettings):
 
         read_measured(self.path)
 
+    def run_label(self) -> str:
+        """``measured:<file name without extensions>``: each measured space its own leaderboard group."""
+        return f"{self.name}:{os.path.basename(self.path).split('.json')[0]}"
+
 
 @dataclass
 class KernelModel(ModelSettings):
