@@ -115,6 +115,19 @@ def test_suite_score_matches_the_package(tmp_path, spaces, monkeypatch, capsys):
     assert ours == pytest.approx(theirs)
 
 
+def test_differences_survive_only_outside_the_noise():
+    from tunebench.report.suite_score import differences
+
+    rng = np.random.default_rng(0)
+    agg = {"good": {"per_seed": list(0.8 + 0.01 * rng.standard_normal(30))},
+           "bad": {"per_seed": list(0.1 + 0.01 * rng.standard_normal(30))},
+           "bad_too": {"per_seed": list(0.1 + 0.01 * rng.standard_normal(30))}}
+    diffs = {(d["a"], d["b"]): d for d in differences(agg)}
+    assert diffs[("good", "bad")]["survives"] and diffs[("good", "bad")]["ci"][0] > 0.6
+    assert not diffs[("bad", "bad_too")]["survives"]
+    assert len(diffs) == 3
+
+
 def _one_error(capsys, argv, needle):
     with pytest.raises(SystemExit) as exc:
         main(argv)
