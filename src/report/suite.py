@@ -110,19 +110,24 @@ def compose_units(args, paths: dict[str, str]) -> dict[tuple[str, str], dict]:
     units = {}
     for name, path in paths.items():
         plain = OmegaConf.to_container(compose([*base, f"model.path={path}"]), resolve=True)
+        plain["budget"]["method_overrides"] = {}  # every method at its own defaults, not a preset's scaling
         for method in methods:
             data = {**plain, "method": _method_data(method)}
             try:
-                validate_config(load_experiment(data))
+                cfg = load_experiment(data)
+                validate_config(cfg)
             except UserError as exc:
                 raise UserError(f"--methods {method}: {exc}") from None
-            units[(name, method)] = data
+            units[(name, method)] = {**data, "method": {**data["method"], "name": cfg.method.name}}
+    names = [_label(units[(next(iter(paths)), m)]) for m in methods]
+    if len(set(names)) != len(names):
+        raise UserError(f"--methods={args.methods}: two of them are the same method ({', '.join(names)})")
     return units
 
 
 def _label(data: dict) -> str:
-    method = data["method"]
-    return method.get("name") or method["cls"]
+    """The method's name (a plug-in's: its settings' name), as its runs are tagged."""
+    return data["method"]["name"]
 
 
 def run_one(data: dict, seed: int) -> tuple[str, list[dict]]:

@@ -115,6 +115,20 @@ def test_suite_score_matches_the_package(tmp_path, spaces, monkeypatch, capsys):
     assert ours == pytest.approx(theirs)
 
 
+def test_a_plug_in_method_runs_beside_a_registered_one(tmp_path, spaces, monkeypatch, capsys):
+    from conftest import ROOT
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "examples", "my_method"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["suite", "--spaces", spaces[0], "--methods", "random,my_method:SimulatedAnnealing", "--seeds", "2",
+                 "--budget", "8"]) == 0
+    capsys.readouterr()
+    result = json.loads((tmp_path / "suite" / "suite.json").read_text())
+    assert result["methods"] == ["random", "my_sa"]  # a plug-in by its settings' name, as its runs are tagged
+    assert len(result["scores"]["aggregate"]["my_sa"]["evals"]["per_seed"]) == 2
+    assert all(len(_records(tmp_path, result["run_ids"][f"small_a|my_sa|{s}"])) == 8 for s in range(2))
+
+
 def test_differences_survive_only_outside_the_noise():
     from tunebench.report.suite_score import differences
 
