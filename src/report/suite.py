@@ -21,7 +21,7 @@ import json
 import os
 import time
 
-from tunebench.errors import UserError
+from tunebench.errors import RunStopped, UserError
 
 DEFAULT_METHODS = "random,autotvm"
 
@@ -223,8 +223,15 @@ def cmd_suite(args: argparse.Namespace) -> None:
     methods = list(dict.fromkeys(_label(d) for d in units.values()))
     print(f"suite: {len(paths)} spaces x {len(methods)} methods x {args.seeds} seeds = "
           f"{len(units) * args.seeds} runs of {args.budget} evaluations", flush=True)
-    t0 = time.time()
-    done = run_units(units, args.seeds, args.jobs, Progress(len(units) * args.seeds))
+    t0, progress = time.time(), Progress(len(units) * args.seeds)
+    try:
+        done = run_units(units, args.seeds, args.jobs, progress)
+    except RunStopped as exc:  # Ctrl-C, SIGTERM: the finished runs stay tracked; no summary is written
+        from tunebench.harness.commands.cli import stopped
+
+        stopped(RunStopped(exc.signum, f"suite stopped by {exc.signal_name} after {progress.done} of "
+                                       f"{progress.total} runs (they stay in MLflow); no summary written",
+                           exc.run_id))
     runs = {m: {n: [seed_curve(done[(n, key_m, s)][1]) for s in range(args.seeds)]
                 for (n, key_m), d in units.items() if _label(d) == m} for m in methods}
     spaces = {n: m.stats() for n, m in measured.items()}
