@@ -1,7 +1,7 @@
 """The measured spaces shipped under ``data/``: their checksums and the named sets of them.
 
 A shipped folder with a ``SHA256SUMS`` file (``sha256sum`` format: ``<hex>  <file name>``; today
-``data/kernel_tuner/``) lists the sha256 of each file it ships: reading a listed file whose bytes differ
+``data/kernel_tuner/`` and ``data/spaces/``) lists the sha256 of each file it ships: reading a listed file whose bytes differ
 (edited, truncated, a bad copy) is one ``error:`` line, before any run. Files a user adds to the folder
 (not listed) are read unchecked, as any file outside ``data/``.
 

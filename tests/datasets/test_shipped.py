@@ -15,12 +15,14 @@ from tunebench.errors import UserError
 from tunebench.resources import data_dir
 
 
-def test_every_listed_file_matches_its_recorded_sha256():
-    manifest = data_dir("kernel_tuner", shipped.MANIFEST)
+@pytest.mark.parametrize("folder,space_set", [("kernel_tuner", "gpu"), ("spaces", "cpu")])
+def test_every_listed_file_matches_its_recorded_sha256(folder, space_set):
+    manifest = data_dir(folder, shipped.MANIFEST)
     listed = dict(line.split("  ")[::-1] for line in open(manifest).read().splitlines())
-    assert len(listed) == 9 and set(listed) == {os.path.basename(p) for p in shipped.space_set("gpu")}
+    assert set(listed) == {os.path.basename(p) for p in shipped.space_set(space_set)}
     for name, digest in listed.items():
-        with open(data_dir("kernel_tuner", name), "rb") as fh:
+        assert shipped.expected_sha256(data_dir(folder, name)) == digest
+        with open(data_dir(folder, name), "rb") as fh:
             assert hashlib.sha256(fh.read()).hexdigest() == digest, name
 
 
