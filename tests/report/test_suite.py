@@ -129,6 +129,25 @@ def test_a_plug_in_method_runs_beside_a_registered_one(tmp_path, spaces, monkeyp
     assert all(len(_records(tmp_path, result["run_ids"][f"small_a|my_sa|{s}"])) == 8 for s in range(2))
 
 
+@pytest.mark.slow
+def test_runs_side_by_side_score_as_one_after_the_other(tmp_path, spaces, monkeypatch, capsys):
+    """--jobs 2 (spawned processes) gives the same runs, hence the same scores over evaluations, as --jobs 1
+    (over time they differ a little: the replay clock includes the methods' own computing seconds)."""
+    scores = []
+    for jobs in ("1", "2"):
+        work = tmp_path / f"jobs{jobs}"
+        work.mkdir()
+        monkeypatch.chdir(work)
+        assert main(["suite", "--spaces", *spaces, "--methods", "random,autotvm", "--seeds", "2", "--budget", "6",
+                     "--jobs", jobs]) == 0
+        scores.append(json.loads((work / "suite" / "suite.json").read_text())["scores"])
+    capsys.readouterr()
+    assert scores[0]["differences"] == scores[1]["differences"]
+    for a, b in ((scores[0]["aggregate"], scores[1]["aggregate"]),
+                 *((scores[0]["per_space"][n], scores[1]["per_space"][n]) for n in ("small_a", "small_b"))):
+        assert {m: a[m]["evals"] for m in a} == {m: b[m]["evals"] for m in b}
+
+
 def test_differences_survive_only_outside_the_noise():
     from tunebench.report.suite_score import differences
 
