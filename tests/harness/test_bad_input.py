@@ -188,6 +188,10 @@ CLI_CASES = [
     (["knobs", "--out", "/dev/null/knobs.md"], "--out=/dev/null/knobs.md: cannot be written (/dev/null is not"),
     (["glimpse", "train", "--gpu-static-tags", "2", "--out", "/dev/null/g.pt"], "--out=/dev/null/g.pt: cannot be"),
     (["gat", "train", "--dataset", "set.pt", "--out", "."], "--out=.: is a folder"),
+    (["suite", "gpus"], "set 'gpus' is unknown; valid: cpu, gpu, all"),
+    (["suite", "gpu", "--seeds", "0"], "--seeds=0: must be a whole number >= 1"),
+    (["suite", "gpu", "--methods", "random,nope"], "method='nope' is unknown"),
+    (["suite", "gpu", "--budget", "5000"], "--budget=5000: larger than space convolution_MI50 (2442 configs)"),
 ]
 
 
