@@ -107,10 +107,10 @@ def compose_units(args, paths: dict[str, str]) -> dict[tuple[str, str], dict]:
         raise UserError(f"--methods={args.methods}: a method is named twice")
     base = ["target=replay", "model=measured", f"budget.trials_per_task={args.budget}", "check_correctness=false",
             "progress=false", f"experiment={args.experiment}", f"workdir={os.getcwd()}"]
-    units = {}
+    units, composed = {}, OmegaConf.to_container(compose(base), resolve=True)
+    composed["budget"]["method_overrides"] = {}  # every method at its own defaults, not a preset's scaling
     for name, path in paths.items():
-        plain = OmegaConf.to_container(compose([*base, f"model.path={path}"]), resolve=True)
-        plain["budget"]["method_overrides"] = {}  # every method at its own defaults, not a preset's scaling
+        plain = {**composed, "model": {**composed["model"], "path": path}}  # any path, no override quoting
         for method in methods:
             data = {**plain, "method": _method_data(method)}
             try:
