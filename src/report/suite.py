@@ -211,6 +211,7 @@ def cmd_suite(args: argparse.Namespace) -> None:
     import logging
 
     from tunebench.harness.commands.cli import setup_logging
+    from tunebench.harness.run_files import git_commit
     from tunebench.report.suite_score import figure, markdown, seed_curve, suite_scores
 
     _check_numbers(args)
@@ -241,7 +242,8 @@ def cmd_suite(args: argparse.Namespace) -> None:
                                                             for n, m in measured.items()},
               "scores": suite_scores(runs, spaces, args.budget),
               "run_ids": {f"{n}|{_label(units[(n, km)])}|{s}": rid for (n, km, s), (rid, _) in done.items()},
-              "wall_s": time.time() - t0}
+              "wall_s": time.time() - t0, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+              "commit": git_commit()}
     result["markdown"] = markdown(result)
     print(result["markdown"], flush=True)
     for path in write_summary(args.out, result, figure(result)):

@@ -117,12 +117,18 @@ def _cell(s: dict | None, digits: int = 3) -> str:
     return f"{s['mean']:.{digits}f}{ci}"
 
 
+def _short(commit) -> str:
+    commit = str(commit or "?")
+    return commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
 def markdown(result: dict) -> str:
     """The summary: the aggregate per method, the per-space scores, the pairwise differences."""
     sc, names = result["scores"], result["spaces"]
     lines = [f"Suite: {len(names)} spaces, methods {', '.join(result['methods'])}, {result['seeds']} seeds, "
              f"budget {result['budget']} evaluations; [Willemsen-FGCS24] methodology score (0 = random "
-             "search's calculated baseline, 1 = the optimum), mean over seeds [95 % bootstrap interval].", "",
+             "search's calculated baseline, 1 = the optimum), mean over seeds [95 % bootstrap interval]. "
+             f"{result.get('date', '')}, commit {_short(result.get('commit'))}.", "",
              "| method | score over evaluations | score over time |", "|---|---|---|"]
     lines += [f"| {m} | {_cell(a['evals'])} | {_cell(a['time'])} |" for m, a in sc["aggregate"].items()]
     lines += ["", "Per space, score over evaluations:", "",
