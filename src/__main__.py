@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tunebench.errors import UserError
-from tunebench.harness.commands.cli import fail
+from tunebench.errors import RunStopped, UserError
+from tunebench.harness.commands.cli import fail, stopped
 
 
 def _leaderboard_options(parser: argparse.ArgumentParser) -> None:
@@ -192,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         COMMANDS[args.command][2](args)
     except UserError as exc:
         fail(str(exc))
+    except RunStopped as exc:  # a command's MLflow run stopped by a signal (KILLED): one line
+        stopped(exc)
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field
 from typing import Any
@@ -27,10 +28,14 @@ Check = Callable[[Any], "str | None"]  # a value -> what is wrong with it, or No
 
 
 def knob(default: Any = MISSING, check: Check | None = None, doc: str = "", *,
-         factory: Callable[[], Any] | None = None) -> Any:
+         factory: Callable[[], Any] | None = None, nonfinite: bool = False) -> Any:
     """A settings field: its ``default`` (a list or dict default is copied per instance), its
-    ``check`` (see :func:`rule`) and ``doc``, the line a user reads about it (with its source)."""
-    meta = {"check": check, "doc": doc}
+    ``check`` (see :func:`rule`) and ``doc``, the line a user reads about it (with its source).
+
+    Every number in a knob's value, nested lists and mappings included, must be finite (``inf``,
+    ``nan`` are refused by :func:`validate` before any check runs) unless ``nonfinite`` is set, which
+    the knob's ``doc`` must then explain."""
+    meta = {"check": check, "doc": doc, "nonfinite": nonfinite}
     if factory is None and isinstance(default, (list, dict)):
         factory = _copier(default)
     if factory is not None:
@@ -47,7 +52,20 @@ def is_int(v) -> bool:
 
 
 def is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite int or float (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def nonfinite_in(v) -> float | None:
+    """The first ``inf`` or ``nan`` anywhere in ``v`` (a number, or lists and mappings of them), else None."""
+    if isinstance(v, float):
+        return None if math.isfinite(v) else v
+    items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else ()
+    for item in items:
+        found = nonfinite_in(item)
+        if found is not None:
+            return found
+    return None
 
 
 def rule(test: Callable[[Any], bool], what: str) -> Check:
@@ -117,6 +135,8 @@ def validate(obj, prefix: str = "") -> None:
     :meth:`Settings.check`; the first problem raises :class:`UserError`."""
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
+        if not f.metadata.get("nonfinite") and nonfinite_in(value) is not None:
+            raise bad(join(prefix, f.name), value, f"must be finite (holds {nonfinite_in(value)})")
         check = f.metadata.get("check")
         problem = check(value) if check is not None else None
         if problem:

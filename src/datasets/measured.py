@@ -4,10 +4,31 @@ own space files (:mod:`tunebench.datasets.space_file`); ``target=replay`` serves
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
+from tunebench.errors import UserError
 from tunebench.explicit_space import ExplicitSpace
+
+_MISSING = object()
+
+
+def recorded_number(where: str, name: str, value, *, positive: bool = False, default=_MISSING) -> float:
+    """A number read from a measured file, checked: finite and >= 0 (> 0 when ``positive``); ``value``
+    None or absent gives ``default`` where one is given. ``where`` names the file and line or entry.
+
+    Raises:
+        UserError: anything else (a string, a bool, a list, a negative, zero where positive, NaN or
+            infinite value), naming ``where``, the field and the value: a replayed run must never report it.
+    """
+    if value is None and default is not _MISSING:
+        return default
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (positive and value == 0):
+        what = "a finite number > 0" if positive else "a finite number >= 0"
+        raise UserError(f"{where}: {name}={value!r}: must be {what}")
+    return float(value)
 
 
 @dataclass(frozen=True)

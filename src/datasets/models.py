@@ -153,6 +153,28 @@ class KernelModel(ModelSettings):
     kernel: str = knob("gemm", choice(*HLS_KERNELS), "the kernel (datasets/hls/<kernel>.yaml)")
 
 
+@dataclass
+class RecordedModel(ModelSettings):
+    """A design space measured by others (data/fpga_recorded/: HGBO-DSE's MachSuite kernels on Vivado,
+    Spector's OpenCL kernels on a DE5 board), one task, replayed by ``target=table``."""
+
+    workload: ClassVar[str] = "fpga_recorded"
+    name: str = knob("machsuite_gemm", NAME, "the model")
+    kernel: str = knob("machsuite_gemm", NAME, "the recorded design space (data/fpga_recorded/MANIFEST.json)")
+
+    def check(self, prefix: str) -> None:
+        from tunebench.datasets.fpga_recorded import entry, verify
+
+        entry(self.kernel)
+        verify(self.kernel)
+
+
+def _recorded_options() -> dict:
+    from tunebench.datasets.fpga_recorded import recorded_names
+
+    return {k: RecordedModel(name=k, kernel=k) for k in recorded_names()}
+
+
 #: [Dinh-MLArchSys23] §III-A's problems as layer specs: the 64 x 512 x 128 matrix product (M = batch 64,
 #: K = in_features 128, N = out_features 512) and a 2D convolution; the paper does not give the
 #: convolution's shape, ours is ResNet-18's conv4_x 3x3 layer (256 -> 256 channels at 14 x 14), whose
@@ -171,6 +193,7 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     "onnx": OnnxModel(),
     "measured": MeasuredModel(),
     **{f"hls_{k}": KernelModel(name=f"hls_{k}", kernel=k) for k in HLS_KERNELS},
+    **_recorded_options(),
     **graph_options(ZOO),
 }
 

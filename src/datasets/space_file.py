@@ -26,8 +26,9 @@ import json
 import os
 from collections.abc import Sequence
 
+from tunebench.config.knobs import is_int, is_num, short
 from tunebench.datasets.kt_cache import read_cache
-from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, resolve
+from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, recorded_number, resolve
 from tunebench.datasets.shipped import verify_shipped
 from tunebench.errors import UserError
 from tunebench.explicit_space import ExplicitSpace
@@ -60,14 +61,21 @@ def write_space_file(path: str, header: dict, rows: Sequence[dict]) -> None:
     atomic_write_bytes(path, data, mode=0o644)
 
 
-def _knob(d: dict, path: str):
-    kinds = {"split": lambda: SplitKnob(d["name"], int(d["length"]), int(d["n_parts"])),
+def _knob(d, path: str):
+    """A knob from its description in the header (``Space.describe()``), every field checked."""
+    kinds = {"split": lambda: SplitKnob(d["name"], d["length"], d["n_parts"]),
              "choice": lambda: ChoiceKnob(d["name"], tuple(_plain(v) for v in d["values"])),
              "numeric": lambda: NumericKnob(d["name"], tuple(d["values"]))}
+    fields = {"split": lambda: is_int(d["length"]) and 1 <= d["length"] <= 2**31 and is_int(d["n_parts"])
+              and 1 <= d["n_parts"] <= 8,
+              "choice": lambda: isinstance(d["values"], list) and d["values"],
+              "numeric": lambda: isinstance(d["values"], list) and d["values"] and all(map(is_num, d["values"]))}
     try:
+        if not (isinstance(d["name"], str) and d["name"] and fields[d["type"]]()):
+            raise ValueError
         return kinds[d["type"]]()
     except (KeyError, TypeError, ValueError):
-        raise UserError(f"model.path={path}: knob {d!r} is not a knob description "
+        raise UserError(f"model.path={path}: knob {short(d)} is not a knob description "
                         f"(types: {', '.join(kinds)})") from None
 
 
@@ -95,24 +103,57 @@ def _lines(raw: bytes, path: str) -> list[dict]:
 
 
 def _row(item: dict, space, lineno: int, path: str) -> tuple[tuple, MeasuredRow]:
+    where = f"model.path={path}:{lineno}"
     missing = [k for k in ROW_KEYS if k not in item]
     if missing:
-        raise UserError(f"model.path={path}:{lineno}: a measured config without {', '.join(missing)}")
-    digits = tuple(int(d) for d in item["digits"])
-    if len(digits) != len(space.knobs) or any(not 0 <= d < n for d, n in zip(digits, space.dims)):
-        raise UserError(f"model.path={path}:{lineno}: digits {list(digits)} do not fit the knobs {space.names}")
+        raise UserError(f"{where}: a measured config without {', '.join(missing)}")
+    digits = item["digits"]
+    if (not isinstance(digits, list) or len(digits) != len(space.knobs)
+            or any(not is_int(d) or not 0 <= d < n for d, n in zip(digits, space.dims))):
+        raise UserError(f"{where}: digits={short(digits)} do not fit the knobs {space.names}")
     values = {k.name: _listed(k.entities[d]) for k, d in zip(space.knobs, digits)}
     if values != item["config"]:
-        raise UserError(f"model.path={path}:{lineno}: config {item['config']} is not what digits {list(digits)} "
-                        f"name ({values}): the file was edited or is corrupt")
-    lat = item["latency_s"]
-    return digits, MeasuredRow(None if lat is None else float(lat), float(item.get("latency_std_s") or 0.0),
-                               float(item["build_s"]), float(item["run_s"]), error=str(item.get("error") or ""),
-                               noisy=bool(item.get("noisy", False)))
+        raise UserError(f"{where}: config {short(item['config'])} is not what digits {digits} name ({values}): "
+                        "the file was edited or is corrupt")
+    error, noisy = item.get("error") or "", item.get("noisy", False)
+    if not isinstance(error, str) or not isinstance(noisy, bool):
+        bad = "error" if not isinstance(error, str) else "noisy"
+        raise UserError(f"{where}: {bad}={short(item[bad])}: must be {'text' if bad == 'error' else 'true or false'}")
+    lat = recorded_number(where, "latency_s", item["latency_s"], positive=True, default=None)
+    return tuple(digits), MeasuredRow(lat, recorded_number(where, "latency_std_s", item.get("latency_std_s"), default=0.0),
+                                      recorded_number(where, "build_s", item["build_s"]),
+                                      recorded_number(where, "run_s", item["run_s"]), error=error, noisy=noisy)
 
 
 def _listed(v):
     return list(v) if isinstance(v, tuple) else v
+
+
+def _check_header(head: dict, path: str) -> None:
+    """The header's keys and the types of what the reader uses (a count of configs > 0: a file that
+    promises none has nothing to replay)."""
+    missing = [k for k in HEADER_KEYS if k not in head]
+    if missing:
+        raise UserError(f"model.path={path}: the header has no {', '.join(missing)}")
+    types = {"name": (str, "text"), "task": (dict, "a mapping"), "target": (dict, "a mapping"),
+             "machine": (dict, "a mapping"), "knobs": (list, "a list of knob descriptions")}
+    for key, (kind, what) in types.items():
+        if not isinstance(head[key], kind) or (kind is not str and not head[key]):
+            raise UserError(f"model.path={path}:1: header {key}={short(head[key])}: must be non-empty {what}")
+    for key, value in (("configs", head["configs"]), ("space_size", head["space_size"])):
+        if not is_int(value) or value < 1:
+            raise UserError(f"model.path={path}:1: header {key}={short(value)}: must be a positive integer "
+                            "(a space file holds at least one measured config)")
+    flops = head["task"].get("flops", 0)
+    if not is_int(flops) or flops < 0:
+        raise UserError(f"model.path={path}:1: header task.flops={short(flops)}: must be an integer >= 0")
+    nested = [("task", "kind", str), ("task", "shape", dict), ("task", "template", str), ("task", "template_file", str),
+              ("task", "template_sha256", str), ("target", "tvm_target", dict), ("machine", "cpu", str)]
+    for part, key, kind in nested:
+        value = head[part].get(key)
+        if value is not None and not isinstance(value, kind):
+            raise UserError(f"model.path={path}:1: header {part}.{key}={short(value)}: must be "
+                            f"{'text' if kind is str else 'a mapping'}")
 
 
 def read_space_file(path: str, raw: bytes | None = None) -> MeasuredSpace:
@@ -134,9 +175,7 @@ def read_space_file(path: str, raw: bytes | None = None) -> MeasuredSpace:
     if head.get("version") != VERSION:
         raise UserError(f"model.path={path}: space file version {head.get('version')!r}; this tunebench reads "
                         f"version {VERSION}")
-    missing = [k for k in HEADER_KEYS if k not in head]
-    if missing:
-        raise UserError(f"model.path={path}: the header has no {', '.join(missing)}")
+    _check_header(head, path)
     if len(body) != head["configs"]:
         raise UserError(f"model.path={path}: {len(body)} measured configs, the header says {head['configs']}: "
                         "the file is truncated or was edited")
@@ -170,4 +209,9 @@ def _read_measured(path: str, mtime_ns: int, size: int) -> MeasuredSpace:
         space_file = is_space_file(_unzipped(raw))
     except (OSError, EOFError):
         space_file = False  # a corrupt gzip file: the Kernel Tuner reader says so
-    return read_space_file(path, raw) if space_file else read_cache(path)
+    measured = read_space_file(path, raw) if space_file else read_cache(path)
+    if not measured.n_valid:
+        first = next((r.error for r in measured.rows if r.error), "no error recorded")
+        raise UserError(f"model.path={path}: none of its {measured.space.size} configurations has a measured "
+                        f"latency (the first failure: {first[:80]}): nothing to replay")
+    return measured

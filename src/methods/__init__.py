@@ -70,13 +70,43 @@ def installed_methods() -> EntryPoints:
 def plugin_method(path: str, name: str | None) -> type[Method]:
     """The method class ``path`` names (``method.cls`` of an option from outside tunebench),
     registered as ``name`` (default: its settings' own name)."""
-    cls = load_class(path, "method.cls", Method)
+    cls = load_method_class(path, "method.cls", need_name=name is None)
     name = name or cls.Settings().name
-    if name in (None, "???"):
-        raise UserError(f"method.cls={path}: its option needs a name (method.name, or a default name on "
-                        f"{cls.Settings.__name__})")
     FROM_YAML.add(name)
     return register_method(name, cls)
+
+
+def load_method_class(path: str, key: str, need_name: bool = True) -> type[Method]:
+    """The :class:`Method` subclass ``path`` names, checked to be usable: not abstract (it defines
+    ``ask`` and ``tell``), with a ``Settings`` dataclass deriving from ``MethodSettings`` whose defaults
+    build, and (``need_name``) a default ``name`` there.
+
+    Raises:
+        UserError: one line naming ``key=path`` and what the class lacks.
+    """
+    import dataclasses
+    import inspect
+
+    from tunebench.config.experiment import MethodSettings
+
+    cls = load_class(path, key, Method)
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise UserError(f"{key}={path}: {cls.__name__} is abstract: it does not define {missing}")
+    settings = getattr(cls, "Settings", None)
+    if not (isinstance(settings, type) and issubclass(settings, MethodSettings) and dataclasses.is_dataclass(settings)):
+        raise UserError(f"{key}={path}: {cls.__name__}.Settings must be a dataclass deriving from "
+                        "tunebench.config.experiment.MethodSettings (docs/USAGE.md §Your own method)")
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    required = [n for n, f in fields.items() if n != "name" and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING]
+    if required:
+        raise UserError(f"{key}={path}: {settings.__name__} has knobs without a default ({', '.join(required)}): "
+                        "every hyperparameter needs one")
+    if need_name and fields["name"].default in (dataclasses.MISSING, None, "???", ""):
+        raise UserError(f"{key}={path}: its option needs a name (method.name, or a default name on "
+                        f"{settings.__name__})")
+    return cls
 
 
 def method_class(name) -> type[Method]:

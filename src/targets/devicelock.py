@@ -89,6 +89,28 @@ def holder_of(path: str) -> str:
     return f"pid {pid} ({_command_of(pid)}), held for {time.time() - since:.0f} s"
 
 
+def _write_holder(fh) -> None:
+    """Write this process's holder line (pid, time, command) into a lock file it holds."""
+    if fh.writable():
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n{time.time()}\n{_command_of(os.getpid())}\n")
+        fh.flush()
+
+
+def lock_now(path: str):
+    """Take the lock file at ``path`` without waiting: the open file, holding the lock with this process's
+    holder line written (close it to release), or None when another process holds it (:func:`holder_of`)."""
+    fh = open_lock_file(path)
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    _write_holder(fh)
+    return fh
+
+
 class _Held:
     """A lock file this process holds: the open file, the in-process mutex and the nesting depth."""
 
@@ -156,11 +178,7 @@ class DeviceLock:
         self.wait_s += waited
         if noticed:
             log.warning("got the %s device lock after waiting %.1f s", self.device_key, waited)
-        if fh.writable():
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"{os.getpid()}\n{time.time()}\n{_command_of(os.getpid())}\n")
-            fh.flush()
+        _write_holder(fh)
         return fh
 
     def __enter__(self) -> DeviceLock:

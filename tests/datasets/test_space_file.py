@@ -145,6 +145,33 @@ def test_space_measure_resumes_on_the_same_machine_only(tmp_path, capsys):
     assert sorted(os.listdir(out)) == [".measuring.json"]
 
 
+def test_space_measure_refuses_an_out_it_cannot_use_and_leaves_nothing(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    code, err = _main(["space", "measure", "--out", str(afile)], capsys)
+    assert code == 2 and err == [f"error: --out={afile}: is a file; give a folder"]
+    code, err = _main(["space", "measure", "--out", str(afile / "sub")], capsys)
+    assert code == 2 and len(err) == 1 and "cannot be written" in err[0]
+    code, err = _main(["space", "measure", "--out", str(tmp_path / "new"), "model=nope"], capsys)  # refused run
+    assert code == 2 and len(err) == 1 and "model='nope' is unknown" in err[0]
+    assert sorted(os.listdir(tmp_path)) == ["afile"]  # no empty --out folder left behind
+
+
+def test_a_second_space_measure_into_one_folder_is_refused_naming_the_first(tmp_path, capsys):
+    from tunebench.targets.devicelock import lock_now
+
+    out = tmp_path / "out"
+    out.mkdir()
+    held = lock_now(str(out / ".measuring.lock"))  # the first one, measuring
+    try:
+        code, err = _main(["space", "measure", "--out", str(out)], capsys)
+    finally:
+        held.close()
+    assert code == 2 and len(err) == 1 and "another space measure is measuring into it" in err[0]
+    assert f"pid {os.getpid()} " in err[0]
+    assert sorted(os.listdir(out)) == [".measuring.lock"]  # the first one's lock, untouched
+
+
 def test_space_measure_then_replay_reproduces_the_measurements(tmp_path, monkeypatch, capsys):
     """A 3-config sample of a tiny dense layer measured on llvm, written, and replayed by random search."""
     monkeypatch.chdir(tmp_path)

@@ -108,6 +108,14 @@ RUN_CASES = [
     (["model=resnet18", "model.seed=-1"], "model.seed=-1"),
     (["model=hls_gemm"], "model=hls_gemm and target=llvm do not go together"),
     (["target=table"], "model=layers and target=table do not go together"),
+    (["target=table", "model=machsuite_gemmm"], "model='machsuite_gemmm' is unknown; valid:"),
+    (["model=spector_mm"], "model=spector_mm and target=llvm do not go together"),
+    (["target=table", "model=spector_mm", "model.kernel=spector_mmm"],
+     "model.kernel='spector_mmm' is not a recorded design space; valid: machsuite_aes, "),
+    (["target=table", "model=spector_mm", "target.fidelities=[synth,impl]"],
+     "target.fidelities=['synth', 'impl']: spector_mm has no fidelity 'synth'; valid: estimate, impl"),
+    (["target=table", "model=machsuite_gemm", "target.objectives=[delay_s,power_w]"],
+     "machsuite_gemm records no 'power_w' at estimate; valid there:"),
     # target
     (["target.batch_size=0"], "target.batch_size=0"),
     (["target.batch_size=abc"], "target.batch_size='abc'"),
@@ -172,6 +180,22 @@ RUN_CASES = [
     (["method=mapspace_bo", "target=accel", "method.order_encoding=sorted"], "method.order_encoding='sorted'"),
     (["method=mapspace_bo", "target=accel", "method.transfer_from=[{scratchpad:64}]"],
      "method.transfer_from[0]={'scratchpad': 64}: must change knobs of target=accel"),
+    # non-finite numbers: refused for every knob, nested ones included, before any check of its own
+    (["target=accel", "target.accumulator_kib=inf"], "target.accumulator_kib=inf: must be finite"),
+    (["target=accel", "target.clock_hz=inf"], "target.clock_hz=inf: must be finite"),
+    (["target=accel", "target.dram_pj_per_bit=nan"], "target.dram_pj_per_bit=nan: must be finite"),
+    (["method=mapspace_bo", "target=accel", "method.transfer_from=[{scratchpad_kib:inf}]"],
+     "method.transfer_from=[{'scratchpad_kib': inf}]: must be finite"),
+    (["method=cgp", *FPGA, "method.free_fidelity_ratio=nan"], "method.free_fidelity_ratio=nan: must be finite"),
+    (["e2e.tolerance=inf"], "e2e.tolerance=inf: must be finite"),
+    # multi-objective samplers on a one-objective target; a Blueprint mode without a model
+    (["method=nsga2"], "method=nsga2 cannot run on target=llvm: it needs several objectives"),
+    (["method=motpe", "target=replay", "model=measured"], "method=motpe cannot run on target=replay"),
+    (["method=glimpse", "method.blueprint=constant"], "method.blueprint=constant needs method.pretrained"),
+    # sizes bounded by what the machine can do
+    (["method=mapspace_bo", "target=accel", "method.n_candidates=100000000"],
+     "method.n_candidates=100000000: must be an integer in [1, 65536]"),
+    (["method=loma", "target=accel", "method.lpf_limit=12"], "method.lpf_limit=12: must be an integer in [1, 8]"),
 ]
 
 CLI_CASES = [
@@ -192,6 +216,12 @@ CLI_CASES = [
     (["suite", "gpu", "--seeds", "0"], "--seeds=0: must be a whole number >= 1"),
     (["suite", "gpu", "--methods", "random,nope"], "method='nope' is unknown"),
     (["suite", "gpu", "--budget", "5000"], "--budget=5000: larger than space convolution_MI50 (2442 configs)"),
+    (["glimpse", "train", "--seed", "-1", "--out", "g.pt"], "--seed: '-1': must be an integer in [0, 4294967295]"),
+    (["glimpse", "train", "--dims", "-3", "--out", "g.pt"], "--dims: '-3': must be an integer in [1, 64]"),
+    (["glimpse", "train", "--dims", "0", "--out", "g.pt"], "--dims: '0': must be an integer in [1, 64]"),
+    (["glimpse", "train", "--acq-batches", "x", "--out", "g.pt"], "--acq-batches: 'x': must be an integer"),
+    (["gat", "train", "--dataset", "set.pt", "--out", "m.pt", "--lr", "nan"], "--lr: 'nan': must be a number in"),
+    (["gat", "train", "--dataset", "set.pt", "--out", "m.pt", "--epochs", "0"], "--epochs: '0': must be an integer"),
 ]
 
 
@@ -339,3 +369,77 @@ def test_a_bad_gat_checkpoint_is_refused_within_seconds(tmp_path):
     _assert_one_error_line(proc.returncode, lines, "method.pretrained=/etc/passwd: not a checkpoint", "gat")
     _assert_nothing_written(tmp_path)
     assert wall < 15, f"refused after {wall:.0f} s"
+
+
+def _measured_files(folder) -> dict[str, str]:
+    """Measured files a user could have edited -> the text the error names (file, line or entry, field)."""
+    import gzip
+    import json
+
+    from tunebench.resources import data_dir
+
+    with open(data_dir("spaces/llvm_dense_1x512x1000.jsonl")) as fh:
+        items = [json.loads(line) for line in fh][:4]
+    items[0]["configs"] = 3
+
+    def space_file(name, edit):
+        copy = json.loads(json.dumps(items))
+        edit(copy)
+        (folder / name).write_text("".join(json.dumps(i) + "\n" for i in copy))
+
+    space_file("negative.jsonl", lambda c: c[2].update(latency_s=-1.0))
+    space_file("nan.jsonl", lambda c: c[3].update(build_s=float("nan")))
+    space_file("text.jsonl", lambda c: c[1].update(run_s="fast"))
+    space_file("none.jsonl", lambda c: c[:] and (c.__delitem__(slice(1, None)), c[0].update(configs=0)))
+    cache = json.loads(gzip.decompress(open(data_dir("kernel_tuner/convolution_MI50.json.gz"), "rb").read()))
+    cache["cache"] = dict(list(cache["cache"].items())[:3])
+    first = next(iter(cache["cache"]))
+    cache["cache"][first]["time"] = -1000.0
+    (folder / "negative.json").write_text(json.dumps(cache))
+    cache["cache"][first]["time"] = 1.0
+    cache["tune_params_keys"].remove("use_padding")
+    del cache["tune_params"]["use_padding"]
+    (folder / "undeclared.json").write_text(json.dumps(cache))
+    return {"negative.jsonl": ":3: latency_s=-1.0: must be a finite number > 0",
+            "nan.jsonl": ":4: build_s=nan: must be a finite number >= 0",
+            "text.jsonl": ":2: run_s='fast': must be a finite number >= 0",
+            "none.jsonl": ":1: header configs=0: must be a positive integer",
+            "negative.json": f"cache entry '{first}': time=-1000.0: must be a finite number > 0",
+            "undeclared.json": f"cache entry '{first}': the key is not the values of tune_params_keys"}
+
+
+def test_impossible_measured_files_are_refused_before_the_run(tmp_path_factory):
+    """A replayed file with a negative, NaN or textual number, no configs, or an entry with a parameter
+    the cache does not declare: one line naming file, line (or entry) and field; no run, no records."""
+    folder = tmp_path_factory.mktemp("measured")
+    for name, needle in _measured_files(folder).items():
+        workdir = tmp_path_factory.mktemp("run")
+        argv = ["progress=false", "target=replay", "model=measured", f"model.path={folder / name}"]
+        code, lines = _run("run", argv, workdir)
+        _assert_one_error_line(code, lines, f"model.path={folder / name}", argv)
+        assert needle in lines[0], lines[0]
+        _assert_nothing_written(workdir)
+
+
+def test_an_edited_or_missing_recorded_table_is_one_line(tmp_path_factory, monkeypatch):
+    """A recorded FPGA table whose sha256 is not the manifest's, or that is gone, is refused before the run
+    (the forked child sees the copy the parent points the data folder at)."""
+    import shutil
+
+    from tunebench.datasets import fpga_recorded
+
+    copy = tmp_path_factory.mktemp("data") / "fpga_recorded"
+    shutil.copytree(fpga_recorded.ROOT, copy)
+    monkeypatch.setattr(fpga_recorded, "ROOT", str(copy))
+    fpga_recorded._read.cache_clear()
+    table = copy / "spector" / "dct.csv.gz"
+    raw = table.read_bytes()
+    table.write_bytes(raw[:100] + bytes([raw[100] ^ 1]) + raw[101:])
+    argv = ["progress=false", "target=table", "model=spector_dct"]
+    for needle in ("spector_dct was changed: sha256", "spector_dct is missing"):
+        workdir = tmp_path_factory.mktemp("run")
+        code, lines = _run("run", argv, workdir)
+        _assert_one_error_line(code, lines, needle, argv)
+        _assert_nothing_written(workdir)
+        table.unlink(missing_ok=True)
+    fpga_recorded._read.cache_clear()

@@ -4,6 +4,7 @@ entry point (``tunebench.methods``), ``python -m tunebench check-method``; their
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -69,6 +70,65 @@ def test_a_bad_cls_is_one_line_before_any_run(plugins, cls, module, message):
         (plugins / "broken_mod.py").write_text(module)
     search = _yaml(plugins, "mine", f"cls: {cls}\nname: mine\n")
     with pytest.raises(UserError, match=message):
+        preflight([search, "method=mine", f"workdir={plugins}"])
+    assert not os.path.exists(plugins / "mlflow.db")
+
+
+UNUSABLE = """
+from dataclasses import dataclass, field
+
+from tunebench.config.experiment import MethodSettings
+from tunebench.methods.base import Method
+
+
+class Abstract(Method):
+    pass
+
+
+class PlainSettings(Method):
+    Settings = dict
+
+    def ask(self, n):
+        return []
+
+    def tell(self, measurements):
+        pass
+
+
+class NoName(PlainSettings):
+    Settings = MethodSettings
+
+
+class NoDefault(PlainSettings):
+    @dataclass
+    class Settings(MethodSettings):
+        name: str = "nodefault"
+        z: float = field(kw_only=True)
+"""
+
+
+@pytest.mark.parametrize(("cls", "message"), [
+    ("unusable:Abstract", "check-method=unusable:Abstract: Abstract is abstract: it does not define ask"),
+    ("unusable:PlainSettings", "PlainSettings.Settings must be a dataclass deriving from"),
+    ("unusable:NoName", "its option needs a name (method.name, or a default name on MethodSettings)"),
+    ("unusable:NoDefault", "has knobs without a default (z)"),
+])
+def test_check_method_on_an_unusable_class_is_one_line(plugins, cls, message):
+    from tunebench.harness.commands.check_method import cmd_check_method
+
+    (plugins / "unusable.py").write_text(UNUSABLE)
+    with pytest.raises(UserError, match=re.escape(message)):
+        cmd_check_method(type("Args", (), {"cls": cls, "select": None})())
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("mine", "cls: my_method:SimulatedAnnealing\nname: [mine\n", r"mine.yaml:3:1: not valid YAML \(expected ','"),
+    ("mine", "name: mine\n\tcls: x\n", r"mine.yaml:2:1: not valid YAML \(found character '\\t'"),
+    ("autotvm", "name: autotvm\nplan_size: 8\n", r"autotvm.yaml defines method=autotvm, a built-in option"),
+])
+def test_a_broken_or_shadowing_yaml_on_the_search_path_is_one_line(plugins, name, text, message):
+    search = _yaml(plugins, name, text)
+    with pytest.raises(UserError, match=r"^hydra.searchpath: .*" + message):
         preflight([search, "method=mine", f"workdir={plugins}"])
     assert not os.path.exists(plugins / "mlflow.db")
 

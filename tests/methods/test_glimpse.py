@@ -144,6 +144,20 @@ def test_missing_corrupt_and_foreign_pretrained_files_are_refused(trained, tmp_p
     assert "no datasheet" in Glimpse(pretrained=trained).check_task(_task(64, 56), gpu)
 
 
+def test_the_blueprint_knob_must_match_how_the_model_was_trained(trained):
+    """``method.blueprint`` is checked against the model's Blueprint mode: a spec model under
+    ``blueprint=constant`` (and constant without a model) is refused with one line naming both."""
+    from tunebench.methods.glimpse.model import GlimpseModel
+
+    assert GlimpseModel.load(trained).blueprint_mode == "spec"
+    assert Glimpse(pretrained=trained, blueprint="spec").settings.blueprint == "spec"
+    with pytest.raises(UserError, match=r"method.pretrained=.*trained without --constant-blueprint.*"
+                                        r"not for method.blueprint=constant; set method.blueprint=spec"):
+        Glimpse(pretrained=trained, blueprint="constant")
+    with pytest.raises(UserError, match=r"method.blueprint=constant needs method.pretrained"):
+        Glimpse(blueprint="constant")
+
+
 def _best_after(method, task, hw, trials: int, seed: int) -> float:
     method.setup(task, _info(*hw), None, Budget(trials_per_task=trials), np.random.default_rng(seed))
     best, n = 0.0, 0

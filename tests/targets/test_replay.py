@@ -111,9 +111,9 @@ def test_tvm_space_methods_run_unchanged_on_a_listed_space(name):
     (b"\x1f\x8b\x08garbage", "not a readable JSON cache"),
     (json.dumps({"results": []}).encode(), "not a Kernel Tuner cache \\(needs keys tune_params_keys"),
     (json.dumps({**small_cache(), "cache": {"9,9,x": {"a": 9, "b": 9, "mode": "x", "time": 1.0}}}).encode(),
-     "cache entry '9,9,x' has parameters outside tune_params"),
+     "cache entry '9,9,x': parameters outside tune_params"),
     (json.dumps({**small_cache(), "cache": {"1,1,x": {"a": 1, "b": 1, "mode": "x", "time": None}}}).encode(),
-     "has time None: neither milliseconds nor an error name"),
+     "cache entry '1,1,x': time=None: neither milliseconds nor an error name"),
 ])
 def test_a_bad_cache_is_one_line_before_any_run(tmp_path, content, message):
     path = tmp_path / "cache.json"

@@ -8,7 +8,6 @@ import argparse
 import importlib.util
 import os
 
-from tunebench.config.plugins import load_class
 from tunebench.errors import UserError
 
 SUITE = "tunebench.testing.conformance"
@@ -22,9 +21,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def cmd_check_method(args: argparse.Namespace) -> int:
     """Run the suite on ``args.cls``; returns pytest's exit code."""
-    from tunebench.methods.base import Method
+    from tunebench.methods import load_method_class
 
-    load_class(args.cls, "check-method", Method)  # a bad path is one error line, before pytest starts
+    load_method_class(args.cls, "check-method")  # a bad path or an unusable class is one line, before pytest
     if importlib.util.find_spec("pytest") is None:
         raise UserError("check-method runs pytest, which is not installed: make install EXTRAS=test")
     import pytest

@@ -10,10 +10,11 @@ import os
 import time
 
 from tunebench.errors import UserError
-from tunebench.harness.commands.cli import check_out
+from tunebench.harness.commands.cli import check_out, count
 
 
 def cmd_train(args) -> None:
+    from tunebench.harness.tracking.command_run import command_run
     from tunebench.harness.tracking.tracker import Tracker
     from tunebench.methods.glimpse.dataset import groups_from_runs, summary
     from tunebench.methods.glimpse.train import TrainSettings, train
@@ -33,21 +34,18 @@ def cmd_train(args) -> None:
     info = summary(groups)
     print(f"training set: {info['groups']} (task, hardware) groups, {info['configs']} configs "
           f"({info['invalid']} invalid) on {', '.join(info['hardware'])}", flush=True)
-    tr = Tracker(None, "glimpse-training", args.workdir)
-    tr.start(run_name=f"glimpse-train-{s.blueprint_mode}", params={"records": json.dumps(args.records),
-                                                                   "dims": s.dims, "blueprint": s.blueprint_mode,
-                                                                   "seed": s.seed}, tags={})
+    params = {"records": json.dumps(args.records), "dims": s.dims, "blueprint": s.blueprint_mode, "seed": s.seed}
+    with command_run(Tracker(None, "glimpse-training", args.workdir), f"glimpse-train-{s.blueprint_mode}", params,
+                     "glimpse train") as tr:
+        def progress(part, step, value):
+            tr.metric(f"{part}_progress", value, step)
+            print(f"  {part} {step}: {value:.4f} ({time.time() - t0:.0f} s)", flush=True)
 
-    def progress(part, step, value):
-        tr.metric(f"{part}_progress", value, step)
-        print(f"  {part} {step}: {value:.4f} ({time.time() - t0:.0f} s)", flush=True)
-
-    model = train(groups, s, progress)
-    model.info["training_set"] = info
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    model.save(args.out)
-    tr.artifact(args.out)
-    tr.end()
+        model = train(groups, s, progress)
+        model.info["training_set"] = info
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        model.save(args.out)
+        tr.artifact(args.out)
     print(f"model {args.out} in {time.time() - t0:.0f} s (use method.pretrained={os.path.abspath(args.out)})",
           flush=True)
 
@@ -65,12 +63,12 @@ def add_options(p) -> None:
     p.add_argument("--records", nargs="*", default=[], help="record folders, records.jsonl files or run ids of "
                                                             "target=llvm runs (the training hardware)")
     p.add_argument("--out", required=True, help="model file to write (.pt)")
-    p.add_argument("--dims", type=int, default=4, help="Blueprint dimensions (PCA components)")
+    p.add_argument("--dims", type=count(1, 64), default=4, help="Blueprint dimensions (PCA components), 1-64")
     p.add_argument("--constant-blueprint", action="store_true", help="the ablation: Θ = 0 in training and tuning")
-    p.add_argument("--gpu-static-tags", type=int, default=0, help="add static validity labels of CUDA configs "
+    p.add_argument("--gpu-static-tags", type=count(0, 1000), default=0, help="add static validity labels of CUDA configs "
                                                                   "under this many TVM GPU tags")
-    p.add_argument("--gpu-static-configs", type=int, default=200, help="configs per task and tag")
-    p.add_argument("--acq-batches", type=int, default=300, help="REINFORCE batches of the acquisition")
+    p.add_argument("--gpu-static-configs", type=count(1, 100_000), default=200, help="configs per task and tag")
+    p.add_argument("--acq-batches", type=count(1, 100_000), default=300, help="REINFORCE batches of the acquisition")
     p.add_argument("--prior-epochs", type=_epochs, default=None, metavar="N|auto",
                    help="epochs of the prior generator H; auto (the default): chosen by leave-one-hardware-out "
                         "validation over the measured hardware, up to 300")
@@ -78,5 +76,5 @@ def add_options(p) -> None:
                    help="the prior the acquisition's training episodes see: held-out (the default): for each "
                         "hardware, H trained without it; in-sample: H trained on all (fit to every episode's "
                         "best configs)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=count(0, 2**32 - 1), default=0, help="seed of the training (numpy, torch)")
     p.add_argument("--workdir", default=".", help="where records/ and mlflow.db live")

@@ -16,7 +16,8 @@ INTRO = """# Knobs
 
 Every setting of a run, generated from the settings classes that declare it (`python -m tunebench
 knobs > docs/KNOBS.md`). Set any of them on the command line: `python run.py method=autotvm
-method.plan_size=32 target.runner.repeat=3`. Bracketed keys cite docs/REFERENCES.md.
+method.plan_size=32 target.runner.repeat=3`. Every number a knob holds, inside lists and mappings too,
+must be finite: `inf` and `nan` are refused before the run. Bracketed keys cite docs/REFERENCES.md.
 """
 GROUP_DOC = {"method": "the tuning method: `method=<name>`", "model": "the model whose tasks are tuned: "
              "`model=<name>`", "target": "where configs are measured: `target=<name>`"}

@@ -13,6 +13,7 @@ task is measured; the state file is then removed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -21,9 +22,11 @@ import time
 
 from tunebench.config.experiment import MAX_TRIALS
 from tunebench.errors import UserError
+from tunebench.harness.commands.cli import check_out
 
 log = logging.getLogger(__name__)
 STATE = ".measuring.json"
+LOCK = ".measuring.lock"
 #: overrides the command sets itself
 OWN = ("method", "budget.trials_per_task", "resume", "e2e.enabled")
 
@@ -80,16 +83,52 @@ def _state(out: str, here: dict, overrides: list[str]) -> dict | None:
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    """Measure (or resume measuring) the spaces, then write the files."""
+    """Measure (or resume measuring) the spaces, then write the files; one ``space measure`` per folder."""
     from tunebench.harness.commands.cli import setup_logging
+
+    _check_args(args)
+    check_out(args.out, "--out", folder=True)
+    setup_logging()  # the run's log lines (a task's trials, noise verdicts), as run.py shows them
+    with _out_lock(args.out):
+        _measure(args, os.path.abspath(args.out))
+
+
+@contextlib.contextmanager
+def _out_lock(given: str):
+    """Hold the folder's lock (``.measuring.lock``) while measuring into it: a second ``space measure`` into
+    it is refused with one line naming the first one's pid. A folder this call created is removed again
+    when nothing was written into it (a refused run leaves no empty folder)."""
+    from tunebench.targets.devicelock import holder_of, lock_now
+
+    out = os.path.abspath(given)
+    created = not os.path.exists(out)
+    try:
+        os.makedirs(out, exist_ok=True)
+        lock = os.path.join(out, LOCK)
+        fh = lock_now(lock)
+    except OSError as exc:
+        raise UserError(f"--out={given}: cannot be written ({exc.strerror or exc})") from None
+    if fh is None:
+        if created:
+            os.rmdir(out)
+        raise UserError(f"--out={given}: another space measure is measuring into it ({holder_of(lock)}); wait for "
+                        "it to end, or give another --out")
+    try:
+        yield
+    finally:
+        os.remove(lock)
+        fh.close()
+        if created and not os.listdir(out):
+            os.rmdir(out)
+
+
+def _measure(args: argparse.Namespace, out: str) -> None:
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.run_files import git_commit
     from tunebench.harness.setup.compose import compose_config
     from tunebench.targets import target_class
 
-    _check_args(args)
-    setup_logging()  # the run's log lines (a task's trials, noise verdicts), as run.py shows them
-    out, here = os.path.abspath(args.out), machine()
+    here = machine()
     state = _state(out, here, list(args.overrides))
     method = ["method=exhaustive"] + [f"method.{k}={v}" for k, v in (("sample", args.sample),
                                                                       ("max_factor", args.max_factor)) if v]
@@ -99,7 +138,6 @@ def cmd_measure(args: argparse.Namespace) -> None:
     cfg = compose_config([f"workdir={os.getcwd()}", *overrides])
     if not target_class(cfg.target.kind).measures_spaces:
         raise UserError(f"target={cfg.target.name}: only TVM targets (llvm, cuda) measure spaces for target=replay")
-    os.makedirs(out, exist_ok=True)
     started = {}
 
     def remember(run_id: str, record_path: str) -> None:

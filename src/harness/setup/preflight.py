@@ -12,7 +12,14 @@ from tunebench.config.knobs import short
 from tunebench.config.load import config_error, unknown_keys
 from tunebench.errors import UserError
 from tunebench.harness.setup.load import load_experiment
-from tunebench.harness.setup.store import CONF_DIR, GROUPS, failed_options, group_options, register_configs
+from tunebench.harness.setup.store import (
+    CONF_DIR,
+    GROUPS,
+    builtin_options,
+    failed_options,
+    group_options,
+    register_configs,
+)
 from tunebench.harness.setup.validate import validate_config
 
 MULTIRUN = ("-m", "--multirun")
@@ -68,8 +75,41 @@ def search_folders(parsed) -> tuple[str, ...]:
     return tuple(folders)
 
 
+def check_search_yaml(search: tuple[str, ...], conf_dir: str = CONF_DIR) -> None:
+    """Every option YAML in the search folders (``<folder>/<group>/<name>.yaml``) is readable YAML and
+    adds a new option: one that has a built-in option's name would shadow it (which of the two a run
+    got would depend on the search order), so it is refused naming both.
+
+    Raises:
+        UserError: one line naming the file, and the line and column of a YAML error.
+    """
+    import yaml
+
+    for root in search:
+        for group in GROUPS:
+            folder = os.path.join(root, group)
+            names = sorted(f for f in os.listdir(folder) if f.endswith(".yaml")) if os.path.isdir(folder) else []
+            builtin = builtin_options(group, conf_dir) if names else set()
+            for name in names:
+                path = os.path.join(folder, name)
+                if name[:-5] in builtin:
+                    raise UserError(f"hydra.searchpath: {path} defines {group}={name[:-5]}, a built-in option; "
+                                    "give your option another name")
+                try:
+                    with open(path) as fh:
+                        yaml.safe_load(fh)
+                except yaml.YAMLError as exc:
+                    mark = getattr(exc, "problem_mark", None)
+                    where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+                    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                    raise UserError(f"hydra.searchpath: {path}{where}: not valid YAML ({what})") from None
+                except OSError as exc:
+                    raise UserError(f"hydra.searchpath: {path}: cannot be read ({exc.strerror})") from None
+
+
 def _check_groups(parsed, conf_dir: str, multirun: bool) -> None:
     search = search_folders(parsed)
+    check_search_yaml(search, conf_dir)
     for o in parsed:
         if o.is_sweep_override() and not multirun:
             raise UserError(f"{o.input_line} is a sweep (several values): add -m to run one job per value")

@@ -46,6 +46,18 @@ def registered_options() -> dict[str, dict[str, object]]:
                        if kind not in targets.FROM_YAML}}
 
 
+def builtin_options(group: str, conf: str = CONF_DIR) -> set[str]:
+    """The options tunebench itself ships in ``group``: :func:`group_options` without those installed
+    packages add (their entry points) and those from ``hydra.searchpath`` YAML."""
+    from importlib.metadata import entry_points
+
+    from tunebench.config.plugins import GROUPS as ENTRY_POINT_GROUPS
+
+    installed = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUPS[group])} if group in ENTRY_POINT_GROUPS \
+        else set()
+    return set(group_options(group, conf)) - installed
+
+
 def failed_options(group: str) -> dict[str, str]:
     """option name -> why its installed package's entry point did not load (one line)."""
     from tunebench.methods import installed_methods

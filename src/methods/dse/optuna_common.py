@@ -21,7 +21,7 @@ import numpy as np
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import bad, join, knob
 from tunebench.explicit_space import ExplicitSpace
-from tunebench.methods.base import Method
+from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.dse.optuna_storage import (
     journal_problem,
     open_storage,
@@ -62,6 +62,7 @@ class OptunaMethod(Method):
     """Base of the Optuna methods: a subclass's settings extend :class:`OptunaSettings`; it makes the sampler."""
 
     name = "optuna"
+    needs = TargetNeeds(objectives="multi")  # multi-objective samplers (a Pareto front), as docs/USAGE.md says
 
     def __init__(self, settings: OptunaSettings | None = None, **overrides):
         """Also opens ``method.storage`` (its schema is created now, while the harness checks the config:

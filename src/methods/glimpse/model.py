@@ -134,11 +134,16 @@ class GlimpseModel:
         return m
 
 
-def model_problem(path: str) -> str | None:
-    """Why ``path`` is not a usable Glimpse model, in one line (None: it is)."""
+def model_problem(path: str, blueprint: str | None = None) -> str | None:
+    """Why ``path`` is not a usable Glimpse model, in one line (None: it is); with ``blueprint``
+    (``method.blueprint``), also when the model was trained with the other Blueprint mode."""
     try:
-        GlimpseModel.load(path)
+        model = GlimpseModel.load(path)
     except UserError as exc:
         reason = str(exc).removeprefix(f"{WHAT} {path}: ")
         return f"not a model of `python -m tunebench glimpse train`: {reason}"
+    if blueprint is not None and model.blueprint_mode != blueprint:
+        how = "with --constant-blueprint" if model.blueprint_mode == "constant" else "without --constant-blueprint"
+        return (f"trained {how} (blueprint_mode {model.blueprint_mode}), not for method.blueprint={blueprint}; "
+                f"set method.blueprint={model.blueprint_mode} or give a model trained for {blueprint}")
     return None

@@ -22,8 +22,9 @@ class GlimpseSettings(MethodSettings):
                          "acquisition, validity ensemble); null = none of the three: uniform prior, expected "
                          "improvement instead of the learned acquisition, no validity filter (plain GP-BO with SA)")
     blueprint: str = knob("spec", choice("spec", "constant"),
-                          "spec = the hardware's Blueprint ([Ahn-PhD] §4.4.1); constant = the ablation: Θ = 0, for a "
-                          "model trained with --constant-blueprint")
+                          "spec = the hardware's Blueprint ([Ahn-PhD] §4.4.1); constant = the ablation: Θ = 0. It must "
+                          "match how method.pretrained was trained (constant: with --constant-blueprint); a model "
+                          "trained the other way, or constant without a model, is refused before the run")
     use_prior: bool = knob(True, None, "initial samples from H's prior ([Ahn-PhD] §4.4.1, Algorithm 4 line 4)")
     use_acquisition: bool = knob(True, None, "the meta-learned acquisition picks the measured configs from SA's "
                                              "candidates ([Ahn-PhD] §4.4.2, Algorithm 4 line 8); false = expected "
@@ -49,18 +50,24 @@ class GlimpseSettings(MethodSettings):
                                         "configs the ensemble rejected (never an empty round)")
 
     def check(self, prefix: str) -> None:
-        """A ``pretrained`` file is an existing, readable Glimpse model; checked before the run exists."""
+        """A ``pretrained`` file is an existing, readable Glimpse model trained for ``blueprint``'s mode;
+        ``blueprint=constant`` needs one (without a model there is no Blueprint to hold constant).
+        Checked before the run exists."""
         if self.pretrained is None:
+            if self.blueprint == "constant":
+                raise UserError(f"{join(prefix, 'blueprint')}=constant needs {join(prefix, 'pretrained')}: a model "
+                                "trained with `python -m tunebench glimpse train --constant-blueprint`")
             return
         from tunebench.methods.glimpse.model import TRAIN_HINT
 
-        problem = pretrained_problem(self.pretrained, TRAIN_HINT, _model_problem)
+        problem = pretrained_problem(self.pretrained, TRAIN_HINT,
+                                     lambda path, stamp: _model_problem(path, stamp, self.blueprint))
         if problem:
             raise UserError(f"{join(prefix, 'pretrained')}={self.pretrained}: {problem}")
 
 
 @functools.lru_cache(maxsize=8)
-def _model_problem(path: str, stamp: tuple) -> str | None:
+def _model_problem(path: str, stamp: tuple, blueprint: str) -> str | None:
     from tunebench.methods.glimpse.model import model_problem
 
-    return model_problem(path)
+    return model_problem(path, blueprint)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, POS_NUM, bad, choice, join, knob, rule
+from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, POS_NUM, bad, bounded, choice, join, knob, rule
 
 ORDER_ENCODINGS = ("scores", "categorical")
 
@@ -20,8 +20,10 @@ class MapspaceBOSettings(MethodSettings):
                                "loop orders as sorted per-dimension scores or as one categorical per level "
                                "([Dinh-MLArchSys23] §II-A; §III-A: categorical better for matmul, scores for conv)")
     n_init: int = knob(8, POS_INT, "initial points from a scrambled Sobol sequence before the GP (our choice)")
-    n_candidates: int = knob(2048, POS_INT, "points scored by the acquisition per proposal: half Sobol, half "
-                                            "perturbations of the best points (our choice)")
+    n_candidates: int = knob(2048, bounded(1, 65536), "points scored by the acquisition per proposal: half Sobol, "
+                                                      "half perturbations of the best points (our choice); at most "
+                                                      "65,536: their covariance with max_train=300 observations is "
+                                                      "157 MB and a proposal 32x the default's time")
     n_perturbed: int = knob(5, POS_INT, "best points whose neighbourhoods are sampled (our choice)")
     perturb_sigma: float = knob(0.1, POS_NUM, "standard deviation of the Gaussian perturbations in the unit cube")
     perturb_share: float = knob(0.2, FRACTION, "share of a perturbed point's coordinates that move (at least one; "

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from queue import Queue
 
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import NAME, POS_INT, POS_NUM, knob
+from tunebench.config.knobs import NAME, POS_INT, POS_NUM, bounded, knob
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.space import Config
 
@@ -34,8 +34,9 @@ class LOMASettings(MethodSettings):
     """ZigZag's LOMA mapper."""
 
     name: str = knob("loma", NAME, "the method")
-    lpf_limit: int = knob(6, POS_INT, "loop prime factors kept as separate loops (ZigZag's API default 6; "
-                                      "orderings grow as its factorial)")
+    lpf_limit: int = knob(6, bounded(1, 8), "loop prime factors kept as separate loops (ZigZag's API default 6); "
+                                            "at most 8: LOMA enumerates every ordering of them, which grows as the "
+                                            "factorial (8! = 40,320 per memory allocation; 7 took 3x the time of 6)")
 
 
 @dataclass
@@ -43,7 +44,7 @@ class SALSASettings(MethodSettings):
     """ZigZag's SALSA mapper: one annealing run per proposed mapping."""
 
     name: str = knob("salsa", NAME, "the method")
-    lpf_limit: int = knob(6, POS_INT, "loop prime factors kept as separate loops (as LOMA)")
+    lpf_limit: int = knob(6, bounded(1, 8), "loop prime factors kept as separate loops (as LOMA, at most 8)")
     iterations: int = knob(1000, POS_INT, "annealing steps of one run (ZigZag's default salsa_iteration_number)")
     start_temperature: float = knob(0.05, POS_NUM, "ZigZag's default salsa_start_temperature")
     max_idle_runs: int = knob(3, POS_INT, "runs in a row that find no new mapping before the method stops (our "

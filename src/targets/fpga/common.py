@@ -62,12 +62,16 @@ class FPGATargetBase(Target):
 
     def __init__(self, settings: FPGASettings, measure=None):
         super().__init__()
+        self.apply_settings(settings)
+
+    def apply_settings(self, settings: FPGASettings) -> None:
+        """Take the fidelities, objectives, capacity, scales and reference point of ``settings``."""
         self.settings = settings
         self.name = settings.name
         self.fidelities = list(settings.fidelities)
         self.objectives = list(settings.objectives)
         self.capacity = dict(settings.capacity)
-        self.scale = [float(settings.scale[o]) for o in self.objectives]
+        self.scale = [float(settings.scale.get(o, 1.0)) for o in self.objectives]  # a recorded model sets it later
         self.reference_point = [float(v) for v in settings.reference_point]
         self.batch_size = int(settings.batch_size)
 

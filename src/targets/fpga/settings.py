@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from tunebench.config.experiment import TargetSettings
 from tunebench.config.knobs import NAME, NONNEG_INT, POS_INT, POS_NUM, Settings, bad, is_num, join, knob, opt, rule
 
-OBJECTIVE_UNITS = {"delay_s": "s", "luts": "LUT", "ffs": "FF", "dsps": "DSP", "brams": "BRAM"}
+OBJECTIVE_UNITS = {"delay_s": "s", "luts": "LUT", "ffs": "FF", "dsps": "DSP", "brams": "BRAM", "power_w": "W",
+                   "alms": "ALM", "runtime": "the source's runtime unit (Spector)"}
 STAGES = ("estimate", "synth", "impl")  # fidelities, cheapest first
 
 
@@ -44,21 +45,30 @@ class FPGASettings(TargetSettings):
     batch_size: int = knob(3, POS_INT, "configs per ask (exhaustive: one config at its three fidelities)")
 
     def check(self, prefix: str) -> None:
+        self.check_names(prefix)
+        self.check_scale(prefix)
+
+    def check_names(self, prefix: str) -> None:
+        """Every objective and fidelity is known; every tool timeout positive."""
         for o in self.objectives:
             if o not in OBJECTIVE_UNITS:
                 raise bad(join(prefix, "objectives"), self.objectives,
                           f"{o!r} is unknown; valid: {', '.join(OBJECTIVE_UNITS)}")
-            if o not in self.scale:
-                raise bad(join(prefix, "scale"), self.scale, f"needs a scale for the objective {o!r}")
         for f in self.fidelities:
             if f not in STAGES:
                 raise bad(join(prefix, "fidelities"), self.fidelities, f"{f!r} is unknown; valid: {', '.join(STAGES)}")
-        if len(self.reference_point) != len(self.objectives):
-            raise bad(join(prefix, "reference_point"), self.reference_point,
-                      f"needs one value per objective {self.objectives}")
         for stage, seconds in getattr(self, "timeout_s", {}).items():
             if not (is_num(seconds) and seconds > 0):
                 raise bad(join(prefix, f"timeout_s.{stage}"), seconds, "must be a positive number")
+
+    def check_scale(self, prefix: str) -> None:
+        """A scale per objective and one reference-point value per objective."""
+        for o in self.objectives:
+            if o not in self.scale:
+                raise bad(join(prefix, "scale"), self.scale, f"needs a scale for the objective {o!r}")
+        if len(self.reference_point) != len(self.objectives):
+            raise bad(join(prefix, "reference_point"), self.reference_point,
+                      f"needs one value per objective {self.objectives}")
 
 
 @dataclass
@@ -113,11 +123,19 @@ class VivadoSettings(FPGASettings):
 class TableSettings(FPGASettings):
     """Replay of a design-space table written by method=exhaustive on a live FPGA target. Charges each
     design's recorded tool seconds to the search clock (no sleeping); a stage already run for that
-    config in this task (e.g. synth before impl) is not charged twice."""
+    config in this task (e.g. synth before impl) is not charged twice. With a recorded model
+    (``model=machsuite_*`` / ``spector_*``), fidelities, objectives, capacity, scale and reference point
+    left at their defaults take the data set's (docs/USAGE.md §Recorded FPGA design spaces)."""
 
     name: str = knob("table", NAME, "the target")
     kind: str = knob("table", NAME, "the target class")
     table: str | None = knob(None, opt(NAME), "CSV path; null = the shipped table of the task's kernel: "
-                                              "data/fpga/<kernel>.csv")
+                                              "data/fpga/<kernel>.csv, or data/fpga_recorded/ for a "
+                                              "recorded model")
     capacity: dict[str, float] = knob({"luts": 24288, "ffs": 24288, "dsps": 28, "brams": 56}, None,
                                       "of the device the table was made on (fpga_open)")
+
+    def check(self, prefix: str) -> None:
+        """Names only: a recorded model supplies the scale and reference point a knob leaves at its
+        default (``TableTarget.check_model`` checks them against the model)."""
+        self.check_names(prefix)

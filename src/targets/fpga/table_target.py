@@ -8,7 +8,8 @@ The harness adds these seconds to the task's search clock (``simulated_clock``);
 
 from __future__ import annotations
 
-from tunebench.targets.fpga.common import FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
+from tunebench.datasets import fpga_recorded
+from tunebench.targets.fpga.common import TOOL_STAGES, FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
 from tunebench.targets.fpga.settings import TableSettings
 from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
 from tunebench.task import Measurement, Task
@@ -21,14 +22,33 @@ class TableTarget(FPGATargetBase):
     Settings = TableSettings
     simulated_clock = True
 
+    workloads = ("hls_kernel", "fpga_recorded")
+
     def __init__(self, settings: TableSettings, measure=None):
         super().__init__(settings, measure)
         self.path = settings.table
         self._tables: dict[str, object] = {}
         self._charged: dict[tuple[str, int], set[str]] = {}
 
+    @classmethod
+    def check_model(cls, settings, model, own_schedules: bool) -> None:
+        """A recorded model (``model=machsuite_*`` / ``spector_*``): its table intact, the asked
+        fidelities and objectives recorded (docs/USAGE.md §Recorded FPGA design spaces)."""
+        if model.workload == "fpga_recorded":
+            fpga_recorded.adopt(settings, model.kernel)
+        else:
+            settings.check_scale("target")
+
+    def load_tasks(self, model, own_schedules: bool = False):
+        """An FPGA kernel's task, or a recorded model's: then the data set's fidelities, objectives,
+        capacity, scale and reference point replace those left at their defaults."""
+        if model.workload != "fpga_recorded":
+            return super().load_tasks(model, own_schedules)
+        self.apply_settings(fpga_recorded.adopt(self.settings, model.kernel))
+        return [fpga_recorded.recorded_task(model.kernel, self.kind)], None
+
     def details(self) -> dict:
-        return {"table": self.path or "data/fpga/<kernel>.csv (shipped)"}
+        return {"table": self.path or "shipped: data/fpga/<kernel>.csv or data/fpga_recorded/ (recorded models)"}
 
     def validate_tasks(self, tasks) -> None:
         """Every task's table exists and matches its space (read now: a bad table fails before the run)."""
@@ -44,17 +64,33 @@ class TableTarget(FPGATargetBase):
 
     def fidelity_costs(self, task: Task) -> dict[str, float] | None:
         """T_f from the table's recorded seconds: the mean of each stage over the designs that ran it,
-        summed over the stages a report at f needs from scratch."""
-        return cumulative_costs(table_stage_means(self.table_for(task)), self.fidelities, stage_chain)
+        summed over the stages a report at f needs from scratch. A recorded model's stages without
+        seconds (its sources have no functional simulation: ``sim.tool_s`` is 0) cost nothing."""
+        means = table_stage_means(self.table_for(task))
+        if task.kind == "fpga_recorded":
+            means = {s: means.get(s, 0.0) for s in TOOL_STAGES}
+        return cumulative_costs(means, self.fidelities, stage_chain)
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
         fid = self.fidelity_of(fidelity)
         df = self.table_for(task)
         out = []
         for c in configs:
+            if not listed(df, c):
+                out.append(Measurement(task.id, c, valid=False, fidelity=fid,
+                                       error=f"not a design of the table: {c.to_dict()}"))
+                continue
             row = df.loc[c.index]
             done = self._charged.setdefault((task.id, c.index), set())
             stage_s = charge_stages(row, fid, done)
             self._stats["tool_s"] += sum(stage_s.values())
             out.append(row_measurement(task, c, row, fid, self.objectives, stage_s))
         return out
+
+
+def listed(df, config) -> bool:
+    """Whether ``config`` is the table's design at its index (same knob values): a config of another
+    space, or one the table does not hold, is not."""
+    if config.index not in df.index:
+        return False
+    return all(k in df.columns and str(df.at[config.index, k]) == str(v) for k, v in zip(config.names, config.values))
