@@ -11,7 +11,7 @@ plus raw ADRS, hypervolume and top-fidelity evaluations, and ADRS / hypervolume 
 (``--tool-budgets``; ``--plot PNG``: the curves against tool hours).
 
     python benchmarks/fpga_tables.py records [--methods ann,bt,...] [--norm ann] [--tool-budgets 0.25,0.5,1]
-        [--plot tool_hours.png]
+        [--plot tool_hours.png] [--intervals]
 
 The same tables from the tracking store (FINISHED runs, the latest per seed, the leaderboard's filters):
 ``python -m tunebench leaderboard --layout paper-tables [--method ann,bt,...] [--norm ann]``.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 from tunebench.report import tool_budget
-from tunebench.report.paper_tables import render, rows_from_folder, summarize
+from tunebench.report.paper_tables import interval_table, render, rows_from_folder, summarize
 
 
 def main() -> None:
@@ -33,11 +33,16 @@ def main() -> None:
     ap.add_argument("--tool-budgets", default="0.25,0.5,1.0", type=tool_budget.parse_budgets,
                     help="tool hours at which ADRS and hypervolume are compared (comma-separated)")
     ap.add_argument("--plot", default=None, help="write ADRS and hypervolume against tool hours to this PNG")
+    ap.add_argument("--intervals", action="store_true",
+                    help="add normalized ADRS with 95 %% bootstrap intervals over seeds and the ratio of medians")
     a = ap.parse_args()
     rows = rows_from_folder(a.records_dir)
     models, methods, out = summarize(rows, a.methods.split(",") if a.methods else None)
     stats = tool_budget.budget_stats(rows, a.tool_budgets)
-    print(render(models, methods, out, a.norm, tool_budget.budget_tables(models, methods, stats, a.tool_budgets)))
+    extra = tool_budget.budget_tables(models, methods, stats, a.tool_budgets)
+    if a.intervals:
+        extra = [interval_table(rows, models, methods, a.norm), *extra]
+    print(render(models, methods, out, a.norm, extra))
     fig = tool_budget.cost_figure(rows, methods) if a.plot else None
     if fig is not None:
         fig.savefig(a.plot, dpi=110)

@@ -2,7 +2,7 @@
 # A measured GPU space for target=replay (docs/USAGE.md §Measuring a space; data/spaces/README.md): a uniform
 # sample of SAMPLE configs of the CUDA template space of ResNet-18's 128->128, 28x28, 3x3 convolution, each
 # timed under the measurement protocol on the GPU, written as one space file into OUT. Method comparisons on it
-# then need no GPU: python benchmarks/replay_compare.py --spaces OUT/<file> --methods random,autotvm,chameleon,flextensor
+# then need no GPU: python -m tunebench suite --spaces OUT/<file> --methods random,autotvm,chameleon,flextensor
 #
 #   benchmarks/gpu_space.sh [OUT=data/spaces] [SAMPLE=96] [TARGET=cuda]   (3-10 min at 2-6 s per CUDA trial)
 #   benchmarks/gpu_space.sh /tmp/spaces 4 llvm                               (the dry run on a CPU)

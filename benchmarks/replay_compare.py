@@ -21,6 +21,10 @@ has no source: dgp would be autotvm there, so it is not run on it, and dgp is co
 spaces only (the second aggregate). metaschedule is not among the methods: its schedules are traces, not
 points of a template's knob space, so it cannot run on a measured space (``target=replay`` refuses it).
 Replayed latencies do not depend on the machine's load; only the wall time does.
+
+Without dgp, ``python -m tunebench suite --spaces ...`` does the same comparison as tracked runs; this script
+keeps what only it has (dgp's source histories from autotvm's runs, the checkpoints, every seed's curve in
+one file) and scores with the suite's code (:mod:`tunebench.report.suite_score`).
 """
 
 from __future__ import annotations
@@ -42,52 +46,21 @@ CHECKPOINTS = (10, 25, 50, 100, 200)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def time_grid(space, budget: int) -> np.ndarray:
-    """100 times from one mean evaluation of ``space`` to ``budget`` of them: the range of the score over time."""
-    return np.linspace(space.time_per_feval, budget * space.time_per_feval, 100)
+def _seed_curves(runs: list[tuple[list, list]]) -> list:
+    from tunebench.report.suite_score import SeedCurve
 
-
-def time_score(runs: list[tuple[list, list]], space, budget: int) -> dict:
-    """The score over replayed search time, on a grid up to the seconds random search needs on average
-    for ``budget`` evaluations of this space (``budget`` x the space's mean seconds per configuration)."""
-    from tunebench.protocol.methodology import baseline_over_time, curve_on_time, score
-
-    grid = time_grid(space, budget)
-    s = score([[curve_on_time(t, c, grid)] for c, t in runs], [baseline_over_time(space, grid)], [space])
-    return {"mean": s.mean, "ci": [s.ci_low, s.ci_high], "horizon_s": float(grid[-1])}
+    return [SeedCurve(np.asarray(c, dtype=np.float64), np.asarray(t, dtype=np.float64)) for c, t in runs]
 
 
 def aggregate(done: dict, spaces: dict, budget: int, names: list[str], over: str = "evals") -> dict:
     """Per method that ran on every space of ``names`` (``done``: (space, method) -> its seeds' (curve,
-    clock) runs first): the score over evaluations (``over="evals"``) or over replayed time (``"time"``,
-    each space on its :func:`time_grid`) aggregated over those spaces (each seed's curves on every space
-    averaged, as [Willemsen-FGCS24] does), mean and 95 % interval over seeds."""
-    from tunebench.protocol.methodology import (
-        baseline_over_fevals,
-        baseline_over_time,
-        curve_on_fevals,
-        curve_on_time,
-        score,
-    )
+    clock) runs first): the score over evaluations or over replayed time aggregated over those spaces, as
+    ``python -m tunebench suite`` computes it (:func:`tunebench.report.suite_score.method_score`)."""
+    from tunebench.report.suite_score import method_score
 
-    if over == "evals":
-        bases = [baseline_over_fevals(spaces[n], np.arange(1, budget + 1)) for n in names]
-
-        def on_range(n, curve, times):
-            return curve_on_fevals(curve, budget)
-    else:
-        grids = {n: time_grid(spaces[n], budget) for n in names}
-        bases = [baseline_over_time(spaces[n], grids[n]) for n in names]
-
-        def on_range(n, curve, times):
-            return curve_on_time(times, curve, grids[n])
-    out = {}
-    for method in [m for n, m in done if n == names[0] and all((o, m) in done for o in names)]:
-        seeds = min(len(done[(n, method)][0]) for n in names)
-        runs = [[on_range(n, *done[(n, method)][0][s]) for n in names] for s in range(seeds)]
-        sc = score(runs, bases, [spaces[n] for n in names])
-        out[method] = {"mean": sc.mean, "ci": [sc.ci_low, sc.ci_high], "per_seed": list(sc.per_seed)}
-    return out
+    methods = [m for n, m in done if n == names[0] and all((o, m) in done for o in names)]
+    return {m: method_score({n: _seed_curves(done[(n, m)][0]) for n in names}, spaces, budget, over)
+            for m in methods}
 
 
 def group_of(measured) -> tuple:
@@ -112,20 +85,6 @@ def dgp_history(name: str, groups: dict, autotvm_runs: dict, seed: int):
         task, result = autotvm_runs[(n, seed)]
         hist.add_records([record_line(m, task) for m in result.measurements], origin="loaded")
     return hist
-
-
-def differences(agg: dict, rng: np.random.Generator) -> list[dict]:
-    """Every pair of methods: the difference of their aggregate scores with a 95 % bootstrap interval
-    (seeds resampled independently per method); ``survives``: the interval excludes 0."""
-    out, names = [], list(agg)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            x, y = np.array(agg[a]["per_seed"]), np.array(agg[b]["per_seed"])
-            boot = (rng.choice(x, size=(4000, len(x))).mean(axis=1) - rng.choice(y, size=(4000, len(y))).mean(axis=1))
-            low, high = np.percentile(boot, [2.5, 97.5])
-            out.append({"a": a, "b": b, "diff": float(x.mean() - y.mean()), "ci": [float(low), float(high)],
-                        "survives": bool(low > 0 or high < 0)})
-    return out
 
 
 def space_row(name: str, measured) -> dict:
@@ -220,6 +179,7 @@ def main() -> None:
     add_out_args(ap, "replay_compare")
     args = ap.parse_args()
     from tunebench.datasets.space_file import read_measured
+    from tunebench.report.suite_score import differences, method_score
 
     paths = args.spaces.split(",") if args.spaces else sorted(glob.glob(os.path.join(HERE, "..", "data", "spaces",
                                                                                       "*.jsonl*")))
@@ -241,7 +201,7 @@ def main() -> None:
         curves = [c for c, _ in runs]
         per_space[p][m] = {"checkpoints": summarize(curves, spaces[p].optimum, rng, CHECKPOINTS),
                            "score": methodology_score(curves, spaces[p], args.budget),
-                           "time_score": time_score(runs, spaces[p], args.budget),
+                           "time_score": method_score({p: _seed_curves(runs)}, spaces, args.budget, "time"),
                            "wall_s": wall, "runs": [improvements(c, t) for c, t in runs]}
         print(f"{p} {m}: score {per_space[p][m]['score']['mean']:.3f} ({wall:.1f} s)", flush=True)
     aggregates = {}
@@ -251,7 +211,7 @@ def main() -> None:
             continue
         ev = aggregate(done, spaces, args.budget, names)
         aggregates[title] = {"spaces": names, "evals": ev, "time": aggregate(done, spaces, args.budget, names, "time"),
-                             "differences": differences(ev, rng)}
+                             "differences": differences(ev)}
     result = {"spaces": list(paths), "optimum_ms": {p: spaces[p].optimum for p in paths},
               "dgp_sources": args.dgp_sources if "dgp" in methods else None,
               "space_rows": [space_row(n, m) for n, m in measured.items()], "seeds": args.seeds,

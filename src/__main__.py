@@ -123,6 +123,18 @@ def _space(args: argparse.Namespace) -> None:
     cmd_measure(args)
 
 
+def _suite_options(parser: argparse.ArgumentParser) -> None:
+    from tunebench.report.suite import add_options
+
+    add_options(parser)
+
+
+def _suite(args: argparse.Namespace) -> None:
+    from tunebench.report.suite import cmd_suite
+
+    cmd_suite(args)
+
+
 COMMANDS = {
     "leaderboard": ("tables (Markdown, CSV; --html: one HTML page) and best-so-far plots from the FINISHED "
                     "MLflow runs",
@@ -140,6 +152,9 @@ COMMANDS = {
                      "(docs/USAGE.md §Your own method)", _check_method_options, _check_method),
     "space": ("measure a model's task spaces into versioned files for target=replay: space measure --out DIR "
               "[--sample N] [--max-factor F] model=... target=llvm", _space_options, _space),
+    "suite": ("score methods on a set of measured spaces, N seeds at a fixed budget, replayed: suite {cpu,gpu,all} | "
+              "--spaces FILE... [--methods random,autotvm] [--seeds 5] [--budget 100] [--jobs 1]",
+              _suite_options, _suite),
     "knobs": ("every knob of every config group, from the settings classes (docs/KNOBS.md): knobs [--out FILE]",
               _knobs_options, _knobs),
 }

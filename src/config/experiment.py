@@ -50,6 +50,10 @@ class ModelSettings(GroupSettings):
 
     workload: ClassVar[str] = "tensor_program"
 
+    def run_label(self) -> str:
+        """The model as runs are tagged and the leaderboard groups them (default: its name)."""
+        return self.name
+
 
 @dataclass
 class TargetSettings(GroupSettings):

@@ -130,6 +130,6 @@ def read_cache(path: str) -> MeasuredSpace:
         raise UserError(f"model.path={path}: the cache lists a configuration twice")
     rates = sorted(e["GFLOP/s"] * 1e9 * r.latency_s for e, r in zip(data["cache"].values(), rows)
                    if r.latency_s is not None and is_num(e.get("GFLOP/s")) and e["GFLOP/s"] > 0)
-    return MeasuredSpace(name=str(data.get("kernel_name", "kernel")), device=str(data.get("device_name", "?")),
+    return MeasuredSpace(name=str(data.get("kernel_name", "kernel")), device=str(data.get("device_name") or "?"),
                          space=space, rows=rows, origin=os.path.abspath(path), digest=digest,
                          flops=int(rates[len(rates) // 2]) if rates else 0)

@@ -134,13 +134,18 @@ class MeasuredModel(ModelSettings):
     path: str = knob("kernel_tuner/convolution_MI50.json.gz", NAME,
                      "a space file (python -m tunebench space measure: .jsonl or .jsonl.gz) or a Kernel Tuner cache "
                      "(.json or .json.gz); a relative path that is no file names a shipped one under data/ "
-                     "(spaces/: this project's CPU spaces; default: Kernel Tuner's convolution kernel on an AMD MI50, "
-                     "kernel_tuner/)")
+                     "(spaces/: this project's CPU spaces; kernel_tuner/: GPU caches, convolution_milo_<GPU>.json.gz and "
+                     "dedispersion_milo_<GPU>.json.gz for A100, A4000, MI250X, W6600, and the default, Kernel Tuner's "
+                     "convolution kernel on an AMD MI50)")
 
     def check(self, prefix: str) -> None:
         from tunebench.datasets.space_file import read_measured
 
         read_measured(self.path)
+
+    def run_label(self) -> str:
+        """``measured:<file name without extensions>``: each measured space its own leaderboard group."""
+        return f"{self.name}:{os.path.basename(self.path).split('.json')[0]}"
 
 
 @dataclass

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from tunebench.config.knobs import is_int, is_num, short
 from tunebench.datasets.kt_cache import read_cache
 from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, recorded_number, resolve
+from tunebench.datasets.shipped import verify_shipped
 from tunebench.errors import UserError
 from tunebench.explicit_space import ExplicitSpace
 from tunebench.safe_files import atomic_write_bytes
@@ -203,6 +204,7 @@ def read_measured(path: str) -> MeasuredSpace:
 @functools.lru_cache(maxsize=64)
 def _read_measured(path: str, mtime_ns: int, size: int) -> MeasuredSpace:
     raw = open(path, "rb").read()
+    verify_shipped(path, raw)  # a shipped file (data/, SHA256SUMS beside it) must be as shipped
     try:
         space_file = is_space_file(_unzipped(raw))
     except (OSError, EOFError):

@@ -134,7 +134,7 @@ def _start_run(cfg: ExperimentConfig, run: Prepared, record_path: str | None) ->
         run.tracker.attach_spool(os.path.dirname(record_path))
         run.tracker.reopen(cfg.resume)
         return cfg.resume
-    names = {"method": cfg.method.name, "model": cfg.model.name, "target": cfg.target.name}
+    names = {"method": cfg.method.name, "model": cfg.model.run_label(), "target": cfg.target.name}
     tags = {**names, "seed": cfg.seed, "device": run.target.info.device_name, "git_commit": git_commit(),
             **(run.target.run_tags() if run.target.times_kernels else {})}
     return run.tracker.start(run_name=f"{names['method']}-{names['model']}-{names['target']}-s{cfg.seed}",

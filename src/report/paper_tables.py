@@ -173,6 +173,35 @@ def tables(models, methods, out, norm: str = "ann") -> list[tuple[str, list[str]
     return [(title, ["kernel", *methods], _table(models, methods, fn, fmt, mark)) for title, fn, fmt, mark in specs]
 
 
+def interval_table(rows: list[dict], models, methods, norm: str = "ann") -> tuple[str, list[str], list[list[str]]]:
+    """Normalized ADRS with its 95 % percentile-bootstrap interval over seeds (the method's and ``norm``'s
+    runs resampled on their own: :func:`~tunebench.protocol.stats.ratio_of_means_ci`) and the ratio of
+    medians, which one seed far off the front moves less than the mean."""
+    from tunebench.protocol.stats import ratio_of_means_ci
+
+    by = by_cell(rows)
+
+    def adrs(model, method):
+        return [r["adrs"] for r in by.get((model, method), []) if r["adrs"] is not None]
+
+    cells = []
+    for model in models:
+        base = adrs(model, norm)
+        row = [model]
+        for m in methods:
+            own = adrs(model, m)
+            if not own or not base or not np.mean(base) or not np.median(base):
+                row.append("—")
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):  # resamples of a baseline that found the front
+                point, lo, hi = ratio_of_means_ci(own, base)
+            row.append(f"{point:.2f} [{lo:.2f}, {hi:.2f}]; {np.median(own) / np.median(base):.2f}")
+        cells.append(row)
+    title = (f"Normalized ADRS with its 95 % bootstrap interval over seeds ({norm} = 1.00), then the ratio of "
+             "medians")
+    return title, ["kernel", *methods], cells
+
+
 def runs_per_cell(out) -> str:
     """The closing line: the distinct numbers of runs behind the cells."""
     return f"Runs per cell: {sorted({v['n'] for v in out.values()})}"

@@ -212,6 +212,10 @@ CLI_CASES = [
     (["knobs", "--out", "/dev/null/knobs.md"], "--out=/dev/null/knobs.md: cannot be written (/dev/null is not"),
     (["glimpse", "train", "--gpu-static-tags", "2", "--out", "/dev/null/g.pt"], "--out=/dev/null/g.pt: cannot be"),
     (["gat", "train", "--dataset", "set.pt", "--out", "."], "--out=.: is a folder"),
+    (["suite", "gpus"], "set 'gpus' is unknown; valid: cpu, gpu, all"),
+    (["suite", "gpu", "--seeds", "0"], "--seeds=0: must be a whole number >= 1"),
+    (["suite", "gpu", "--methods", "random,nope"], "method='nope' is unknown"),
+    (["suite", "gpu", "--budget", "5000"], "--budget=5000: larger than space convolution_MI50 (2442 configs)"),
     (["glimpse", "train", "--seed", "-1", "--out", "g.pt"], "--seed: '-1': must be an integer in [0, 4294967295]"),
     (["glimpse", "train", "--dims", "-3", "--out", "g.pt"], "--dims: '-3': must be an integer in [1, 64]"),
     (["glimpse", "train", "--dims", "0", "--out", "g.pt"], "--dims: '0': must be an integer in [1, 64]"),
@@ -562,5 +566,28 @@ def test_models_that_fail_only_when_imported_are_one_line(tmp_path_factory, monk
     for argv, needle in _import_failures(folder):
         workdir = tmp_path_factory.mktemp("run")
         code, lines = _run("run", ["progress=false", *argv], workdir)
+        _assert_one_error_line(code, lines, needle, argv)
+        _assert_nothing_written(workdir)
+
+
+def test_newer_paths_bad_input_is_one_line(tmp_path_factory, monkeypatch):
+    """One case per class of the newer paths: check-method on an abstract class, a search-path YAML with
+    a tab and one shadowing a built-in option, space measure into a file: one line, exit 2, nothing written."""
+    folder = tmp_path_factory.mktemp("user")
+    (folder / "user_methods.py").write_text("from tunebench.methods.base import Method\n\n\nclass Half(Method):\n"
+                                            "    pass\n")
+    monkeypatch.syspath_prepend(str(folder))
+    for group, name, text in (("tabbed", "mine", "name: mine\n\tcls: x\n"), ("shadow", "random", "name: random\n")):
+        os.makedirs(folder / group / "method")
+        (folder / group / "method" / f"{name}.yaml").write_text(text)
+    (folder / "afile").write_text("x")
+    cases = [("cli", ["check-method", "user_methods:Half"], "Half is abstract: it does not define ask"),
+             ("run", [f"hydra.searchpath=[file://{folder}/tabbed]", "method=mine"], "mine.yaml:2:1: not valid YAML"),
+             ("run", [f"hydra.searchpath=[file://{folder}/shadow]", "method=random"],
+              "random.yaml defines method=random, a built-in option"),
+             ("cli", ["space", "measure", "--out", str(folder / "afile")], "is a file; give a folder")]
+    for entry, argv, needle in cases:
+        workdir = tmp_path_factory.mktemp("run")
+        code, lines = _run(entry, argv if entry == "cli" else [*FAST, *argv], workdir)
         _assert_one_error_line(code, lines, needle, argv)
         _assert_nothing_written(workdir)

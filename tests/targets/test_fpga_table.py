@@ -211,3 +211,17 @@ def test_table_declares_fidelity_costs_from_its_recorded_seconds(table_path):
     costs = _table_target(table_path).task_info(task).fidelity_costs
     assert costs == pytest.approx({"estimate": 0.01, "synth": SIM_S + SYNTH_S, "impl": SIM_S + SYNTH_S + IMPL_S})
     assert cumulative_costs({"estimate": 1.0, "sim": 2.0}, ["estimate", "synth"], stage_chain) is None  # synth unseen
+
+
+def test_the_interval_table_normalizes_by_the_baselines_mean_and_median():
+    """ADRS 0.1, 0.2, 0.3 for ann and 0.05, 0.05, 0.5 for cgp: mean ratio 0.6 / 0.6 = 1.00, medians 0.05 / 0.2."""
+    from tunebench.report.paper_tables import interval_table
+
+    rows = [{"model": "k", "method": m, "adrs": a} for m, vals in (("ann", (0.1, 0.2, 0.3)), ("cgp", (0.05, 0.05, 0.5)))
+            for a in vals] + [{"model": "k", "method": "cgp", "adrs": None}]
+    title, headers, cells = interval_table(rows, ["k"], ["ann", "cgp", "bt"])
+    assert "95 % bootstrap interval" in title and headers == ["kernel", "ann", "cgp", "bt"]
+    assert cells[0][0] == "k" and cells[0][3] == "—"
+    assert cells[0][2].startswith("1.00 [") and cells[0][2].endswith("; 0.25")
+    lo, hi = (float(x) for x in cells[0][2].split("[")[1].split("]")[0].split(", "))
+    assert lo < 1.0 < hi

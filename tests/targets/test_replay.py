@@ -172,7 +172,7 @@ def test_the_leaderboard_scores_replay_runs_by_the_methodology(tmp_path, cache_f
     args = build_parser().parse_args(["leaderboard", "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db",
                                       "--out", str(tmp_path / "lb"), "--baseline", "random"])
     markdown = run_leaderboard(args)
-    assert "methodology score [evals]" in markdown and (tmp_path / "lb" / "score_measured_replay.png").exists()
+    assert "methodology score [evals]" in markdown and (tmp_path / "lb" / "score_measured_tiny_replay.png").exists()  # model=measured:<file>
 
 
 def test_a_space_file_tells_methods_the_device_it_was_measured_on():

@@ -26,6 +26,14 @@ def stage_chain(fidelity: str) -> list[str]:
     return ["estimate"] if fidelity == "estimate" else ["sim", "synth", "impl"][:2 + (fidelity == "impl")]
 
 
+def tool_flow_chain(fidelity: str) -> list[str]:
+    """Tool stages a report at ``fidelity`` needs in a flow where each stage starts from the one before
+    (HLS, then synthesis, then implementation; an OpenCL compile's estimate, then its fit): a recorded
+    flow's costs (docs/USAGE.md §Recorded FPGA design spaces)."""
+    order = ["estimate", "synth", "impl"]
+    return order[:order.index(fidelity) + 1] if fidelity in order else [fidelity]
+
+
 def cumulative_costs(stage_means: dict[str, float], fidelities, chain) -> dict[str, float] | None:
     """T_f per fidelity: the summed mean seconds of the stages ``chain(f)`` runs from scratch; None
     when a needed stage has no mean."""

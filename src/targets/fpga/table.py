@@ -90,12 +90,13 @@ def read_table(path: str, space, fidelities: list[str], objectives: list[str]) -
     return df.set_index("index", drop=False)
 
 
-def charge_stages(row, fidelity: str, charged: set[str]) -> dict[str, float]:
+def charge_stages(row, fidelity: str, charged: set[str], chain=stage_chain) -> dict[str, float]:
     """Tool seconds per stage that a measurement at ``fidelity`` is charged from a table row: the
-    stages it needs (``stage_chain``) not yet in ``charged`` (updated), with recorded seconds > 0."""
-    stage_s = {s: float(row[f"{s}.tool_s"]) for s in stage_chain(fidelity)
+    stages it needs (``chain``: the open flow's :func:`stage_chain` by default) not yet in ``charged``
+    (updated), with recorded seconds > 0."""
+    stage_s = {s: float(row[f"{s}.tool_s"]) for s in chain(fidelity)
                if s not in charged and f"{s}.tool_s" in row and float(row[f"{s}.tool_s"]) > 0}
-    charged.update(stage_chain(fidelity))
+    charged.update(chain(fidelity))
     return stage_s
 
 

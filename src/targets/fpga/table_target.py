@@ -1,15 +1,23 @@
 """``target=table``: replays a design-space table (tunebench.targets.fpga.table) instead of running tools.
 
 Each measurement returns the table's objectives at the asked fidelity and is charged the recorded
-tool seconds of the stages it needs (``stage_chain``) that were not yet charged for that config in
-this run (impl after synth: impl only), exactly as the live ``fpga_open`` target reuses netlists.
+tool seconds of the stages it needs (``stage_chain``; a recorded flow's :func:`tool_flow_chain`) that
+were not yet charged for that config in this run (impl after synth: impl only), exactly as the live
+``fpga_open`` target reuses netlists.
 The harness adds these seconds to the task's search clock (``simulated_clock``); nothing sleeps.
 """
 
 from __future__ import annotations
 
 from tunebench.datasets import fpga_recorded
-from tunebench.targets.fpga.common import TOOL_STAGES, FPGATargetBase, cumulative_costs, stage_chain, table_stage_means
+from tunebench.targets.fpga.common import (
+    TOOL_STAGES,
+    FPGATargetBase,
+    cumulative_costs,
+    stage_chain,
+    table_stage_means,
+    tool_flow_chain,
+)
 from tunebench.targets.fpga.settings import TableSettings
 from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
 from tunebench.task import Measurement, Task
@@ -69,7 +77,7 @@ class TableTarget(FPGATargetBase):
         means = table_stage_means(self.table_for(task))
         if task.kind == "fpga_recorded":
             means = {s: means.get(s, 0.0) for s in TOOL_STAGES}
-        return cumulative_costs(means, self.fidelities, stage_chain)
+        return cumulative_costs(means, self.fidelities, chain_of(task))
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
         fid = self.fidelity_of(fidelity)
@@ -82,10 +90,16 @@ class TableTarget(FPGATargetBase):
                 continue
             row = df.loc[c.index]
             done = self._charged.setdefault((task.id, c.index), set())
-            stage_s = charge_stages(row, fid, done)
+            stage_s = charge_stages(row, fid, done, chain_of(task))
             self._stats["tool_s"] += sum(stage_s.values())
             out.append(row_measurement(task, c, row, fid, self.objectives, stage_s))
         return out
+
+
+def chain_of(task: Task):
+    """The stages a report needs: a recorded flow's run one after the other (HLS before synthesis,
+    :func:`tool_flow_chain`); the open flow's synthesis needs no estimate (:func:`stage_chain`)."""
+    return tool_flow_chain if task.kind == "fpga_recorded" else stage_chain
 
 
 def listed(df, config) -> bool:
