@@ -26,16 +26,6 @@ HINTS = {
 }
 
 
-def model_label(model) -> str | None:
-    """How an error names a user's model (``model=torch``, ``model=onnx``): the file or factory given;
-    None for the project's own models, whose import failing is a bug of the project (a traceback)."""
-    from tunebench.datasets.models import OnnxModel, TorchModel
-
-    if isinstance(model, OnnxModel):
-        return f"model.path={model.path}"
-    return f"model.factory={model.factory}" if isinstance(model, TorchModel) else None
-
-
 def first_cause(exc: BaseException) -> str:
     """``Type: first line of the message`` of ``exc`` (of its cause where its own message is empty)."""
     while not str(exc).strip() and exc.__cause__ is not None:

@@ -31,7 +31,7 @@ import tvm_ffi
 from tvm import relax, s_tir
 from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extract_tasks
 
-from tunebench.datasets.import_stages import check_bytes, model_label, stage, tensor_bytes
+from tunebench.datasets.import_stages import check_bytes, stage, tensor_bytes
 from tunebench.datasets.layer_spec import check_layer_list
 from tunebench.datasets.models import OnnxModel, TorchModel
 from tunebench.datasets.onnx_import import import_onnx
@@ -316,6 +316,14 @@ def _cache_key(model, layers: list[dict] | None, target_kind: str) -> tuple:
     if isinstance(model, OnnxModel):
         user = (os.path.abspath(model.path), os.path.getmtime(model.path), repr(model.input_shapes))
     return model.name, shapes, user, model.seed, target_kind
+
+
+def model_label(model) -> str | None:
+    """How an error names a user's model (``model=torch``, ``model=onnx``): the file or factory given;
+    None for the project's own models, whose import failing is a bug of the project (a traceback)."""
+    if isinstance(model, OnnxModel):
+        return f"model.path={model.path}"
+    return f"model.factory={model.factory}" if isinstance(model, TorchModel) else None
 
 
 def _imported(model, layers, target_kind: str) -> ImportedModel:
