@@ -6,7 +6,10 @@ the fraction of the optimum (optimum / mean best), and [Willemsen-FGCS24]'s meth
 evaluations 1..budget (0: the calculated random baseline, 1: the optimum) with its interval; every
 seed's best-so-far curve is kept in the result file.
 
-    python benchmarks/kernel_tuner_check.py [--seeds 30] [--budget 100] [--publish]
+    python benchmarks/kernel_tuner_check.py [--seeds 30] [--budget 100] [--cache kernel_tuner/<file>] [--publish]
+
+``--cache``: any shipped cache (``kernel_tuner/convolution_milo_A100.json.gz``, ...) or a path; the result
+file is then ``kernel_tuner_check_<cache name>.json``.
 
 Needs the bench extra (``make install EXTRAS=test,bench``: kernel-tuner). Kernel Tuner's search space is
 restricted to the cached configurations, which is tunebench's replay space (the cache lists 2,442 of
@@ -60,14 +63,14 @@ def kernel_tuner_curve(cache: dict, path: str, strategy: str, budget: int, seed:
     return list(np.minimum.accumulate(times[:budget]))
 
 
-def calculated_random() -> dict:
+def calculated_random(cache_path: str = CACHE) -> dict:
     """The expected best of random search without replacement at each checkpoint, computed from the
     cache (:func:`tunebench.protocol.stats.expected_best_of_random`): what both random rows must match."""
     from tunebench.datasets.kt_cache import read_cache
     from tunebench.datasets.measured import resolve
     from tunebench.protocol.stats import expected_best_of_random
 
-    ms = [r.latency_s * 1e3 if r.latency_s is not None else np.inf for r in read_cache(resolve(CACHE)).rows]
+    ms = [r.latency_s * 1e3 if r.latency_s is not None else np.inf for r in read_cache(resolve(cache_path)).rows]
     best = min(ms)
     return {k: {"mean_ms": expected_best_of_random(ms, k), "fraction_of_optimum": best / expected_best_of_random(ms, k)}
             for k in CHECKPOINTS}
@@ -79,23 +82,26 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=200, help="evaluations per run")
     ap.add_argument("--strategies", default=",".join(KT_STRATEGIES), help="Kernel Tuner strategies (comma-separated)")
     ap.add_argument("--methods", default=",".join(TB_METHODS), help="tunebench methods (comma-separated)")
+    ap.add_argument("--cache", default=CACHE, help="the Kernel Tuner cache (a shipped one under data/, or a path)")
     add_out_args(ap, "kernel_tuner_check")
     args = ap.parse_args()
     from tunebench.datasets.kt_cache import read_cache
     from tunebench.datasets.measured import resolve
 
-    cache = json.load(gzip.open(resolve(CACHE)))
-    space = read_cache(resolve(CACHE)).stats(unit=1e3)  # latencies in ms, as the curves
+    name = "kernel_tuner_check" + ("" if args.cache == CACHE else "_" + os.path.basename(args.cache).split(".")[0])
+    cache = json.load(gzip.open(resolve(args.cache)))
+    space = read_cache(resolve(args.cache)).stats(unit=1e3)  # latencies in ms, as the curves
     optimum = space.optimum
     rng = np.random.default_rng(0)
 
     def save(rows: dict) -> None:  # after every row: a long run that is stopped keeps what it finished
-        write_json(out_path(ap, args, "kernel_tuner_check"),
-                   {"cache": CACHE, "optimum_ms": optimum, "seeds": args.seeds, "budget": args.budget, "rows": rows,
+        write_json(out_path(ap, args, name),
+                   {"cache": args.cache, "optimum_ms": optimum, "seeds": args.seeds, "budget": args.budget, "rows": rows,
                     "wall_s": time.time() - t0, "loadavg": [load0, loadavg()], "machine": machine_info(),
                     **provenance()})
 
-    rows, load0, t0 = {"calculated:random": {"checkpoints": calculated_random(), "wall_s": 0.0}}, loadavg(), time.time()
+    rows, load0, t0 = ({"calculated:random": {"checkpoints": calculated_random(args.cache), "wall_s": 0.0}}, loadavg(),
+                       time.time())
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "cache.json")
         json.dump(cache, open(path, "w"))
@@ -108,7 +114,7 @@ def main() -> None:
             save(rows)
     for m in args.methods.split(","):
         tic = time.time()
-        curves = [tunebench_curve(CACHE, m, args.budget, seed, TB_METHODS[m]) for seed in range(args.seeds)]
+        curves = [tunebench_curve(args.cache, m, args.budget, seed, TB_METHODS[m]) for seed in range(args.seeds)]
         rows[f"tunebench:{m}"] = {"checkpoints": summarize(curves, optimum, rng, CHECKPOINTS), "wall_s": time.time() - tic,
                                   "score": methodology_score(curves, space, args.budget), "curves": curves}
         print(f"tunebench {m}: {rows[f'tunebench:{m}']['checkpoints']}", flush=True)
