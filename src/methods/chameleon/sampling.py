@@ -73,12 +73,17 @@ def snap(centroids: np.ndarray, X: np.ndarray) -> list[int]:
 
 def mode_config(space, candidates: list[int], invalid: set[int]) -> int | None:
     """The config index whose knobs take each knob's most frequent value among ``candidates`` not in
-    ``invalid`` (ties: the smaller entity index); None when every candidate is invalid."""
+    ``invalid`` (ties: the smaller entity index); None when every candidate is invalid. In a space that
+    lists its configs (a measured or pruned space) that combination may not be one of them: then the
+    candidate sharing the most knob values with it (ties: the first in ``candidates``), ours; Algorithm 1
+    synthesizes in a product space."""
     pool = [i for i in candidates if i not in invalid]
     if not pool:
         return None
     digits = np.array([space.digits(int(i)) for i in pool])
     modes = [int(np.bincount(col).argmax()) for col in digits.T]
+    if hasattr(space, "contains_digits") and not space.contains_digits(modes):
+        return int(pool[int(np.argmax((digits == np.array(modes)).sum(axis=1)))])
     return space.index_of_digits(modes)
 
 
