@@ -174,4 +174,4 @@ class ParetoCurves(Observer):
             if d is not None:
                 self.tracker.metric(f"{self.task.id}.adrs", d, m.trial)
                 self.tracker.metric(f"{self.task.id}.adrs_by_ms", d, ms)
-        self.tracker.flush()
+        self.tracker.flush_due()

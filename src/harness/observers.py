@@ -71,7 +71,7 @@ class SearchCurve(Observer):
             elif math.isfinite(best):
                 self.tracker.metric(f"{self.task.id}.search_best_latency_ms", best * 1e3, m.trial)
                 self.tracker.metric(f"{self.task.id}.search_best_gflops", self.task.flops / best / 1e9, m.trial)
-        self.tracker.flush()
+        self.tracker.flush_due()
 
 
 class ProgressRow(Observer):

@@ -28,6 +28,7 @@ from tunebench.methods.chameleon.settings import PPOSettings
 from tunebench.methods.torch_threads import one_thread
 
 MOVES = np.array([-1, 0, 1])
+FEATURE_TABLE_MAX = 1 << 24  # float32 values of a space's whole feature table the explorer keeps (64 MiB)
 
 
 def apply_moves(space, index: int, moves) -> int:
@@ -83,6 +84,16 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
+def chosen_log_prob(logits: np.ndarray, acts: np.ndarray) -> np.ndarray:
+    """The log-probability of ``acts`` (one of 3 moves per knob) summed over knobs: ``logits`` (..., n_knobs,
+    3) -> (...). The same float32 values as taking :func:`log_softmax`'s entries, written out for 3 moves
+    (NumPy's reductions over a length-3 axis of a large array are slow)."""
+    z = logits - np.maximum(np.maximum(logits[..., 0], logits[..., 1]), logits[..., 2])[..., None]
+    e = np.exp(z)
+    chosen = np.take_along_axis(z, acts[..., None], axis=-1)[..., 0]
+    return (chosen - np.log(e[..., 0] + e[..., 1] + e[..., 2])).sum(-1)
+
+
 def gae(rewards: np.ndarray, values: np.ndarray, last_value: np.ndarray, gamma: float, lam: float):
     """Advantages and returns [T, B] by generalized advantage estimation (no terminal states)."""
     adv = np.zeros_like(rewards)
@@ -109,8 +120,15 @@ class PPOExplorer:
         self.net = ActorCritic(space.n_features, len(space.knobs), self.s.hidden)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.s.lr)
         self.rng = np.random.default_rng(seed)
+        self._table: np.ndarray | None = None
 
     def _features(self, indices) -> np.ndarray:
+        """The configs' feature rows: from the whole space's table where it is small enough to hold
+        (:data:`FEATURE_TABLE_MAX` values, computed on first use), else computed; the same float32 rows."""
+        if self._table is None and self.space.size * self.space.n_features <= FEATURE_TABLE_MAX:
+            self._table = np.asarray(self.space.features(range(self.space.size)), dtype=np.float32)
+        if self._table is not None:
+            return self._table[np.asarray(indices, dtype=np.int64)]
         return np.asarray(self.space.features(indices), dtype=np.float32)
 
     @one_thread()
@@ -122,14 +140,15 @@ class PPOExplorer:
         acts = np.empty((steps, len(states), n_knobs), dtype=np.int64)
         logps = np.empty((steps, len(states)), dtype=np.float32)
         vals = np.empty((steps, len(states)), dtype=np.float32)
+        noise = np.log(-np.log(self.rng.random((steps, len(states), n_knobs, 3))))  # every step's Gumbel draw
+        logits = np.empty((steps, len(states), n_knobs, 3), dtype=np.float32)
         for t in range(steps):
             seen[t] = states
-            logits, vals[t] = policy(self._features(states))
-            a = np.argmax(logits - np.log(-np.log(self.rng.random(logits.shape))), axis=-1)  # Gumbel-max draw
-            logps[t] = np.take_along_axis(log_softmax(logits), a[..., None], axis=-1)[..., 0].sum(-1)
-            acts[t] = a
-            states = apply_moves_batch(self.space, states, MOVES[a])
+            logits[t], vals[t] = policy(self._features(states))
+            acts[t] = np.argmax(logits[t] - noise[t], axis=-1)  # Gumbel-max: a draw from softmax(logits)
+            states = apply_moves_batch(self.space, states, MOVES[acts[t]])
         seen[steps] = states
+        logps[:] = chosen_log_prob(logits, acts)
         rewards, visited = self._score(seen[1:], fitness)
         rewards = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-8)
         adv, ret = gae(rewards, vals, policy(self._features(states))[1], self.s.gamma, self.s.gae_lambda)

@@ -35,13 +35,17 @@ class MLP:
     def __init__(self, sizes: tuple[int, ...], lr: float, rho: float = 0.9, eps: float = 1e-6):
         with torch.no_grad():
             linears = [torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
-        self.params = [t.detach().numpy().T.astype(np.float32) for lin in linears for t in (lin.weight, lin.bias)]
+        init = [t.detach().numpy().T.astype(np.float32) for lin in linears for t in (lin.weight, lin.bias)]
         self.sizes, self.lr, self.rho, self.eps = tuple(sizes), float(lr), float(rho), float(eps)
-        self.square_avg = [np.zeros_like(p) for p in self.params]
-        self.acc_delta = [np.zeros_like(p) for p in self.params]
+        # every parameter (and its AdaDelta state) is a view into one flat buffer: the update is elementwise,
+        # so it runs once over the buffer instead of once per tensor, with the same float32 results
+        self._flat, self.params = _flat_views(init)
+        self._square_flat, self.square_avg = _flat_views([np.zeros_like(p) for p in init])
+        self._acc_flat, self.acc_delta = _flat_views([np.zeros_like(p) for p in init])
+        self._grad_flat, self._grads = _flat_views([np.zeros_like(p) for p in init])
 
     def copy_from(self, other: MLP) -> None:
-        self.params = [p.copy() for p in other.params]
+        self._flat[:] = other._flat
 
     def _activations(self, x: np.ndarray) -> list[np.ndarray]:
         acts = [np.asarray(x, dtype=np.float32)]
@@ -63,19 +67,29 @@ class MLP:
         diff = acts[-1][rows, column] - target
         grad_out = np.zeros_like(acts[-1])
         grad_out[rows, column] = 2.0 * diff / len(diff)
-        grads = []
         for i in reversed(range(len(self.params) // 2)):
-            grads += [grad_out.sum(axis=0), acts[i].T @ grad_out]
+            self._grads[2 * i + 1][...] = grad_out.sum(axis=0)
+            np.matmul(acts[i].T, grad_out, out=self._grads[2 * i])
             if i:
                 grad_out = (grad_out @ self.params[2 * i].T) * (acts[i] > 0)
-        for p, g, sq, acc in zip(self.params, reversed(grads), self.square_avg, self.acc_delta):
-            sq *= self.rho
-            sq += (1 - self.rho) * g * g
-            delta = np.sqrt(acc + self.eps) / np.sqrt(sq + self.eps) * g
-            acc *= self.rho
-            acc += (1 - self.rho) * delta * delta
-            p -= self.lr * delta
+        g, sq, acc = self._grad_flat, self._square_flat, self._acc_flat
+        sq *= self.rho
+        sq += (1 - self.rho) * g * g
+        delta = np.sqrt(acc + self.eps) / np.sqrt(sq + self.eps) * g
+        acc *= self.rho
+        acc += (1 - self.rho) * delta * delta
+        self._flat -= self.lr * delta
         return float(np.mean(diff * diff))
+
+
+def _flat_views(arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """One float32 buffer holding ``arrays`` one after another, and a view of it shaped like each."""
+    flat = np.concatenate([a.reshape(-1) for a in arrays]).astype(np.float32)
+    views, at = [], 0
+    for a in arrays:
+        views.append(flat[at:at + a.size].reshape(a.shape))
+        at += a.size
+    return flat, views
 
 
 def q_network(n_features: int, n_actions: int, hidden: int, lr: float = 0.02) -> MLP:
