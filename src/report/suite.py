@@ -167,11 +167,27 @@ def run_units(units: dict, seeds: int, jobs: int, progress: Progress) -> dict:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=share_cores, initargs=(ctx.Value("i", 0), jobs)) as pool:
         futures = {pool.submit(run_one, units[key], seed): (key, seed) for key, seed in todo}
         for f in as_completed(futures):
             finished(*futures[f], f.result())
     return out
+
+
+def share_cores(counter, jobs: int) -> None:
+    """A worker's share of this process's cores: worker ``i`` of ``jobs`` keeps every ``jobs``-th core from
+    the ``i``-th, so that the methods' thread pools (XGBoost, PyTorch) do not oversubscribe the machine."""
+    with counter.get_lock():
+        i = counter.value
+        counter.value += 1
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    mine = cores[i % jobs::jobs] if len(cores) >= jobs else []
+    if mine:
+        os.sched_setaffinity(0, mine)
+        import torch
+
+        torch.set_num_threads(len(mine))
 
 
 def _check_out(out: str) -> None:

@@ -310,3 +310,25 @@ def test_server_killed_mid_run_then_resume_delivers_everything(tmp_path):
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
         _stop(server)
+
+
+def test_per_trial_metrics_reach_the_store_in_batches(tmp_path, monkeypatch):
+    """flush_due writes nothing before FLUSH_EVERY_S have passed, then everything queued in one batch, each
+    value with its own step; end() writes what is left."""
+    now = [100.0]
+    monkeypatch.setattr(tracking.time, "monotonic", lambda: now[0])
+    client = FakeClient()
+    t = Tracker(None, "test", str(tmp_path), client=client)
+    t.run_id = "run1"
+    for step in range(3):
+        t.metric("curve", float(step), step)
+        t.flush_due()
+    assert client.calls == []
+    now[0] += tracking.FLUSH_EVERY_S
+    t.metric("curve", 3.0, 3)
+    t.flush_due()
+    assert client.calls == [("log_batch", "run1", tuple(("curve", float(s), s) for s in range(4)), ())]
+    t.metric("curve", 4.0, 4)
+    t.end()
+    assert client.calls[1] == ("log_batch", "run1", (("curve", 4.0, 4),), ())
+    assert client.calls[-1][0] == "set_terminated"

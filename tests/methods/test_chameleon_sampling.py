@@ -113,3 +113,34 @@ def test_the_episodes_numpy_policy_is_the_networks_forward():
     np.testing.assert_allclose(logits, ref_logits.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(v, ref_v.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(log_softmax(logits), torch.log_softmax(ref_logits, -1).detach().numpy(), atol=1e-5)
+
+
+def test_chosen_log_prob_is_log_softmax_taken_exactly():
+    from tunebench.methods.chameleon.agent import chosen_log_prob, log_softmax
+
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((40, 16, 7, 3)) * 4).astype(np.float32)
+    acts = rng.integers(0, 3, size=(40, 16, 7))
+    ref = np.take_along_axis(log_softmax(logits), acts[..., None], axis=-1)[..., 0].sum(-1)
+    assert np.array_equal(chosen_log_prob(logits, acts), ref)
+
+
+def test_the_explorer_gives_the_same_episodes_with_and_without_the_feature_table(monkeypatch):
+    """The space's whole feature table (kept when small) changes nothing: same visited configs, same fitness,
+    same end states and the same network after the update, for a seed."""
+    from tunebench.methods.chameleon import agent as agent_mod
+
+    space = Space([ChoiceKnob(f"k{j}", tuple(range(6))) for j in range(4)])
+
+    def fitness(indices):
+        return -np.abs(space.digit_rows(indices) - 3).sum(axis=1).astype(float)
+
+    def episodes(table_max):
+        monkeypatch.setattr(agent_mod, "FEATURE_TABLE_MAX", table_max)
+        agent = agent_mod.PPOExplorer(space, seed=5)
+        visited = [agent.explore(list(range(0, 80, 5)), fitness, steps=10) for _ in range(3)]
+        return visited, agent.last_states, [p.detach().numpy().copy() for p in agent.net.parameters()]
+
+    with_table, without = episodes(1 << 24), episodes(0)
+    assert with_table[:2] == without[:2]
+    assert all(np.array_equal(a, b) for a, b in zip(with_table[2], without[2]))

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from tunebench.__main__ import main
+from tunebench.report.suite import share_cores
 
 N_A, N_B = 8, 5  # knob values: 40 configurations per space
 
@@ -215,3 +216,19 @@ def test_gzip_caches_are_read_like_plain_ones(tmp_path, spaces):
     gz = tmp_path / "small_a.json.gz"
     gz.write_bytes(gzip.compress(open(spaces[0], "rb").read()))
     assert read_measured(str(gz)).space.size == read_measured(spaces[0]).space.size == N_A * N_B
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two cores this process may use")
+def test_suite_workers_share_the_cores():
+    """Worker i of J keeps every J-th core from the i-th (checked in child processes: it pins the caller);
+    which worker starts first is up to the OS."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    counter = ctx.Value("i", 0)
+    with ctx.Pool(1, initializer=share_cores, initargs=(counter, 2)) as first, \
+            ctx.Pool(1, initializer=share_cores, initargs=(counter, 2)) as second:
+        mine = [sorted(p.apply(os.sched_getaffinity, (0,))) for p in (first, second)]
+    cores = sorted(os.sched_getaffinity(0))
+    assert sorted(mine) == sorted([cores[0::2], cores[1::2]])
