@@ -141,9 +141,11 @@ def report(args, ap) -> None:
     suite = json.load(open(SUITE_FILE))
     spaces = [n for n in per if n in suite["scores"]["per_space"]]
     rows: dict[str, dict[str, list[float]]] = {}
+    evals: dict[tuple[str, str], float] = {}
     for n in spaces:
         for r, v in per[n]["rows"].items():
             rows.setdefault(f"kernel_tuner:{r}", {})[n] = v["score"]["per_seed"]
+            evals[(f"kernel_tuner:{r}", n)] = float(np.mean(v["evaluations"]))
         for m in suite["methods"]:
             rows.setdefault(f"tunebench:{m}", {})[n] = suite["scores"]["per_space"][n][m]["evals"]["per_seed"]
     groups = {"published GPUs": [n for n in spaces if n.rsplit("_", 1)[1] in PUBLISHED_GPUS], "all": spaces}
@@ -160,7 +162,8 @@ def report(args, ap) -> None:
                                    "paths": "hyperparametertuning/cachefiles/hyperparamtuning_paper_bruteforce_<strategy>"
                                             ".json, hyperparametertuning/algorithms/metatuning_<strategy>.json"},
               "tunebench_from": {"file": "benchmarks/results/suite_gpu_30seeds.json", "commit": suite.get("commit")},
-              "per_space": {r: {n: {"mean": float(np.nanmean(v)), "per_seed": v} for n, v in by.items()}
+              "per_space": {r: {n: {"mean": float(np.nanmean(v)), "per_seed": v,
+                                    "evaluations": evals.get((r, n))} for n, v in by.items()}
                             for r, by in rows.items()},
               "aggregate": agg, "spearman_vs_published": ranks, "run_files": files,
               "runs": {n: {"date": p["date"], "commit": p["git_commit"], "wall_s": p["wall_s"], "loadavg": p["loadavg"],
@@ -179,6 +182,13 @@ def markdown(result: dict) -> str:
         s = r.split(":", 1)[1].removesuffix("@hub")
         p = f"{pub[s]['score']:+.3f}" if r.endswith("@hub") and s in pub else "—"
         lines.append(f"| {r} | {p} | " + " | ".join(_cell(agg[g].get(r)) for g in groups) + " |")
+    spaces = result["spaces"]
+    lines += ["", "Per space, score over evaluations 1-budget (mean over seeds; evaluations a run made, mean):", "",
+              "| row | " + " | ".join(spaces) + " |", "|---|" + "---|" * len(spaces)]
+    for r, by in result["per_space"].items():
+        lines.append(f"| {r} | " + " | ".join(f"{by[n]['mean']:.2f}" + (f" ({by[n]['evaluations']:.0f})"
+                                                                      if by[n].get("evaluations") else "")
+                                              if n in by else "—" for n in spaces) + " |")
     lines += ["", "Spearman rank correlation with the published scores, six strategies: "
               + "; ".join(f"{g}: hub defaults {v['hub']:+.2f}, Kernel Tuner 1.5 defaults {v['kt15']:+.2f}"
                           for g, v in result["spearman_vs_published"].items())]
