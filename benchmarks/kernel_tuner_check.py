@@ -44,15 +44,17 @@ def in_cache(params: dict) -> bool:
     return tuple(params[k] for k in _LISTED["keys"]) in _LISTED["configs"]
 
 
-def kernel_tuner_curve(cache: dict, path: str, strategy: str, budget: int, seed: int) -> list[float]:
-    """Best time so far (ms) per unique evaluation of one Kernel Tuner strategy in simulation mode."""
+def kernel_tuner_curve(cache: dict, path: str, strategy: str, budget: int, seed: int,
+                       options: dict | None = None) -> list[float]:
+    """Best time so far (ms) per unique evaluation of one Kernel Tuner strategy in simulation mode
+    (``options``: the strategy's hyperparameters; the rest at Kernel Tuner's defaults)."""
     from kernel_tuner import tune_kernel
 
     keys = cache["tune_params_keys"]
     _LISTED.update(keys=keys, configs={tuple(e[k] for k in keys) for e in cache["cache"].values()})
     results, _ = tune_kernel(cache["kernel_name"], "", tuple(cache["problem_size"]), [], cache["tune_params"],
                              restrictions=in_cache, strategy=strategy,
-                             strategy_options={"max_fevals": budget}, cache=path, simulation_mode=True,
+                             strategy_options={**(options or {}), "max_fevals": budget}, cache=path, simulation_mode=True,
                              seed=seed, quiet=True, verbose=False)
     seen, times = set(), []
     for r in results:  # unique configurations, in the order evaluated
