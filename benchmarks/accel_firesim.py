@@ -72,24 +72,33 @@ def spearman(a, b) -> float:
 
 def within_layers(entries: list[dict], model: str) -> dict:
     """Per layer (its rows: mappings, and DOSA's hardware per row), Spearman's rho of the model against FireSim
-    and whether the model's cheapest row is FireSim's cheapest."""
+    (undefined where the model gives every row the same cycles), whether the model's cheapest row is FireSim's
+    (a tie for the cheapest is no agreement), and the regret of taking the model's cheapest row: its FireSim
+    cycles over the layer's best (a tie: the mean over the tied rows, what a random pick among them costs)."""
     by_layer = collections.defaultdict(list)
     for e in entries:
         by_layer[tuple(e["layer"])].append(e)
-    rhos, top1, sizes = [], 0, collections.Counter()
+    rhos, top1, tied, regrets, blind, sizes = [], 0, 0, [], [], collections.Counter()
     for rows in by_layer.values():
         sizes[len(rows)] += 1
         if len(rows) < 2:
             continue
-        m, f = [e[model] for e in rows], [e["firesim"] for e in rows]
+        m, f = np.array([e[model] for e in rows]), np.array([e["firesim"] for e in rows])
         rhos.append(spearman(m, f))
-        top1 += int(int(np.argmin(m)) == int(np.argmin(f)))
+        chosen = m == m.min()
+        tied += int(chosen.sum() > 1)
+        top1 += int(chosen.sum() == 1 and int(np.argmin(m)) == int(np.argmin(f)))
+        regrets.append(float(f[chosen].mean() / f.min()))
+        blind.append(float(f.mean() / f.min()))  # a row picked at random
     finite = [r for r in rhos if r == r]
     return {"layers": len(by_layer), "rows_per_layer": dict(sorted(sizes.items())), "layers_ranked": len(rhos),
             "rho_mean": float(np.mean(finite)) if finite else None,
             "rho_median": float(np.median(finite)) if finite else None,
             "rho_is_1": sum(r == 1.0 for r in finite), "rho_undefined": len(rhos) - len(finite),
-            "cheapest_row_agrees": top1}
+            "cheapest_row_agrees": top1, "cheapest_tied": tied,
+            "regret_geomean": float(np.exp(np.mean(np.log(regrets)))) if regrets else None,
+            "regret_max": max(regrets) if regrets else None,
+            "regret_random_row_geomean": float(np.exp(np.mean(np.log(blind)))) if blind else None}
 
 
 def bootstrap_rho_difference(entries: list[dict], n: int, seed: int = 0) -> dict:
@@ -163,7 +172,9 @@ def report(s: dict) -> None:
         print(f"{m:>20}: ratio {r['ratio_min']:.3g}..{r['ratio_max']:.3g} (median x{10 ** r['log10_ratio_median']:.3g}, "
               f"{r['orders_between_extremes']:.2f} orders), within 2x: {100 * r['share_within_2x']:.0f} %; "
               f"rho rows {r['spearman_rows']:.4f}; within layers ({w['layers_ranked']}): mean {w['rho_mean']:.3f}, "
-              f"median {w['rho_median']:.3f}, cheapest agrees {w['cheapest_row_agrees']}")
+              f"median {w['rho_median']:.3f}, undefined {w['rho_undefined']}; cheapest agrees {w['cheapest_row_agrees']}, "
+              f"tied {w['cheapest_tied']}; regret geomean {w['regret_geomean']:.3f} (a random row: "
+              f"{w['regret_random_row_geomean']:.3f}), max {w['regret_max']:.2f}")
     if s["bootstrap_zigzag_minus_timeloop"]:
         b = s["bootstrap_zigzag_minus_timeloop"]
         print(f"rho(ZigZag) - rho(Timeloop), paired bootstrap 95 %: [{b['p2.5']:.4f}, {b['p97.5']:.4f}]")
