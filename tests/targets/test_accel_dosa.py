@@ -115,3 +115,13 @@ def test_a_row_with_a_smaller_spatial_unrolling_is_reported_not_raised():
     row = next(r for r in dosa.read_rows() if r.spatial.get("K") == 12)
     out = dosa.evaluate_row(row, AccelSettings())
     assert out == {"not_expressible": "unrolls K by 12; target=accel unrolls 16"}
+
+
+def test_every_file_of_the_folder_is_listed_with_its_sha256():
+    import hashlib
+
+    folder = data_dir("dosa_firesim")
+    listed = dict(line.split("  ")[::-1] for line in open(os.path.join(folder, "SHA256SUMS")).read().splitlines())
+    assert set(listed) == set(os.listdir(folder)) - {"SHA256SUMS", "README.md", "__pycache__"}
+    for name, digest in listed.items():
+        assert hashlib.sha256(open(os.path.join(folder, name), "rb").read()).hexdigest() == digest, name
