@@ -5,14 +5,13 @@ Every row of ``data/dosa_firesim/dataset.csv`` ([Hong-MICRO23]; its README) is a
 Gemmini it ran on (scratchpad and accumulator sizes per row), Timeloop's predicted cycles and the cycles FireSim
 measured on Gemmini's RTL. ZigZag gets the same layer, the same mapping (``targets/accel/dosa.py``) and the row's
 accelerator: ``target=accel``'s defaults with the row's array, buffer sizes and the bandwidths of DOSA's Timeloop
-Gemmini (``zigzag``) or ``target=accel``'s own (Gemmini's ``Configs.scala``, ``zigzag_own_bw``); both are evaluated and
-written. A mapping ``target=accel`` cannot express is counted
-and listed with the reason.
+Gemmini (``zigzag``) or ``target=accel``'s own (Gemmini's ``Configs.scala``, ``zigzag_own_bw``); both are
+evaluated and written. A mapping ``target=accel`` cannot express is counted and listed with the reason.
 
 Printed and written: per model, the ratio model / FireSim (log10: min, median, max; the orders of magnitude
 between the extremes), Spearman's rho across rows (with a paired bootstrap of ZigZag's minus Timeloop's rho on
 the same rows) and within each layer across its rows (what a mapper needs: the mean and median rho, and how often
-the model's cheapest row is FireSim's). ``--plot PATH`` draws the log-log scatter of Fig. 1.
+the model's cheapest row is FireSim's, and the regret of taking it). ``--plot PATH`` draws the log-log scatter of Fig. 1.
 
 Usage: python benchmarks/accel_firesim.py [--plot PATH] [--bootstrap 2000] [--out PATH | --publish]
   default output: benchmarks/results/local/accel_firesim.json (untracked).
