@@ -11,6 +11,7 @@ the share of invalid draws (random), evaluations to beat a value. Printed: mean 
 Usage: python benchmarks/accel_mapspace.py [--seeds 5] [--bo-trials 100] [--random-trials 4000]
            [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1 [--layers FIRST:LAST]]
            [--transfer --transfer-samples 24] [--salsa-trials 3]
+           [--product M N K] [--seed-start 0] [--only mapspace_bo_scores random loma salsa ...]
            [--out PATH | --publish]
   default output: benchmarks/results/local/accel_mapspace.json (untracked).
 """
@@ -70,25 +71,29 @@ def evals_to_beat(runs: list[dict], value: float) -> list[int | None]:
 
 def paper(args, target, tasks) -> dict:
     out = {}
+    seeds = range(args.seed_start, args.seed_start + args.seeds)
     for task in tasks:
         res: dict = {"task": task.name, "shape": task.shape}
+        if args.only:
+            out[task.name] = {**res, **chosen(args, target, task, seeds)}
+            continue
         for enc in args.encodings:
             runs = [tune(task, target, {"name": "mapspace_bo", "order_encoding": enc}, args.bo_trials, s)
-                    for s in range(args.seeds)]
+                    for s in seeds]
             res[f"mapspace_bo_{enc}"] = {"runs": runs, "summary": summary(runs)}
             print(task.name, enc, summary(runs), flush=True)
         # the encoding without the GP: its initial design (consecutive scrambled Sobol points) for every trial
         runs = [tune(task, target, {"name": "mapspace_bo", "n_init": args.bo_trials, "sobol_samples": 0},
-                     args.bo_trials, s) for s in range(args.seeds)]
+                     args.bo_trials, s) for s in seeds]
         res["encoding_sobol"] = {"runs": runs, "summary": summary(runs)}
         print(task.name, "encoding_sobol", summary(runs), flush=True)
-        runs = [tune(task, target, {"name": "random"}, args.random_trials, s) for s in range(args.seeds)]
+        runs = [tune(task, target, {"name": "random"}, args.random_trials, s) for s in seeds]
         res["random"] = {"runs": runs, "summary": summary(runs)}
         print(task.name, "random", summary(runs), flush=True)
         loma = tune(task, target, {"name": "loma"}, args.bo_trials, 0)
         res["loma"] = {"runs": [loma], "summary": summary([loma])}
         print(task.name, "loma", loma["best"], loma["report"], flush=True)
-        runs_salsa = [tune(task, target, {"name": "salsa"}, args.salsa_trials, s) for s in range(args.seeds)]
+        runs_salsa = [tune(task, target, {"name": "salsa"}, args.salsa_trials, s) for s in seeds]
         res["salsa"] = {"runs": runs_salsa, "summary": summary(runs_salsa)}
         print(task.name, "salsa", [r["best"] for r in runs_salsa], flush=True)
         for enc in args.encodings:
@@ -97,6 +102,22 @@ def paper(args, target, tasks) -> dict:
             res[f"random_evals_to_beat_bo_{enc}"] = evals_to_beat(runs, target_value)
         out[task.name] = res
     return out
+
+
+def chosen(args, target, task, seeds) -> dict:
+    """``--only``: the named methods alone (``mapspace_bo_<encoding>``, ``random``, ``loma``, ``salsa``), each
+    over ``seeds`` (LOMA once: it is deterministic)."""
+    res = {}
+    for name in args.only:
+        if name.startswith("mapspace_bo_"):
+            method, trials = {"name": "mapspace_bo", "order_encoding": name.split("_")[-1]}, args.bo_trials
+        else:
+            method = {"name": name}
+            trials = {"random": args.random_trials, "salsa": args.salsa_trials}.get(name, args.bo_trials)
+        runs = [tune(task, target, method, trials, s) for s in (seeds[:1] if name == "loma" else seeds)]
+        res[name] = {"runs": runs, "summary": summary(runs)}
+        print(task.name, name, summary(runs), [r["best"] for r in runs], flush=True)
+    return res
 
 
 def resnet18(args, target, save) -> dict:
@@ -144,6 +165,13 @@ def transfer(args, target, tasks) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seed-start", type=int, default=0, help="the first seed (runs split over processes)")
+    ap.add_argument("--product", type=int, nargs=3, metavar=("M", "N", "K"), default=None,
+                    help="an M x N x K matrix product (dense layer: batch M, out_features N, in_features K) in "
+                         "place of model=accel_paper's two problems")
+    ap.add_argument("--only", nargs="+", default=None,
+                    choices=["mapspace_bo_scores", "mapspace_bo_categorical", "random", "loma", "salsa"],
+                    help="run only these methods")
     ap.add_argument("--bo-trials", type=int, default=100)
     ap.add_argument("--random-trials", type=int, default=4000)
     ap.add_argument("--encodings", nargs="+", default=["scores", "categorical"])
@@ -178,6 +206,12 @@ def main() -> int:
         results = resnet18(args, target, save)
     elif args.transfer:
         results = transfer(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
+    elif args.product:
+        from tunebench.datasets.models import LayersModel
+
+        m, n, k = args.product
+        model = LayersModel(name=f"matmul_{m}x{n}x{k}", layers=[{"batch": m, "out_features": n, "in_features": k}])
+        results = paper(args, target, target.load_tasks(model)[0])
     else:
         results = paper(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
     save(results)
