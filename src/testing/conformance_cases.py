@@ -157,8 +157,9 @@ def _mapspace_task(size: str) -> Task:
 def _gemm_task(shape: dict) -> Task:
     import tvm
 
-    from tunebench.datasets.operators import flops, kind_of, prim_func
-    from tunebench.datasets.tasks import task_id
+    from tunebench.datasets.operators import flops, kind_of
+    from tunebench.targets.tvm.workloads.operator_te import prim_func
+    from tunebench.targets.tvm.workloads.tasks import task_id
 
     func = prim_func("gmm", shape)
     return Task(id=task_id(func, "llvm"), name="conformance_gmm", kind=kind_of("gmm", shape),

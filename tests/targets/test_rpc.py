@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG, free_port, gpu
 from tunebench.harness.commands.rpc_fleet import LocalFleet
-from tunebench.protocol import remote
+from tunebench.targets.tvm import remote
 
 pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (a dependency: make install)")
 

@@ -34,11 +34,12 @@ from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extrac
 from tunebench.datasets.import_stages import check_bytes, stage, tensor_bytes
 from tunebench.datasets.layer_spec import check_layer_list
 from tunebench.datasets.models import OnnxModel, TorchModel
-from tunebench.datasets.onnx_import import import_onnx
 from tunebench.datasets.operators import flops as op_flops
-from tunebench.datasets.operators import kind_of, prim_func, select_cases
-from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
+from tunebench.datasets.operators import kind_of, select_cases
 from tunebench.datasets.zoo import MODELS, build_model, factory_model, layers_model
+from tunebench.targets.tvm.workloads.onnx_import import import_onnx
+from tunebench.targets.tvm.workloads.operator_te import prim_func
+from tunebench.targets.tvm.workloads.relax_import import ImportedModel, import_model, make_target
 from tunebench.task import Task
 
 log = logging.getLogger(__name__)
@@ -242,7 +243,7 @@ def extract_tasks(imported: ImportedModel, target_kind: str | None = None) -> li
     """The conv2d / depthwise conv2d / dense tasks of an imported model, in model order.
 
     Args:
-        imported: the fused model from :func:`~tunebench.datasets.relax_import.import_model`.
+        imported: the fused model from :func:`~tunebench.targets.tvm.workloads.relax_import.import_model`.
         target_kind: ``"llvm"`` or ``"cuda"`` (default: the kind the model was imported for).
 
     Returns:
