@@ -316,6 +316,11 @@ class Target(ABC):
         raise UserError(f"target={self.name}: only TVM targets (llvm, cuda) measure spaces for target=replay; an "
                         "FPGA space is a design-space table (method=exhaustive)")
 
+    def space_tools(self) -> dict:
+        """The versions of the tools a measured space of this target was compiled with, for the header of
+        every space file ``python -m tunebench space measure`` writes (TVM targets: ``tvm``); none by default."""
+        return {}
+
     def table_for(self, task: Task):
         """The design-space table this target replays for ``task`` (its true Pareto front for
         ADRS); None for a target that measures live."""

@@ -184,6 +184,9 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         return {"template": task.template, "template_file": rel, "template_sha256": template_source_digest(rel),
                 "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision}
 
+    def space_tools(self) -> dict:
+        return {"tvm": tvm_version()}
+
     def threads_label(self) -> str:
         """How the timed kernels run, for log lines: ``<n> threads`` (a GPU says ``GPU``)."""
         return f"{self.threads} threads"
