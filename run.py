@@ -24,7 +24,7 @@ CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from tunebench.harness.e2e import E2EError
+    from tunebench.errors import E2EError
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.launch.job_state import write_run_file
     from tunebench.harness.setup.load import load_experiment

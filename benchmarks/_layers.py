@@ -29,9 +29,9 @@ def layer_task(layer: dict, target_kind: str, template: str | None = None):
     """The single-layer model's task (with its knob space of ``template``, None: the target's
     default) and ``(tasks, imported)``; its task id is the id of the same layer in the multi-layer
     model that was tuned."""
-    from tunebench.datasets import model_tasks
     from tunebench.targets.tvm.templates import get_template
     from tunebench.targets.tvm.variants import VARIANTS
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     tasks, imported = model_tasks({"name": "layers", "layers": [layer]}, target_kind)
     if len(tasks) != 1:
@@ -62,9 +62,9 @@ def best_config(entry: dict, task):
 
 def model_timing(target, task, tasks, imported, config, settings, name: str) -> dict:
     """The single-layer model with ``config`` vs PyTorch (``model_latencies``); JSON-ready."""
-    from tunebench.harness.e2e.build import E2EError
-    from tunebench.harness.e2e.timing import model_latencies, summary_line
+    from tunebench.errors import E2EError
     from tunebench.protocol.stats import verdict
+    from tunebench.targets.tvm.e2e.timing import model_latencies, summary_line
     from tunebench.targets.tvm.scheduling import schedule
 
     try:

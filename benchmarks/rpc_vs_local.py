@@ -2,7 +2,7 @@
 
 Four runs of ``python run.py method=random seed=0`` on two ResNet-18 conv layers (llvm,
 ``--trials`` per task, ``torch.compile`` off), one after another: **local A**, **rpc 1** (a tracker
-and one RPC server on 127.0.0.1, :class:`tunebench.harness.commands.rpc_fleet.LocalFleet`:
+and one RPC server on 127.0.0.1, :class:`tunebench.targets.tvm.rpc_fleet.LocalFleet`:
 ``target.rpc.tracker=... target.rpc.key=cpu``), **local B**, **rpc 2**. The same seed draws the same
 configs, so every config is timed four times; A against B and rpc 1 against rpc 2 measure how much
 two runs of the same configs differ on the same path, the yardstick for rpc against local.
@@ -115,7 +115,7 @@ def compare(runs: dict) -> dict:
 
 
 def main() -> int:
-    from tunebench.harness.commands.rpc_fleet import LocalFleet
+    from tunebench.targets.tvm.rpc_fleet import LocalFleet
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=32, help="trials per task (default 32)")

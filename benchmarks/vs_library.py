@@ -73,7 +73,7 @@ SHAPE_KEYS["depthwise_conv2d"] = SHAPE_KEYS["conv2d"]
 
 def model_layers(name: str, target_kind: str) -> list[dict]:
     """The distinct conv and dense layers of model ``name`` as ``model.layers`` specs (+ bias + ReLU)."""
-    from tunebench.datasets import model_tasks
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     tasks, _ = model_tasks({"name": name}, target_kind)
     out = []

@@ -86,13 +86,13 @@ def _knobs(args: argparse.Namespace) -> None:
 
 
 def _rpc_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.commands.rpc_fleet import add_fleet_options
+    from tunebench.targets.tvm.rpc_fleet import add_fleet_options
 
     add_fleet_options(parser)
 
 
 def _rpc(args: argparse.Namespace) -> None:
-    from tunebench.harness.commands.rpc_fleet import cmd_fleet
+    from tunebench.targets.tvm.rpc_fleet import cmd_fleet
 
     cmd_fleet(args)
 

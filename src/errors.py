@@ -44,3 +44,9 @@ class RunStopped(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class E2EError(RuntimeError):
+    """A run step after the tuning failed (a whole-model build or run of the end-to-end step, say): one-line
+    message naming the model and the build. The run is FAILED once its files are written; its records and
+    task results are kept."""

@@ -29,7 +29,7 @@ def pytest_configure(config):
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on (now)."""
-    from tunebench.harness.commands.rpc_fleet import free_port as _free
+    from tunebench.targets.tvm.rpc_fleet import free_port as _free
 
     return _free("127.0.0.1")
 

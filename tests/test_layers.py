@@ -116,3 +116,36 @@ def test_no_import_cycle():
 def test_the_cycle_check_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# the packages and modules that hold no backend: a backend is one package under targets/ (TVM: targets/tvm/)
+BACKEND_FREE = ("harness", "protocol", "datasets", "task.py", "testing")
+
+
+def _tvm_imports(source: str) -> list[int]:
+    """The lines of ``source`` that import ``tvm`` or a module of it (lazy imports included)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(n == "tvm" or n.startswith("tvm.") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_backend_free_layers_import_no_tvm():
+    paths = []
+    for entry in BACKEND_FREE:
+        top = os.path.join(SRC, entry)
+        if entry.endswith(".py"):
+            paths.append(top)
+        else:
+            paths += [os.path.join(folder, n) for folder, _, files in os.walk(top) for n in files if n.endswith(".py")]
+    assert len(paths) > 50, paths  # the walk found the packages
+    found = [f"{os.path.relpath(p, SRC)}:{line}" for p in paths for line in _tvm_imports(open(p).read())]
+    assert not found, "TVM is imported outside targets/tvm/ (move it there, or let the target supply it): " + ", ".join(found)
+
+
+def test_the_tvm_check_finds_tvm_imports():
+    source = "import os\nimport tvm.relax\ndef f():\n    from tvm import te\nfrom tvmx import a\nfrom .tvm import b\n"
+    assert _tvm_imports(source) == [2, 4]

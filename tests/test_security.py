@@ -137,7 +137,7 @@ def test_torch_compile_cache_is_private_even_with_a_folder_planted_at_the_old_na
     folder everyone may write that sits at Inductor's fixed default ``$TMPDIR/torchinductor_<user>``."""
     import getpass
 
-    from tunebench.protocol.model_messages import LoadTorchInput
+    from tunebench.targets.tvm.e2e.model_messages import LoadTorchInput
     from tunebench.targets.workers import Worker
 
     tmp, cache = tmp_path / "tmp", tmp_path / "cache"
@@ -145,7 +145,7 @@ def test_torch_compile_cache_is_private_even_with_a_folder_planted_at_the_old_na
     planted.mkdir(parents=True)
     os.chmod(planted, 0o777)  # as another user could have made it
     env = {"TMPDIR": str(tmp), "XDG_CACHE_HOME": str(cache)}
-    worker = Worker("worker_handlers:inductor_cache", env=env, prepare="tunebench.protocol.model_worker:prepare_torch")
+    worker = Worker("worker_handlers:inductor_cache", env=env, prepare="tunebench.targets.tvm.e2e.model_worker:prepare_torch")
     try:
         request = LoadTorchInput(module=torch.nn.Linear(4, 3), inputs=[torch.ones(2, 4)], threads=1, device="cpu",
                                  tf32=False, compile=True, row="compiled")
@@ -262,8 +262,8 @@ def test_lock_in_a_shared_sticky_folder_is_usable_by_all(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_task():
-    from tunebench.datasets import model_tasks
     from tunebench.targets.tvm.templates import get_template
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     task = model_tasks({"name": "layers", "layers": [TINY_LAYER]}, "llvm")[0][0]
     task.space = get_template(task.kind, "llvm").make_space(task.mod)

@@ -105,8 +105,8 @@ TOL = 1e-4  # the output check's default relative tolerance
 
 def run_compiled(imported, mod, tmp_path, name="model"):
     """Compile ``mod`` like the harness (exported library), run it once here and check it against PyTorch."""
-    from tunebench.harness.e2e.build import check_output, compile_model, flat_numpy
-    from tunebench.protocol.model_worker import vm_args
+    from tunebench.targets.tvm.e2e.build import check_output, compile_model, flat_numpy
+    from tunebench.targets.tvm.e2e.model_worker import vm_args
 
     path = str(tmp_path / f"{name.replace(' ', '_')}.so")  # one file per build: dlopen caches by path
     compile_model(mod, {"kind": "llvm", "num-cores": 2}, path, name=name)

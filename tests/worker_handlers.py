@@ -28,7 +28,7 @@ def inductor_cache(name, payload):
     and running ``payload`` (a LoadTorchInput) through the end-to-end worker's handler."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
-    from tunebench.protocol.model_worker import handle as model_handle
+    from tunebench.targets.tvm.e2e.model_worker import handle as model_handle
 
     model_handle("load_torch", payload)
     return cache_dir()

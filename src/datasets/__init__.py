@@ -1,19 +1,16 @@
-"""Workloads: the model zoo, PyTorch -> Relax import, and task extraction.
+"""Workloads: the model zoo, the ``model`` group's settings, layer specs, single operators, FPGA kernel
+spaces, graphs of operations and measured spaces. Nothing here imports a backend: a target turns a model
+into its tasks in its own package (TVM: :mod:`tunebench.targets.tvm.workloads`).
 
-Public API (imported on first use, so that the light parts, e.g. :mod:`.models`, load without TVM):
+Public API (imported on first use, so that the light parts, e.g. :mod:`.models`, load without PyTorch):
 
 - :data:`MODELS`, :func:`build_model`, :func:`layers_model` -- PyTorch models (``zoo``);
-- :func:`import_model`, :func:`run_relax`, :class:`ImportedModel` -- fused Relax module
-  (``relax_import``);
-- :func:`extract_tasks`, :func:`model_tasks` -- :class:`~tunebench.task.Task` lists (``tasks``);
 - :data:`~tunebench.datasets.models.MODEL_OPTIONS` -- the ``model`` group's options (``models``).
 """
 
 from importlib import import_module
 
-_WHERE = {"ImportedModel": "relax_import", "import_model": "relax_import", "make_target": "relax_import",
-          "run_relax": "relax_import", "extract_tasks": "tasks", "model_tasks": "tasks", "MODELS": "zoo",
-          "build_model": "zoo", "layers_model": "zoo"}
+_WHERE = {"MODELS": "zoo", "build_model": "zoo", "layers_model": "zoo"}
 
 
 def __getattr__(name: str):

@@ -106,8 +106,8 @@ class TorchModel(ModelSettings):
 
 @dataclass
 class OnnxModel(ModelSettings):
-    """An ONNX file, imported through TVM's ONNX frontend (datasets/onnx_import.py); its output is checked
-    against ONNX Runtime's, which is also a row of the end-to-end step."""
+    """An ONNX file (datasets/onnx_file.py), imported through TVM's ONNX frontend (targets/tvm/workloads/); its
+    output is checked against ONNX Runtime's, which is also a row of the end-to-end step."""
 
     name: str = knob("onnx", NAME, "the model")
     path: str = knob(MISSING, NAME, "the .onnx file (data only: nothing in it is executed)")
@@ -116,7 +116,7 @@ class OnnxModel(ModelSettings):
     seed: int = knob(0, NONNEG_INT, "seeds the random example input")
 
     def check(self, prefix: str) -> None:
-        from tunebench.datasets.onnx_import import check_onnx
+        from tunebench.datasets.onnx_file import check_onnx
 
         for i, shape in enumerate(self.input_shapes):
             if not (isinstance(shape, list) and shape and all(is_int(d) and 0 < d <= 65536 for d in shape)):

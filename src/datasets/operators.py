@@ -1,10 +1,10 @@
 """Single-operator tasks (``model=ops``): the twelve tensor operators of [Zheng-ASPLOS20] (FlexTensor)
-Table 1, each as a TVM tensor-expression task with a PyTorch reference.
+Table 1: their cases, shapes, FLOPs and task kinds, at batch 1 and float32.
 
-Every operator is written with TVM's tensor expressions (TOPI where it has the operator), at batch 1
-and float32, and turned into a PrimFunc with ``te.create_prim_func``; its last argument is the output.
-The same operator written with PyTorch (:mod:`.operator_torch`) computes the output from the same
-inputs: the output check of a tuned kernel compares against it, and the tuned kernel is timed against it.
+A target writes each operator in its own terms: a TVM target with TVM's tensor expressions
+(:mod:`tunebench.targets.tvm.workloads.operator_te`, TOPI where it has the operator), checked against and
+timed against the same operator written with PyTorch
+(:mod:`tunebench.targets.tvm.workloads.operator_torch`).
 
 Operators (abbreviations of [Zheng-ASPLOS20] Table 3; shape keys):
 
@@ -175,14 +175,14 @@ def select_cases(operators, cases) -> list[tuple[str, int, dict]]:
 
 def task_operator(task_shape: dict) -> tuple[str, dict] | None:
     """``(abbreviation, case shape)`` of an operator task's ``shape`` (see
-    :func:`tunebench.datasets.tasks.operator_tasks`: the case's shape plus ``op`` and ``case``), or None
+    :func:`tunebench.targets.tvm.workloads.tasks.operator_tasks`: the case's shape plus ``op`` and ``case``), or None
     for a task of a model."""
     if "op" not in task_shape:
         return None
     return task_shape["op"], {k: v for k, v in task_shape.items() if k not in ("op", "case")}
 
 
-# ---- tensor expressions ---------------------------------------------------------------------------
+# ---- shapes -------------------------------------------------------------------------------------
 
 def _out_size(n: int, k: int, s: int, p: int, d: int = 1) -> int:
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
@@ -219,57 +219,6 @@ def input_shapes(abbr: str, shape: dict) -> list[tuple[int, ...]]:
     if abbr == "t3d":
         return [(1, ci, s["depth"], s["height"], s["width"]), (ci, co, k, k, k)]
     raise ValueError(f"unknown operator {abbr!r}")
-
-
-def _te_matmuls(abbr: str, shape: dict, ins: list):
-    from tvm import te
-
-    if abbr == "gmv":
-        a, b = ins
-        k = te.reduce_axis((0, shape["k"]), name="k")
-        return te.compute((shape["m"],), lambda i: te.sum(a[i, k] * b[k], axis=k), name="gemv")
-    if abbr == "gmm":
-        a, b = ins
-        k = te.reduce_axis((0, shape["k"]), name="k")
-        return te.compute((shape["m"], shape["n"]), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")
-    a, b, c = ins
-    k = te.reduce_axis((0, shape["k"]), name="k")
-    l_ = te.reduce_axis((0, shape["l"]), name="l")
-    return te.compute((shape["m"], shape["n"]),
-                      lambda i, j: te.sum(a[i, k] * b[j, k, l_] * c[i, l_], axis=[k, l_]), name="bilinear")
-
-
-def _te_convs(abbr: str, shape: dict, ins: list):
-    from tvm import topi
-
-    data, w = ins
-    st, pad = shape["stride"], shape["padding"]
-    if abbr == "c1d":
-        return topi.nn.conv1d_ncw(data, w, st, pad, 1, "float32")
-    if abbr == "t1d":
-        return topi.nn.conv1d_transpose_ncw(data, w, st, pad, "float32", 0)
-    if abbr in ("c2d", "dil"):
-        return topi.nn.conv2d_nchw(data, w, st, pad, shape.get("dilation", 1), "float32")
-    if abbr == "t2d":
-        return topi.nn.conv2d_transpose_nchw(data, w, (st, st), (pad, pad), "float32", (0, 0))
-    if abbr in ("grp", "dep"):
-        groups = shape["in_channels"] if abbr == "dep" else shape["groups"]
-        return topi.nn.group_conv2d_nchw(data, w, st, pad, 1, groups, "float32")
-    if abbr == "c3d":
-        return topi.nn.conv3d_ncdhw(data, w, st, pad, 1, 1, "float32")
-    if abbr == "t3d":
-        return topi.nn.conv3d_transpose_ncdhw(data, w, (st,) * 3, (pad,) * 3, "float32", (0,) * 3)
-    raise ValueError(f"unknown operator {abbr!r}")
-
-
-def prim_func(abbr: str, shape: dict):
-    """The operator as a PrimFunc (inputs, then the output), float32."""
-    from tvm import te
-
-    names = ("A", "B", "C") if abbr in ("gmv", "gmm", "bil") else ("data", "weight")
-    ins = [te.placeholder(s, name=n, dtype="float32") for s, n in zip(input_shapes(abbr, shape), names)]
-    out = _te_matmuls(abbr, shape, ins) if abbr in ("gmv", "gmm", "bil") else _te_convs(abbr, shape, ins)
-    return te.create_prim_func([*ins, out])
 
 
 def output_shape(abbr: str, shape: dict) -> tuple[int, ...]:

@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.load import plain
-from tunebench.errors import DeviceUnavailable, RunStopped
-from tunebench.harness.e2e.errors import E2EError
+from tunebench.errors import DeviceUnavailable, E2EError, RunStopped
 from tunebench.harness.measurement import MeasurementProtocol
 from tunebench.harness.metrics import run_metrics
 from tunebench.harness.prepare import Prepared, open_tracker, prepare

@@ -1,39 +1,21 @@
 """What a run does besides tuning its tasks, chosen by what its target measures:
 
 - one objective: each task's best-so-far curve (:class:`~tunebench.harness.observers.SearchCurve`);
-  on a target that compiles whole models (``Target.end_to_end``), the end-to-end step after the last
-  task (:mod:`tunebench.harness.e2e`);
 - several objectives: each task's hypervolume / ADRS curves and final values, the run's means
   (:mod:`tunebench.harness.fronts`);
 - graph schedules (``TargetInfo.graph_schedules``: ``target=memory``): the run's memory metrics over its
-  tasks; on any one-objective target, the target's own run metrics (:class:`TargetMetricsStep`).
+  tasks; on any one-objective target, the target's own run metrics (:class:`TargetMetricsStep`);
+- then the target's own steps (:meth:`~tunebench.targets.base.Target.run_steps`: on a TVM target the
+  end-to-end step after the last task, :mod:`tunebench.targets.tvm.e2e`).
 
-A step gives observers to each task's loop, adds to the task's ``tasks.json`` entry, and works once
+A step (:class:`~tunebench.targets.base.RunStep`) gives observers to each task's loop, adds to the task's ``tasks.json`` entry, and works once
 all tasks are tuned; :func:`run_steps` picks them from the target's facts, never its name.
 """
 
 from __future__ import annotations
 
 from tunebench.harness.observers import Observer, SearchCurve
-
-
-class RunStep:
-    """One thing a run does around its tasks; every hook is optional."""
-
-    artifacts: list[str] = []  # run-folder files logged as MLflow artifacts at the end
-
-    def task_observers(self, task, method, tracker, run_dir: str) -> list[Observer]:
-        """Observers of ``task``'s loop (after the record writer and the history feed)."""
-        return []
-
-    def task_summary(self) -> dict:
-        """Entries added to the task's ``tasks.json`` entry once it is tuned."""
-        return {}
-
-    def finish(self, run) -> str | None:
-        """After every task (``run``: the :class:`~tunebench.harness.tuning.RunContext`); returns the
-        text of an error that fails the run once its files are written, or None."""
-        return None
+from tunebench.targets.base import RunStep
 
 
 class CurveStep(RunStep):
@@ -66,27 +48,6 @@ class FrontStep(RunStep):
         return None
 
 
-class EndToEndStep(RunStep):
-    """The whole model (or each single operator) with each task's best schedule, against the baselines."""
-
-    def __init__(self, imported):
-        self.imported = imported
-
-    def finish(self, run) -> str | None:
-        from tunebench.harness.e2e.step import model_latency, operator_latencies
-
-        run.protocol.wait_if_busy("the end-to-end step")
-        cfg = run.cfg
-        entries = run.totals.summaries  # the tasks.json entries, given each task's kernel choice
-        if self.imported is None:
-            error = operator_latencies(cfg.e2e, run.tasks, run.totals.best, run.target, run.tracker, entries=entries)
-        else:
-            error = model_latency(cfg.e2e, cfg.model.name, self.imported, run.tasks, run.totals.best, run.target,
-                                  run.tracker, entries=entries)
-        run.tracker.flush()
-        return error
-
-
 class TargetMetricsStep(RunStep):
     """The target's numbers of each task's best (:meth:`Target.best_metrics`) summed up by the target as run
     metrics (:meth:`Target.run_metrics`: ``target=memory``'s peaks and traffic, ``target=accel``'s energy),
@@ -105,12 +66,11 @@ class TargetMetricsStep(RunStep):
 
 
 def run_steps(cfg, target, imported) -> list[RunStep]:
-    """The steps of a run on ``target`` (module docstring)."""
+    """The steps of a run on ``target`` (module docstring): the harness's, then the target's own."""
     if target.info.graph_schedules:
-        return [TargetMetricsStep(target)]
-    if target.info.multi_objective:
-        return [FrontStep(target)]
-    steps: list[RunStep] = [CurveStep(), TargetMetricsStep(target)]
-    if cfg.e2e.enabled and target.end_to_end:
-        steps.append(EndToEndStep(imported))
-    return steps
+        steps: list[RunStep] = [TargetMetricsStep(target)]
+    elif target.info.multi_objective:
+        steps = [FrontStep(target)]
+    else:
+        steps = [CurveStep(), TargetMetricsStep(target)]
+    return steps + target.run_steps(cfg, imported)

@@ -139,6 +139,27 @@ class TargetInfo:
         return out
 
 
+class RunStep:
+    """One thing a run does around its tasks (``tunebench.harness.steps``; a target adds its own with
+    :meth:`Target.run_steps`); every hook is optional."""
+
+    artifacts: list[str] = []  # run-folder files logged as MLflow artifacts at the end
+
+    def task_observers(self, task, method, tracker, run_dir: str) -> list:
+        """Observers (``tunebench.harness.observers.Observer``) of ``task``'s loop, after the record
+        writer and the history feed."""
+        return []
+
+    def task_summary(self) -> dict:
+        """Entries added to the task's ``tasks.json`` entry once it is tuned."""
+        return {}
+
+    def finish(self, run) -> str | None:
+        """After every task (``run``: the harness's ``RunContext``); returns the text of an error that
+        fails the run once its files are written, or None."""
+        return None
+
+
 class Target(ABC):
     """A measurement backend: what the harness calls, with the defaults of a target that times
     kernels on nothing special (one objective ``latency_s``, one fidelity ``hw``).
@@ -147,8 +168,8 @@ class Target(ABC):
     :data:`tunebench.targets.TARGETS`), ``Settings`` (its settings class: ``target=<name>``'s knobs),
     ``workloads`` (the kinds of model it measures, matched with ``ModelSettings.workload``),
     ``objectives`` and ``fidelities``, ``compiles`` (it builds TVM schedules: methods that make their
-    own need it), ``end_to_end`` (whole models run on it, against the PyTorch baselines), and how a
-    model becomes its tasks with their spaces (:meth:`load_tasks`).
+    own need it), how a model becomes its tasks with their spaces (:meth:`load_tasks`), and what a run
+    on it does besides tuning (:meth:`run_steps`: TVM's end-to-end step).
 
     Subclasses call ``super().__init__()`` (the ``stats`` counters) and implement :meth:`measure`.
     Targets that time kernels (``times_kernels``) also implement :meth:`calibrate`, :meth:`retime`
@@ -160,7 +181,6 @@ class Target(ABC):
     Settings: ClassVar[type[TargetSettings]] = TargetSettings
     workloads: ClassVar[tuple[str, ...]] = ()
     compiles: ClassVar[bool] = False
-    end_to_end: ClassVar[bool] = False  # whole models run on it: the run ends with the end-to-end step
     graph_schedules: ClassVar[bool] = False  # tasks are graphs, configs execution orders (TargetInfo)
     measures_spaces: ClassVar[bool] = False  # its tasks' spaces can be measured for replay (space_facts)
     objectives: tuple[str, ...] | list[str] = ("latency_s",)
@@ -228,6 +248,11 @@ class Target(ABC):
         own schedules (the tasks still get a space, for the target's checks)."""
         raise NotImplementedError(f"target {self.name} does not load model={model.name}")
 
+    def run_steps(self, cfg, imported) -> list[RunStep]:
+        """The target's own steps of a run (``cfg``: the :class:`~tunebench.config.experiment.ExperimentConfig`;
+        ``imported``: what :meth:`load_tasks` returned beside the tasks), after the harness's; none by default."""
+        return []
+
     # ---- lifecycle -------------------------------------------------------------------------
     def validate_tasks(self, tasks: list[Task]) -> None:
         """Check, before a run is created, that every task can be measured (nothing by default)."""
@@ -290,6 +315,11 @@ class Target(ABC):
         """
         raise UserError(f"target={self.name}: only TVM targets (llvm, cuda) measure spaces for target=replay; an "
                         "FPGA space is a design-space table (method=exhaustive)")
+
+    def space_tools(self) -> dict:
+        """The versions of the tools a measured space of this target was compiled with, for the header of
+        every space file ``python -m tunebench space measure`` writes (TVM targets: ``tvm``); none by default."""
+        return {}
 
     def table_for(self, task: Task):
         """The design-space table this target replays for ``task`` (its true Pareto front for

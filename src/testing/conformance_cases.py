@@ -155,14 +155,9 @@ def _mapspace_task(size: str) -> Task:
 
 
 def _gemm_task(shape: dict) -> Task:
-    import tvm
+    from tunebench.targets.tvm.workloads.tasks import operator_task
 
-    from tunebench.datasets.operators import flops, kind_of, prim_func
-    from tunebench.datasets.tasks import task_id
-
-    func = prim_func("gmm", shape)
-    return Task(id=task_id(func, "llvm"), name="conformance_gmm", kind=kind_of("gmm", shape),
-                mod=tvm.IRModule({"main": func}), shape={"op": "gmm", **shape}, flops=flops("gmm", shape))
+    return operator_task("gmm", shape, "conformance_gmm")
 
 
 def sibling_history(task: Task, needs: TargetNeeds, n: int = 32) -> History:

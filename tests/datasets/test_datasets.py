@@ -15,19 +15,16 @@ import pytest
 import torch
 import torch.nn as nn
 
-from tunebench.datasets import (
-    MODELS,
-    build_model,
-    extract_tasks,
+from tunebench.datasets import MODELS, build_model, layers_model
+from tunebench.datasets.zoo import BasicBlock
+from tunebench.targets.tvm.workloads.relax_import import (
+    fold_batchnorm,
     import_model,
-    layers_model,
     make_target,
-    model_tasks,
+    prepare_for_export,
     run_relax,
 )
-from tunebench.datasets.relax_import import fold_batchnorm, prepare_for_export
-from tunebench.datasets.tasks import clear_cache
-from tunebench.datasets.zoo import BasicBlock
+from tunebench.targets.tvm.workloads.tasks import clear_cache, extract_tasks, model_tasks
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -294,7 +291,7 @@ def test_cuda_extraction_needs_no_gpu():
 
 _ID_SCRIPT = """
 import json, sys
-from tunebench.datasets import model_tasks
+from tunebench.targets.tvm.workloads.tasks import model_tasks
 cfg = json.loads(sys.argv[1])
 print(json.dumps([[t.id, t.name] for t in model_tasks(cfg, sys.argv[2])[0]]))
 """

@@ -17,10 +17,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tunebench.datasets.onnx_import import import_onnx, prepared_onnx
-from tunebench.datasets.relax_import import run_relax
+from tunebench.datasets.onnx_file import prepared_onnx
 from tunebench.harness.experiment import run_experiment
 from tunebench.harness.setup.compose import compose_config
+from tunebench.targets.tvm.workloads.onnx_import import import_onnx
+from tunebench.targets.tvm.workloads.relax_import import run_relax
 
 FAST = ["budget.trials_per_task=2", "progress=false", "target.runner.repeat=2", "target.runner.min_repeat_ms=5",
         "e2e.rounds=1", "e2e.n_runs=1", "e2e.default_n_runs=0", "e2e.min_sample_ms=1"]

@@ -77,7 +77,7 @@ def test_a_torch_model_without_a_factory_says_so(user_module):
 
 def test_a_layer_no_template_covers_is_reported_once_and_left_to_the_default_schedule(user_module, caplog):
     from tunebench.datasets.models import TorchModel
-    from tunebench.datasets.tasks import model_tasks
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     tasks, _ = model_tasks(TorchModel(factory="user_net:grouped", input_shape=[1, 3, 8, 8]))
     assert [t.kind for t in tasks] == ["conv2d"]

@@ -1,4 +1,4 @@
-"""Tests of end-to-end model latency (tunebench.harness.e2e); CPU, except ``gpu``-marked.
+"""Tests of end-to-end model latency (tunebench.targets.tvm.e2e); CPU, except ``gpu``-marked.
 
 Every task of a model is scheduled with a random config of its template; the whole model is
 then compiled with those schedules, checked against PyTorch and timed.
@@ -18,18 +18,18 @@ import tvm
 import tvm_ffi
 
 from conftest import TINY_LAYER, gpu, measure_settings, target_settings
-from tunebench.datasets import extract_tasks, import_model, model_tasks
-from tunebench.datasets.tasks import task_id
-from tunebench.harness.e2e.build import (
+from tunebench.targets.tvm.cuda import CUDATarget
+from tunebench.targets.tvm.e2e.build import (
     SCHEDULED_ATTR,
     E2EMismatch,
     default_build_module,
     tuned_module,
 )
-from tunebench.harness.e2e.timing import E2ESettings, e2e_metrics, model_latencies
-from tunebench.targets.tvm.cuda import CUDATarget
+from tunebench.targets.tvm.e2e.timing import E2ESettings, e2e_metrics, model_latencies
 from tunebench.targets.tvm.llvm import LLVMTarget
 from tunebench.targets.tvm.templates import get_template
+from tunebench.targets.tvm.workloads.relax_import import import_model
+from tunebench.targets.tvm.workloads.tasks import extract_tasks, model_tasks, task_id
 from tvm_helpers import TOL, call_counts, lifted_prepacks, run_compiled
 
 QUICK = E2ESettings(rounds=2, n_runs=4, default_n_runs=2, torch_compile=False)  # a short interleaved timing
@@ -210,7 +210,7 @@ def test_torch_compile_row_untuned_tasks_and_no_default_build(cnn, tmp_path):
 def test_rows_run_with_the_targets_thread_count(tmp_path):
     """Every row's worker gets TVM_NUM_THREADS / OMP_NUM_THREADS = the target's threads (TVM's own default
     on x86 is half the logical CPUs, PyTorch's the physical cores: the comparison would not be fair)."""
-    from tunebench.harness.e2e.timing import _torch_row, _tvm_row
+    from tunebench.targets.tvm.e2e.timing import _torch_row, _tvm_row
 
     target = LLVMTarget(target_settings("llvm", lock_dir=str(tmp_path), num_cores=1),
                         measure_settings(cache_dir=str(tmp_path)))
@@ -258,9 +258,9 @@ def test_resnet18_random_configs_compile_and_match_pytorch(tmp_path):
 def test_an_operator_model_packs_its_weights_once_at_load(tmp_path):
     """``model=ops``: a packed-weight schedule of an operator gets its packing lifted out of ``main`` as in
     a whole model, so the e2e step times the kernel, not the kernel plus a weight re-layout per call."""
-    from tunebench.datasets.operator_torch import operator_model
     from tunebench.datasets.operators import task_operator
-    from tunebench.datasets.tasks import operator_tasks
+    from tunebench.targets.tvm.workloads.operator_torch import operator_model
+    from tunebench.targets.tvm.workloads.tasks import operator_tasks
 
     (task,) = operator_tasks({"operators": ["gmm"], "cases": [1]}, "llvm")
     imported = operator_model(*task_operator(task.shape))

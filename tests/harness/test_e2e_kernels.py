@@ -1,5 +1,5 @@
 """The end-to-end step takes, per task, the faster of its tuned kernel and TVM's default kernel
-(tunebench.harness.e2e.kernels); CPU (target=llvm)."""
+(tunebench.targets.tvm.e2e.kernels); CPU (target=llvm)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import tvm
 
 from conftest import TINY_LAYER, measure_settings, target_settings
 from tunebench.config.experiment import E2ESettings
-from tunebench.datasets import model_tasks
-from tunebench.harness.e2e import kernels, step
-from tunebench.harness.e2e.kernels import build_pairs, choice_line, choice_metrics, compare_task, decide
+from tunebench.targets.tvm.e2e import kernels, step
+from tunebench.targets.tvm.e2e.kernels import build_pairs, choice_line, choice_metrics, compare_task, decide
 from tunebench.targets.tvm.llvm import LLVMTarget
 from tunebench.targets.tvm.templates import get_template
+from tunebench.targets.tvm.workloads.tasks import model_tasks
 from tunebench.task import Measurement
 
 FAST = E2ESettings(rounds=3, n_runs=3, default_n_runs=1, torch_compile=False, min_sample_ms=2, kernel_repeat=1)

@@ -12,7 +12,6 @@ import pytest
 from conftest import TINY_LAYER, measure_settings, target_settings
 from helpers import hold_lock
 from helpers import small_task as make_task
-from tunebench.datasets import model_tasks
 from tunebench.harness.loop import tune_task
 from tunebench.harness.measurement import MeasurementProtocol
 from tunebench.methods import Budget, make_method
@@ -20,6 +19,7 @@ from tunebench.protocol.noise import Verdict
 from tunebench.protocol.stats import summarize
 from tunebench.targets.tvm.llvm import LLVMTarget
 from tunebench.targets.tvm.templates import get_template
+from tunebench.targets.tvm.workloads.tasks import model_tasks
 from tunebench.task import Measurement
 from tunebench.testing.fakes import FakeTarget
 

@@ -16,8 +16,8 @@ PAPER_GROUPS = {"vgg16": 1, "resnet18": 4, "alexnet": 3, "mobilenet_v1": 4}
 
 @pytest.mark.parametrize("model", sorted(PAPER_GROUPS))
 def test_group_counts_match_the_paper(model):
-    from tunebench.datasets import model_tasks
     from tunebench.harness.setup.compose import compose_config
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     cfg = compose_config([f"model={model}", "workdir=."])
     tasks, _ = model_tasks(cfg.model, "llvm")

@@ -9,8 +9,7 @@ import tvm
 from mlflow.tracking import MlflowClient
 
 from test_autotvm import run_fake
-from tunebench.datasets.operator_torch import torch_reference
-from tunebench.datasets.operators import OPERATORS, input_shapes, output_shape, prim_func, select_cases
+from tunebench.datasets.operators import OPERATORS, input_shapes, output_shape, select_cases
 from tunebench.errors import UserError
 from tunebench.harness.setup.compose import compose_config
 from tunebench.methods import make_method
@@ -18,6 +17,8 @@ from tunebench.methods.flextensor.moves import Moves
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.tvm.templates import get_template
 from tunebench.targets.tvm.templates.flex import FlexCpu, loop_nest
+from tunebench.targets.tvm.workloads.operator_te import prim_func
+from tunebench.targets.tvm.workloads.operator_torch import torch_reference
 
 LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 

@@ -16,8 +16,8 @@ def candidates():
     import tvm
     import tvm.s_tir.meta_schedule as ms
 
-    from tunebench.datasets.tasks import model_tasks
     from tunebench.methods.metaschedule import import_metaschedule
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     import_metaschedule()  # the tensor intrinsics, without scanning sys.modules per stack frame
     tasks, _ = model_tasks({"name": "layers", "seed": 0, "layers": [TINY_LAYER]}, "llvm")

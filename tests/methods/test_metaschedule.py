@@ -117,13 +117,13 @@ def test_cuda_candidates_build_for_the_h100_and_keep_its_limits_without_a_gpu(tm
     import tvm
 
     from conftest import TINY_LAYER
-    from tunebench.datasets import model_tasks
     from tunebench.methods import Budget, make_method
     from tunebench.targets.tvm.gpu_limits import device_limits, tag_gpu
     from tunebench.targets.tvm.messages import BuildInput, TaskSpec
     from tunebench.targets.tvm.scheduling import apply_trace
     from tunebench.targets.tvm.templates.gpu_verify import thread_bindings
     from tunebench.targets.tvm.worker import handle
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     gpu = tag_gpu("nvidia/nvidia-h100")
     limits = device_limits(gpu, 8)

@@ -197,7 +197,7 @@ def test_worker_start_up_does_not_count_against_a_request_timeout():
 def test_calibration_and_peak_kernels_compute_what_they_claim():
     import tvm
 
-    from tunebench.protocol.kernels import calibration_kernel, fma_kernel, triad_kernel
+    from tunebench.targets.tvm.fixed_kernels import calibration_kernel, fma_kernel, triad_kernel
 
     target = {"kind": "llvm", "num-cores": 1, "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
 
@@ -219,7 +219,7 @@ def test_calibration_and_peak_kernels_compute_what_they_claim():
 
 
 def test_the_cuda_kernels_compile_without_a_gpu():
-    from tunebench.protocol.kernels import calibration_kernel, fma_kernel, triad_kernel
+    from tunebench.targets.tvm.fixed_kernels import calibration_kernel, fma_kernel, triad_kernel
 
     target = {"kind": "cuda", "arch": "sm_80"}
     for lib, _, amount in (calibration_kernel(target), fma_kernel(target, 1, 1, 8, 10), triad_kernel(target, 1 << 20)):
@@ -229,7 +229,7 @@ def test_the_cuda_kernels_compile_without_a_gpu():
 
 def test_row_workers_keep_freed_memory_only_when_asked(monkeypatch):
     """glibc's mallopt is applied in a row worker with TUNEBENCH_KEEP_FREED_MEMORY=1 (the e2e default)."""
-    from tunebench.protocol.model_worker import keep_freed_memory
+    from tunebench.targets.tvm.e2e.model_worker import keep_freed_memory
 
     monkeypatch.delenv("TUNEBENCH_KEEP_FREED_MEMORY", raising=False)
     assert keep_freed_memory() is False

@@ -7,12 +7,12 @@ import pytest
 import tvm
 
 from conftest import TINY_LAYER
-from tunebench.datasets import model_tasks
 from tunebench.harness.experiment import run_experiment
 from tunebench.records import read_records
 from tunebench.targets.tvm import worker as tvm_worker
 from tunebench.targets.tvm.messages import CheckInput, TaskSpec
 from tunebench.targets.tvm.templates import get_template
+from tunebench.targets.tvm.workloads.tasks import model_tasks
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,15 @@ import torch
 import torch.nn as nn
 import tvm
 
-from tunebench.datasets import extract_tasks, import_model
-from tunebench.harness.e2e.build import tuned_module
+from tunebench.targets.tvm.e2e.build import tuned_module
 from tunebench.targets.tvm.templates import get_template
 from tunebench.targets.tvm.templates.cuda import CudaConv2dDirect
 from tunebench.targets.tvm.templates.cuda_winograd import CudaWinograd
 from tunebench.targets.tvm.templates.fused import LAYOUT_REWRITE, analyze, prepacked
 from tunebench.targets.tvm.templates.gpu_verify import thread_bindings
 from tunebench.targets.tvm.templates.winograd_compute import MATRICES, shape_of, winograd_func
+from tunebench.targets.tvm.workloads.relax_import import import_model
+from tunebench.targets.tvm.workloads.tasks import extract_tasks
 from tvm_helpers import (
     CUDA,
     LIMITS,
@@ -195,9 +196,9 @@ def test_a_build_worker_exports_the_kernel_taking_the_transformed_weight(tmp_pat
     import json
     import os
 
-    from tunebench.datasets import model_tasks
     from tunebench.targets.tvm.messages import BuildInput, TaskSpec
     from tunebench.targets.tvm.worker import args_file, handle
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     layer = {"in_channels": 8, "height": 14, "width": 14, "out_channels": 16, "kernel": 3, "stride": 1, "padding": 1}
     (task,), _ = model_tasks({"name": "layers", "layers": [layer]}, "cuda")

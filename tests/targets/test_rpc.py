@@ -13,8 +13,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG, free_port, gpu
-from tunebench.harness.commands.rpc_fleet import LocalFleet
-from tunebench.protocol import remote
+from tunebench.targets.tvm import remote
+from tunebench.targets.tvm.rpc_fleet import LocalFleet
 
 pytest.importorskip("tornado", reason="TVM's RPC tracker needs tornado (a dependency: make install)")
 

@@ -377,8 +377,8 @@ def test_a_measured_space_names_the_source_that_schedules_its_layer():
     """A padded layer's space records cpu_packed_pad.py, an unpadded one cpu_packed.py (replay checks that
     file's sha256)."""
     from conftest import target_settings
-    from tunebench.datasets.tasks import model_tasks
     from tunebench.targets import make_target
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     conv = {"in_channels": 5, "height": 10, "width": 10, "kernel": 3, "stride": 1, "padding": 1}
     tasks, _ = model_tasks({"name": "layers", "layers": [{**conv, "out_channels": 7}, {**conv, "out_channels": 16}]},

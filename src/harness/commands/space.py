@@ -161,7 +161,6 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
     from tunebench.harness.run_files import read_tasks_json
     from tunebench.records import read_records
     from tunebench.targets import make_target
-    from tunebench.targets.tvm.target import tvm_version
 
     target = make_target(cfg.target, cfg.measure)
     try:
@@ -170,7 +169,7 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
         for rec in read_records(record_path):
             by_task.setdefault(rec["task_id"], {})[int(rec["index"])] = rec
         common = {**where, "date": _utc(min(r["timestamp"] for t in by_task.values() for r in t.values())),
-                  "tvm": tvm_version(), "run_id": run_id,
+                  **target.space_tools(), "run_id": run_id,
                   "subspace": {"max_factor": cfg.method.max_factor, "sample": cfg.method.sample, "seed": cfg.seed}}
         entries = read_tasks_json(os.path.dirname(record_path))
         paths = []

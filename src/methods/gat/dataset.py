@@ -92,8 +92,8 @@ def _replay_run(rows: _Rows, d: str, run: SavedRun, recs: list[dict], keep_candi
     import tvm
     import tvm.s_tir.meta_schedule as ms
 
-    from tunebench.datasets.tasks import model_tasks
     from tunebench.methods.gat.features import stat_features, tir_graph
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     tasks, _ = model_tasks(run.model_config, run.target_kind)
     by_id = {t.id: t for t in tasks}

@@ -28,11 +28,11 @@ def cuda_tasks(model_name: str = "resnet18", kinds: tuple[str, ...] = ("conv2d",
     order, with the CUDA template of each in ``variant`` (None: the default) and its knob space
     (``task.space`` set as well).
 
-    The model is imported for the ``cuda`` target kind (:func:`tunebench.datasets.tasks.model_tasks`, cached
-    in-process); nothing here needs a GPU.
+    The model is imported for the ``cuda`` target kind
+    (:func:`tunebench.targets.tvm.workloads.tasks.model_tasks`, cached in-process); nothing here needs a GPU.
     """
-    from tunebench.datasets.tasks import model_tasks
     from tunebench.targets.tvm.templates import get_template
+    from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     tasks, _ = model_tasks({"name": model_name}, "cuda")
     out = []

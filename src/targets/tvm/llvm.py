@@ -57,7 +57,7 @@ def remote_cpu(settings: LLVMSettings, info: dict, rpc: dict) -> tuple[str, int]
         raise UserError(f"target.num_cores=null: the RPC device ({rpc['key']}) cannot report its CPU count; "
                         "set target.num_cores")
     if info["max_threads"] < int(threads):
-        from tunebench.protocol.remote import threads_hint
+        from tunebench.targets.tvm.remote import threads_hint
 
         raise UserError(f"target.num_cores={settings.num_cores}: "
                         + threads_hint(info["server"], rpc["key"], info["max_threads"], int(threads)))

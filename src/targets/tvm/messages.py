@@ -8,11 +8,11 @@ message is a frozen dataclass of plain values, pickled across the process border
 Types of the values:
 
 - a device spec is ``["cpu", i]``, ``["cuda", i]`` or ``["rpc", {...}]`` for a device reached through a
-  TVM RPC tracker (:func:`tunebench.protocol.remote.remote_spec`);
+  TVM RPC tracker (:func:`tunebench.targets.tvm.remote.remote_spec`);
 - a TVM target is its dict (``{"kind": "llvm", "num-cores": 8, "mcpu": ...}``);
 - argument specs are ``[[shape], dtype]`` per parameter of the kernel, the output last.
 
-Results of requests that run on a device are :class:`~tunebench.protocol.remote.DeviceResult` s: on a
+Results of requests that run on a device are :class:`~tunebench.targets.tvm.remote.DeviceResult` s: on a
 remote device they say which one ran the request and how long it waited for its session.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tunebench.protocol.remote import DeviceResult
+from tunebench.targets.tvm.remote import DeviceResult
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class CheckResult(DeviceResult):
 
 @dataclass(frozen=True)
 class CalibrateInput:
-    """``"calibrate"``: time the calibration kernel (:func:`tunebench.protocol.kernels.calibration_kernel`)."""
+    """``"calibrate"``: time the calibration kernel (:func:`tunebench.targets.tvm.fixed_kernels.calibration_kernel`)."""
 
     target: dict  # the TVM target to compile it for
     device: list  # device spec
@@ -140,7 +140,7 @@ class RetimeResult(DeviceResult):
 @dataclass(frozen=True)
 class PeakInput:
     """``"peak"``: the device's FMA throughput and memory bandwidth
-    (:func:`tunebench.protocol.kernels.measure_peak`)."""
+    (:func:`tunebench.targets.tvm.fixed_kernels.measure_peak`)."""
 
     target: dict  # the TVM target to compile the microbenchmarks for
     device: list  # device spec
@@ -151,7 +151,7 @@ class PeakInput:
 class PeakResult(DeviceResult):
     """What ``"peak"`` answers."""
 
-    peak: dict  # :func:`~tunebench.protocol.kernels.measure_peak`'s result (fma_gflops, mem_gbps, threads, ...)
+    peak: dict  # :func:`~tunebench.targets.tvm.fixed_kernels.measure_peak`'s result (fma_gflops, mem_gbps, threads, ...)
 
     def measured(self) -> dict:
         """The peak as the machine cache keeps it: ``peak``, with ``server`` and ``session_wait_s`` on a

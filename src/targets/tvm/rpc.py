@@ -2,7 +2,7 @@
 
 Builds stay on this machine (in parallel, as for a local device); the runner worker holds a session
 on one remote device while it times, checks outputs, calibrates and runs the whole model
-(:mod:`tunebench.protocol.remote`). What changes against a local device:
+(:mod:`tunebench.targets.tvm.remote`). What changes against a local device:
 
 - **the device lock is the session** (:class:`SessionHold`): a tracker hands a server to one client
   at a time, so holding a session excludes every other client of that tracker from that device; the
@@ -36,6 +36,8 @@ from tunebench.targets.tvm.messages import AcquireInput, ReleaseInput
 from tunebench.targets.tvm.settings import RpcSettings
 
 log = logging.getLogger(__name__)
+REMOTE_RETRIES = 2  # a protocol step whose remote device was lost is repeated on up to this many others
+
 
 def rpc_settings(rpc: RpcSettings) -> dict | None:
     """``target.rpc`` as the mapping the worker processes are given, or None when the target measures
@@ -44,10 +46,10 @@ def rpc_settings(rpc: RpcSettings) -> dict | None:
 
 
 def probe_remote(rpc: dict, device_type: str, device_id: int, gpu: bool = False) -> dict:
-    """What the remote device is (:func:`tunebench.protocol.remote.probe`), every problem a UserError:
+    """What the remote device is (:func:`tunebench.targets.tvm.remote.probe`), every problem a UserError:
     an unreachable tracker, a key no server registered, no free device within ``wait_s``, no such
     device on the server, a CPU of another instruction set."""
-    from tunebench.protocol import remote
+    from tunebench.targets.tvm import remote
 
     where = f"target.rpc.tracker={rpc['tracker']}"
     try:

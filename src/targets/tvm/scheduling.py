@@ -45,7 +45,7 @@ def default_schedule(mod, target):
     one task's default kernel (the end-to-end step's kernel choice)."""
     import tvm
 
-    from tunebench.datasets.relax_import import default_gpu_schedule
+    from tunebench.targets.tvm.workloads.relax_import import default_gpu_schedule
 
     tgt = tvm.target.Target(target)
     return default_gpu_schedule(mod, tgt) if "gpu" in tgt.keys else mod

@@ -75,7 +75,7 @@ class RpcSettings(Settings):
         """Tracker and key: both or neither; the tracker a ``host:port``, the key a name."""
         if not self.enabled:
             return
-        from tunebench.protocol.remote import parse_address
+        from tunebench.targets.tvm.remote import parse_address
 
         try:
             parse_address(self.tracker)

@@ -28,7 +28,6 @@ from tunebench.config.experiment import MeasureSettings
 from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
-from tunebench.protocol.remote import DeviceResult
 from tunebench.safe_files import run_temp_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target, static_invalid
@@ -36,7 +35,8 @@ from tunebench.targets.devicelock import DeviceLock
 from tunebench.targets.tvm.checking import OutputCheck, reference_cache_dir
 from tunebench.targets.tvm.libraries import LibraryCache
 from tunebench.targets.tvm.messages import BuildInput, RunInput, TaskSpec
-from tunebench.targets.tvm.rpc import SessionHold, rpc_settings
+from tunebench.targets.tvm.remote import DeviceResult
+from tunebench.targets.tvm.rpc import REMOTE_RETRIES, SessionHold, rpc_settings
 from tunebench.targets.tvm.scheduling import trace_of
 from tunebench.targets.tvm.settings import TVMTargetSettings
 from tunebench.targets.tvm.timing import TimingProtocol
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 HANDLER = "tunebench.targets.tvm.worker:handle"  # default request handler of the worker processes
 PREPARE = "tunebench.targets.tvm.worker:prepare"  # imports TVM in a worker before it reports ready
-REMOTE_RETRIES = 2  # a protocol step whose remote device was lost is repeated on up to this many others
 
 
 def tvm_version() -> str:
@@ -70,7 +69,6 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
     workloads = ("tensor_program",)
     compiles = True  # methods that make their own schedules (metaschedule, gat) can run here
     measures_spaces = True
-    end_to_end = True  # the run ends with the whole model against TVM's default build and PyTorch
     templates: tuple[str, ...] = ()  # the schedule template variants (targets/tvm/variants.py), default first
     device_type = "cpu"  # TVM's device type of the timed kernels (tvm.device(device_type, device_id))
     gpu = False  # a GPU: limits checked before building, no CPU thread pool to set on a remote device
@@ -135,7 +133,7 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         from tunebench.datasets.models import OnnxModel, OpsModel, TorchModel
 
         if isinstance(model, (TorchModel, OnnxModel)):  # a user's model: its whole import (cached for the run)
-            from tunebench.datasets.tasks import model_tasks
+            from tunebench.targets.tvm.workloads.tasks import model_tasks
 
             model_tasks(model, cls.kind)
             return
@@ -154,8 +152,8 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         of its kind's template in ``target.template``. A task kind without a template is an error,
         unless the method makes its own schedules (``own_schedules``): then its task gets the
         template-free ``flex`` space, whose checks (GPU limits) its candidates go through."""
-        from tunebench.datasets.tasks import model_tasks
         from tunebench.targets.tvm.templates import get_template, missing_template
+        from tunebench.targets.tvm.workloads.tasks import model_tasks
 
         tasks, imported = model_tasks(model, self.kind)
         if not tasks:
@@ -168,6 +166,13 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
             t.space = get_template(t.kind, self.kind, t.template).make_space(t.mod)
         return tasks, imported
 
+    def run_steps(self, cfg, imported) -> list:
+        """The end-to-end step (``e2e.enabled``): the whole model with each task's best schedule against TVM's
+        default build and PyTorch (:mod:`tunebench.targets.tvm.e2e`)."""
+        from tunebench.targets.tvm.e2e import EndToEndStep
+
+        return [EndToEndStep(imported)] if cfg.e2e.enabled else []
+
     def run_tags(self) -> dict[str, str]:
         return {"precision": self.precision, "threads": str(self.threads)}
 
@@ -178,6 +183,9 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         rel = template_file(get_template(task.kind, self.kind, task.template).source_class(task.mod))
         return {"template": task.template, "template_file": rel, "template_sha256": template_source_digest(rel),
                 "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision}
+
+    def space_tools(self) -> dict:
+        return {"tvm": tvm_version()}
 
     def threads_label(self) -> str:
         """How the timed kernels run, for log lines: ``<n> threads`` (a GPU says ``GPU``)."""
@@ -194,7 +202,7 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
 
     def _probe_remote(self) -> None:
         """Target, device and spec of the device behind ``target.rpc`` (asked of one short session)."""
-        from tunebench.protocol.remote import remote_spec
+        from tunebench.targets.tvm.remote import remote_spec
         from tunebench.targets.tvm.rpc import probe_remote
 
         info = probe_remote(self.rpc, self.device_type, self.device_id, gpu=self.gpu)

@@ -15,16 +15,16 @@ Requests (``name``, request; the requests and answers are in :mod:`tunebench.tar
   interleaved rounds (each round times every library once with ``repeat`` repeats, in an order rotated
   by one per round, then the calibration kernel); a :class:`RetimeResult`.
 - ``"calibrate"`` (:class:`CalibrateInput`): time the calibration kernel
-  (:func:`tunebench.protocol.kernels.calibration_kernel`) for ``target``; a :class:`CalibrateResult`.
+  (:func:`tunebench.targets.tvm.fixed_kernels.calibration_kernel`) for ``target``; a :class:`CalibrateResult`.
 - ``"peak"`` (:class:`PeakInput`): the device's FMA throughput and memory bandwidth
-  (:func:`tunebench.protocol.kernels.measure_peak`); a :class:`PeakResult`.
+  (:func:`tunebench.targets.tvm.fixed_kernels.measure_peak`); a :class:`PeakResult`.
 - ``"acquire"`` / ``"release"`` (:class:`AcquireInput` / :class:`ReleaseInput`): hold / end a session on
   the remote device of ``device`` (``target.rpc``); an :class:`AcquireResult` / None.
 - ``"load_tvm"`` / ``"time"``: a whole-model row on the remote device, for the end-to-end step
-  (:mod:`tunebench.protocol.model_worker`; locally every row has its own worker instead).
+  (:mod:`tunebench.targets.tvm.e2e.model_worker`; locally every row has its own worker instead).
 
 ``device`` is ``["cpu", i]``, ``["cuda", i]`` or, for a device reached through a TVM RPC tracker,
-``["rpc", {...}]`` (:func:`tunebench.protocol.remote.remote_spec`): then every request that names it
+``["rpc", {...}]`` (:func:`tunebench.targets.tvm.remote.remote_spec`): then every request that names it
 runs in this worker's session on that device (requested from the tracker when none is held),
 libraries are uploaded there, and a session that stops answering makes the request fail with
 ``DeviceLost`` (the next request gets another device of the key); ``NoDevice`` when none came free in
@@ -86,7 +86,7 @@ def _task(task: TaskSpec):
 
 
 def _device(spec: list):
-    from tunebench.protocol.remote import device_of
+    from tunebench.targets.tvm.remote import device_of
 
     return device_of(spec)
 
@@ -95,7 +95,7 @@ def _device_key(spec: list) -> str:
     """Caches of device objects (input tensors, loaded kernels) are per device and, remotely, per session."""
     import json
 
-    from tunebench.protocol.remote import SESSION, is_remote
+    from tunebench.targets.tvm.remote import SESSION, is_remote
 
     return json.dumps(spec, sort_keys=True) + (f"#{SESSION.generation}" if is_remote(spec) else "")
 
@@ -182,7 +182,7 @@ def _inputs(args: list, spec: list, dev) -> list:
 
 
 def _run(request: RunInput) -> RunResult:
-    from tunebench.protocol.remote import load_library
+    from tunebench.targets.tvm.remote import load_library
 
     dev = _device(request.device)
     args = _lib_args(request.path, request.args, request.device, dev)
@@ -197,7 +197,7 @@ def _run(request: RunInput) -> RunResult:
 def _check(request: CheckInput) -> CheckResult:
     import tvm
 
-    from tunebench.protocol.remote import on_device
+    from tunebench.targets.tvm.remote import on_device
 
     mod, _, _ = _task(request.task)
     specs = arg_specs(mod)
@@ -255,7 +255,7 @@ def _torch_reference(op: dict, specs) -> np.ndarray:
     """A single operator's output computed by PyTorch from the fixed inputs (seed 1234)."""
     import tvm
 
-    from tunebench.datasets.operator_torch import torch_reference
+    from tunebench.targets.tvm.workloads.operator_torch import torch_reference
 
     inputs = [a.numpy() for a in _random_args(specs, tvm.cpu(0), seed=1234)[:-1]]
     return torch_reference(op["op"], op["shape"], inputs)
@@ -276,8 +276,8 @@ def _calibration(target: dict, spec: list, dev):
 
     import tvm
 
-    from tunebench.protocol.kernels import calibration_kernel
-    from tunebench.protocol.remote import on_device
+    from tunebench.targets.tvm.fixed_kernels import calibration_kernel
+    from tunebench.targets.tvm.remote import on_device
 
     key = json.dumps(target, sort_keys=True) + _device_key(spec)
     if key not in _CALIBRATION:
@@ -301,7 +301,7 @@ def _calibrate(request: CalibrateInput) -> CalibrateResult:
 def _retime(request: RetimeInput) -> RetimeResult:
     import statistics
 
-    from tunebench.protocol.remote import load_library
+    from tunebench.targets.tvm.remote import load_library
 
     spec = request.device
     dev = _device(spec)
@@ -320,8 +320,8 @@ def _retime(request: RetimeInput) -> RetimeResult:
 
 
 def _peak(request: PeakInput) -> PeakResult:
-    from tunebench.protocol.kernels import measure_peak
-    from tunebench.protocol.remote import on_device
+    from tunebench.targets.tvm.fixed_kernels import measure_peak
+    from tunebench.targets.tvm.remote import on_device
 
     spec = request.device
     return PeakResult(peak=measure_peak(request.target, _device(spec), request.threads,
@@ -329,15 +329,15 @@ def _peak(request: PeakInput) -> PeakResult:
 
 
 def _acquire(request: AcquireInput) -> AcquireResult:
-    from tunebench.protocol.remote import SESSION
+    from tunebench.targets.tvm.remote import SESSION
 
     waited = SESSION.acquire(request.device[1])
     return AcquireResult(waited_s=waited, server=SESSION.server)
 
 
 def _release(request: ReleaseInput) -> None:
-    from tunebench.protocol import model_worker
-    from tunebench.protocol.remote import SESSION
+    from tunebench.targets.tvm.e2e import model_worker
+    from tunebench.targets.tvm.remote import SESSION
 
     _INPUTS.clear()  # remote objects first: each refers to the session
     _CALIBRATION.clear()
@@ -347,7 +347,7 @@ def _release(request: ReleaseInput) -> None:
 
 def _model_request(name: str):
     def run(request):
-        from tunebench.protocol import model_worker
+        from tunebench.targets.tvm.e2e import model_worker
 
         return model_worker.handle(name, request)
     return run
@@ -360,8 +360,8 @@ _HANDLERS = {"build": _build, "run": _run, "check": _check, "retime": _retime, "
 def handle(name: str, request):
     """Entry point used by :class:`tunebench.targets.workers.Worker`: ``request`` is the input of
     request ``name`` (:mod:`tunebench.targets.tvm.messages`; ``"load_tvm"`` and ``"time"``:
-    :mod:`tunebench.protocol.model_messages`)."""
-    from tunebench.protocol.remote import SESSION, is_remote
+    :mod:`tunebench.targets.tvm.e2e.model_messages`)."""
+    from tunebench.targets.tvm.remote import SESSION, is_remote
 
     if name == "ping":
         return {"pid": __import__("os").getpid()}

@@ -225,7 +225,7 @@ def pack_weight(sch: st.Schedule, block, read_index: int, index_map):
 
     The scheduled function keeps its signature (the copy runs inside it: what the output check
     runs). In a model build the copy is split out of the function and computed once from the
-    weights before the model runs (:func:`tunebench.harness.e2e.tuned_module`); a single kernel is
+    weights before the model runs (:func:`tunebench.targets.tvm.e2e.tuned_module`); a single kernel is
     timed with the packed weight as its parameter (:func:`prepacked`), so neither pays the packing
     per call. Returns the copy block.
     """

@@ -90,7 +90,7 @@ class LocalFleet:
 
     def add_servers(self, n: int = 1, timeout_s: float = 120.0) -> list[str]:
         """Start ``n`` more servers of the key (together); returns their ``host:port`` once all registered."""
-        from tunebench.protocol.remote import servers_of
+        from tunebench.targets.tvm.remote import servers_of
 
         new = []
         for _ in range(n):
@@ -104,7 +104,7 @@ class LocalFleet:
         return new
 
     def _wait(self, ready, timeout_s: float, what: str) -> None:
-        from tunebench.protocol.remote import summary
+        from tunebench.targets.tvm.remote import summary
 
         deadline = time.monotonic() + timeout_s
         while True:

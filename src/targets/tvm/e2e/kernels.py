@@ -1,6 +1,6 @@
 """Never slower than TVM's default: each task's tuned kernel against its default kernel, the faster one taken.
 
-Before the whole model is built (:mod:`tunebench.harness.e2e.timing`), every task with a tuned schedule
+Before the whole model is built (:mod:`tunebench.targets.tvm.e2e.timing`), every task with a tuned schedule
 has two kernels timed under the same protocol:
 
 - ``tuned``: the task's best schedule (weights read packed when the schedule packs them, as the model
@@ -36,10 +36,10 @@ import shutil
 import tvm
 
 from tunebench.config.experiment import E2ESettings
-from tunebench.harness.e2e.build import one_line
 from tunebench.protocol.noise import CpuMonitor, judge, until_clean
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
+from tunebench.targets.tvm.e2e.build import one_line
 
 log = logging.getLogger(__name__)
 

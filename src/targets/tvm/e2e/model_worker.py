@@ -5,7 +5,7 @@ Each row runs in its own worker process (:class:`tunebench.targets.workers.Worke
 row runs with the same threads and nothing else of the harness shares its process. The harness
 loads every row once and then times them in interleaved blocks (A B A B ...).
 
-Requests (``name``, request; the requests and answers are in :mod:`tunebench.protocol.model_messages`):
+Requests (``name``, request; the requests and answers are in :mod:`tunebench.targets.tvm.e2e.model_messages`):
 
 - ``"load_tvm"`` (:class:`LoadTvmInput`): ``lib_path`` (an exported Relax executable), ``inputs`` and
   ``params`` (numpy), ``device`` (``["cpu", 0]`` / ``["cuda", i]``): load it on a Relax VM and run it
@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from tunebench.protocol.model_messages import (
+from tunebench.targets.tvm.e2e.model_messages import (
     LoadOrtInput,
     LoadResult,
     LoadTorchInput,
@@ -119,7 +119,7 @@ def _packed_here(lib_path: str, params) -> list:
 def _load_tvm(request: LoadTvmInput) -> LoadResult:
     from tvm import relax
 
-    from tunebench.protocol.remote import device_of, is_remote, load_library
+    from tunebench.targets.tvm.remote import device_of, is_remote, load_library
 
     t0 = time.perf_counter()
     spec = request.device
@@ -242,5 +242,5 @@ _HANDLERS = {"load_tvm": _load_tvm, "load_torch": _load_torch, "load_ort": _load
 
 def handle(name: str, request: LoadTvmInput | LoadTorchInput | LoadOrtInput | TimeInput):
     """Entry point used by :class:`tunebench.targets.workers.Worker`: ``request`` is the input of
-    request ``name`` (:mod:`tunebench.protocol.model_messages`)."""
+    request ``name`` (:mod:`tunebench.targets.tvm.e2e.model_messages`)."""
     return _HANDLERS[name](request)

@@ -1,6 +1,6 @@
 """The end-to-end comparison, measured fairly: every row in its own worker, interleaved, checked for noise.
 
-Rows (:mod:`tunebench.harness.e2e`): ``tuned``, ``tvm_default``, ``torch`` (eager FP32),
+Rows (:mod:`tunebench.targets.tvm.e2e`): ``tuned``, ``tvm_default``, ``torch`` (eager FP32),
 ``torch_compile`` (FP32, when it compiles within ``torch_compile_timeout_s``) and, on cuda,
 ``torch_tf32``; for an ONNX model ``onnxruntime`` (CPU execution provider) instead of the PyTorch rows. Protocol (:func:`model_latencies`):
 
@@ -30,7 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tunebench.config.experiment import E2ESettings
-from tunebench.harness.e2e.build import (
+from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle, until_clean
+from tunebench.protocol.stats import paired_ratio_ci, summarize
+from tunebench.safe_files import run_temp_dir
+from tunebench.targets.tvm.e2e.build import (
     E2EError,
     check_output,
     compile_model,
@@ -39,16 +42,13 @@ from tunebench.harness.e2e.build import (
     output_errors,
     tuned_module,
 )
-from tunebench.protocol.model_messages import LoadOrtInput, LoadTorchInput, LoadTvmInput, TimeInput
-from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle, until_clean
-from tunebench.protocol.stats import paired_ratio_ci, summarize
-from tunebench.safe_files import run_temp_dir
-from tunebench.targets.tvm.target import REMOTE_RETRIES
+from tunebench.targets.tvm.e2e.model_messages import LoadOrtInput, LoadTorchInput, LoadTvmInput, TimeInput
+from tunebench.targets.tvm.rpc import REMOTE_RETRIES
 from tunebench.targets.workers import Worker
 
 log = logging.getLogger(__name__)
 
-WORKER = "tunebench.protocol.model_worker:handle"
+WORKER = "tunebench.targets.tvm.e2e.model_worker:handle"
 ROW_PREFIX = {"tuned": "e2e", "tvm_default": "tvm_default", "torch": "torch", "torch_compile": "torch_compile",
               "torch_tf32": "torch_tf32", "onnxruntime": "onnxruntime"}  # row -> MLflow metric prefix
 BASELINES = ("torch", "torch_compile", "torch_tf32", "onnxruntime", "tvm_default")  # speedup_vs_<row> of the tuned model
@@ -72,7 +72,7 @@ class Row:
 
 def _env(target, s: E2ESettings) -> dict:
     """Worker environment: the target's threads; ``keep_freed_memory`` see
-    :func:`tunebench.protocol.model_worker.keep_freed_memory`."""
+    :func:`tunebench.targets.tvm.e2e.model_worker.keep_freed_memory`."""
     env = {"TVM_NUM_THREADS": target.threads, "OMP_NUM_THREADS": target.threads}
     return {**env, "TUNEBENCH_KEEP_FREED_MEMORY": "1"} if s.keep_freed_memory else env
 
@@ -81,7 +81,7 @@ def _tvm_row(name: str, lib_path: str, imported, target, n_runs: int, s: E2ESett
     request = LoadTvmInput(lib_path=lib_path, device=target.device_spec, params=imported.params,
                            inputs=[flat_numpy(x)[0] for x in imported.inputs], row=name)
     shared = target.device_worker()  # a remote device: every TVM row runs in the session the runner holds
-    worker = shared or Worker(WORKER, env=_env(target, s), prepare="tunebench.protocol.model_worker:prepare_tvm")
+    worker = shared or Worker(WORKER, env=_env(target, s), prepare="tunebench.targets.tvm.e2e.model_worker:prepare_tvm")
     return Row(name, worker, n_runs, ("load_tvm", request), s.load_timeout_s, own_worker=shared is None)
 
 
@@ -90,7 +90,7 @@ def _torch_row(name: str, imported, target, s: E2ESettings, compiled: bool = Fal
     request = LoadTorchInput(module=imported.torch_module, inputs=list(imported.inputs), threads=target.threads,
                              device=target.torch_device, tf32=tf32, compile=compiled, row=name)
     timeout = s.torch_compile_timeout_s if compiled else s.load_timeout_s
-    return Row(name, Worker(WORKER, env=env, prepare="tunebench.protocol.model_worker:prepare_torch"), s.n_runs,
+    return Row(name, Worker(WORKER, env=env, prepare="tunebench.targets.tvm.e2e.model_worker:prepare_torch"), s.n_runs,
                ("load_torch", request), timeout)
 
 
@@ -231,7 +231,7 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
         imported: the imported model; tasks: its tasks (for the untuned list).
         schedules: task id -> scheduled IRModule (the best config of each tuned task).
         default_tasks: ids of tasks left out of ``schedules`` on purpose (their default kernel was
-            faster, :mod:`tunebench.harness.e2e.kernels`): not counted as untuned.
+            faster, :mod:`tunebench.targets.tvm.e2e.kernels`): not counted as untuned.
         target: the :class:`~tunebench.targets.tvm.target.TVMTarget` (kind, TVM target, device,
             threads, lock, calibration).
         settings: the ``e2e`` config. The noise thresholds are the target's (``measure.noise``).

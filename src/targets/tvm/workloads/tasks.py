@@ -34,11 +34,12 @@ from tvm.s_tir.meta_schedule.relax_integration import extract_tasks as ms_extrac
 from tunebench.datasets.import_stages import check_bytes, stage, tensor_bytes
 from tunebench.datasets.layer_spec import check_layer_list
 from tunebench.datasets.models import OnnxModel, TorchModel
-from tunebench.datasets.onnx_import import import_onnx
 from tunebench.datasets.operators import flops as op_flops
-from tunebench.datasets.operators import kind_of, prim_func, select_cases
-from tunebench.datasets.relax_import import ImportedModel, import_model, make_target
+from tunebench.datasets.operators import kind_of, select_cases
 from tunebench.datasets.zoo import MODELS, build_model, factory_model, layers_model
+from tunebench.targets.tvm.workloads.onnx_import import import_onnx
+from tunebench.targets.tvm.workloads.operator_te import prim_func
+from tunebench.targets.tvm.workloads.relax_import import ImportedModel, import_model, make_target
 from tunebench.task import Task
 
 log = logging.getLogger(__name__)
@@ -242,7 +243,7 @@ def extract_tasks(imported: ImportedModel, target_kind: str | None = None) -> li
     """The conv2d / depthwise conv2d / dense tasks of an imported model, in model order.
 
     Args:
-        imported: the fused model from :func:`~tunebench.datasets.relax_import.import_model`.
+        imported: the fused model from :func:`~tunebench.targets.tvm.workloads.relax_import.import_model`.
         target_kind: ``"llvm"`` or ``"cuda"`` (default: the kind the model was imported for).
 
     Returns:
@@ -284,6 +285,15 @@ def extract_tasks(imported: ImportedModel, target_kind: str | None = None) -> li
 
 # ---- model configs --------------------------------------------------------------------------------
 
+def operator_task(abbr: str, shape: dict, name: str, target_kind: str = "llvm", case: int | None = None) -> Task:
+    """One operator of :mod:`tunebench.datasets.operators` at ``shape`` as a task named ``name``: its
+    tensor expression's PrimFunc, its ``shape`` the case's with ``op`` (and ``case``, when given)."""
+    func = prim_func(abbr, shape)
+    numbered = {"op": abbr, "case": case} if case is not None else {"op": abbr}
+    return Task(id=task_id(func, target_kind), name=name, kind=kind_of(abbr, shape), mod=tvm.IRModule({"main": func}),
+                shape={**numbered, **shape}, flops=op_flops(abbr, shape), target_kind=target_kind)
+
+
 def operator_tasks(model, target_kind: str = "llvm") -> list[Task]:
     """The tasks of ``model=ops``: one per chosen operator case (:mod:`tunebench.datasets.operators`).
 
@@ -297,12 +307,8 @@ def operator_tasks(model, target_kind: str = "llvm") -> list[Task]:
 
     model = model_settings(model, default="ops")
     make_target(target_kind)
-    tasks = []
-    for abbr, number, shape in select_cases(model.operators, model.cases):
-        func = prim_func(abbr, shape)
-        tasks.append(Task(id=task_id(func, target_kind), name=f"{abbr}_{number}", kind=kind_of(abbr, shape),
-                          mod=tvm.IRModule({"main": func}), shape={"op": abbr, "case": number, **shape},
-                          flops=op_flops(abbr, shape), target_kind=target_kind))
+    tasks = [operator_task(abbr, shape, f"{abbr}_{number}", target_kind, case=number)
+             for abbr, number, shape in select_cases(model.operators, model.cases)]
     log.info("%d operator tasks for %s: %s", len(tasks), target_kind, ", ".join(t.name for t in tasks))
     return tasks
 

@@ -1,7 +1,8 @@
-"""``model=onnx``: an ONNX file imported into Relax through TVM's ONNX frontend, fused like a PyTorch
-model (:func:`~tunebench.datasets.relax_import.fusion_passes`) after ONNX Runtime's basic graph
-optimizations fold its constant shape computations; its reference output is ONNX Runtime's (CPU
-execution provider) on the same random input, from the file as given.
+"""``model=onnx``: an ONNX file read and checked (protobuf, the ONNX checker, its inputs), its tensors'
+sizes bounded, its constant shape computations folded by ONNX Runtime's basic graph optimizations, and a
+trial run on the example input; its reference output is ONNX Runtime's (CPU execution provider) on the
+same random input, from the file as given. A target imports the prepared model in its own terms (TVM:
+:mod:`tunebench.targets.tvm.workloads.onnx_import`).
 
 An ONNX file is data: it is parsed (protobuf), checked and converted; no code in it is executed (its
 graph runs on ONNX Runtime's own operators: the trial run of the import, the reference).
@@ -10,19 +11,15 @@ graph runs on ONNX Runtime's own operators: the trial run of the import, the ref
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from tunebench.datasets.import_stages import check_bytes, stage, tensor_bytes
 from tunebench.errors import UserError
-
-log = logging.getLogger(__name__)
 
 FLOAT_TYPES = {1: np.float32, 10: np.float16, 11: np.float64}  # onnx.TensorProto element types we feed
 
@@ -47,14 +44,6 @@ def load_onnx(path: str, key: str = "model.path"):
     if not model.graph.node:
         raise UserError(f"{key}={path}: the ONNX graph has no operators")
     return model
-
-
-def unsupported_operators(model) -> list[str]:
-    """The operator types of ``model`` that TVM's ONNX importer has no converter for."""
-    from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
-
-    known = _get_convert_map()
-    return sorted({n.op_type for n in model.graph.node if n.op_type not in known})
 
 
 def input_specs(model, shapes: Sequence[list[int]], key: str = "model.input_shapes") -> dict[str, tuple]:
@@ -84,15 +73,6 @@ def input_specs(model, shapes: Sequence[list[int]], key: str = "model.input_shap
                             "input's shape, e.g. model.input_shapes=[[1,3,224,224]]")
         specs[inp.name] = (tuple(int(d) for d in shape), FLOAT_TYPES[tensor.elem_type])
     return specs
-
-
-def check_onnx(path: str, shapes: Sequence[list[int]]) -> None:
-    """Every static check of an ONNX model: the file, its operators, its inputs (one-line errors)."""
-    model = load_onnx(path)
-    if missing := unsupported_operators(model):
-        raise UserError(f"model.path={path}: TVM's ONNX importer does not support the operator(s) "
-                        f"{', '.join(missing)}")
-    input_specs(model, shapes)
 
 
 def example_inputs(specs: Mapping[str, tuple], seed: int) -> list[torch.Tensor]:
@@ -157,16 +137,19 @@ def ort_optimized(model):
     return folded, session
 
 
-def prepared_onnx(path: str, shapes: Sequence[list[int]], seed: int):
-    """The stages of an ONNX model before its Relax import (:mod:`~tunebench.datasets.import_stages`): the
-    checker, its inputs, shape inference, the size bound, constant folding and a trial run on the example
-    input. Returns ``(folded model, input specs, example inputs)``.
+def prepared_onnx(path: str, shapes: Sequence[list[int]], seed: int, check: Callable | None = None):
+    """The stages of an ONNX model before a target imports it (:mod:`~tunebench.datasets.import_stages`): the
+    checker, ``check`` (the target's check of the loaded ``ModelProto``, e.g. that it converts every operator),
+    its inputs, shape inference, the size bound, constant folding and a trial run on the example input.
+    Returns ``(folded model, input specs, example inputs)``.
 
     Raises:
         UserError: one line naming the file, the stage and the first cause.
     """
     label = f"model.path={path}"
     model = load_onnx(path)
+    if check is not None:
+        check(model)
     specs = input_specs(model, shapes)
     check_bytes(label, "its inputs", tensor_bytes((s, np.dtype(d).itemsize) for s, d in specs.values()))
     with stage(label, "ONNX shape inference"):
@@ -180,32 +163,7 @@ def prepared_onnx(path: str, shapes: Sequence[list[int]], seed: int):
     return folded, specs, inputs
 
 
-def import_onnx(path: str, shapes: Sequence[list[int]], seed: int, target_kind: str):
-    """The :class:`~tunebench.datasets.relax_import.ImportedModel` of an ONNX file (constant shape
-    computations folded first: :func:`prepared_onnx`); its reference stays the file as given.
-
-    Raises:
-        UserError: a stage failed (one line naming the file, the stage and the first cause).
-    """
-    from tvm import relax
-    from tvm.relax.frontend.onnx import from_onnx
-
-    from tunebench.datasets.relax_import import ImportedModel, fusion_passes, make_target
-
-    label = f"model.path={path}"
-    t0 = time.perf_counter()
-    model, specs, inputs = prepared_onnx(path, shapes, seed)
-    target = make_target(target_kind)
-    with stage(label, "Relax import (TVM's ONNX frontend)"):
-        mod = from_onnx(model, shape_dict={k: list(s) for k, (s, _) in specs.items()},
-                        dtype_dict={k: np.dtype(d).name for k, (_, d) in specs.items()}, keep_params_in_input=True,
-                        sanitize_input_names=False)
-        mod, params = relax.frontend.detach_params(mod)
-    with stage(label, "fusion (Relax passes)"), target:
-        mod = fusion_passes()(mod)
-    arrays = [p.numpy() for p in params.get("main", [])]
-    dt = time.perf_counter() - t0
-    log.info("imported %s for %s in %.1f s (%d params)", os.path.basename(path), target_kind, dt, len(arrays))
-    return ImportedModel(mod=mod, params=arrays, torch_module=None, example_input=tuple(inputs),
-                         target_kind=target_kind, import_s=dt, onnx_path=os.path.abspath(path),
-                         input_names=tuple(specs))
+def check_onnx(path: str, shapes: Sequence[list[int]]) -> None:
+    """The static checks of an ONNX model that need no backend: the file and its inputs (one-line errors;
+    whether a backend converts its operators is the target's check)."""
+    input_specs(load_onnx(path), shapes)

@@ -169,7 +169,7 @@ GPU_FMA_SHAPES = ((1, 8), (1, 16))
 def measure_peak(target: dict, dev, threads: int, load=None) -> dict:
     """The device's FMA throughput (GFLOP/s, FP32) and triad bandwidth (GB/s) with ``threads`` threads
     (the worker's TVM thread pool must have that many; GPUs ignore it). ``load``: makes a library
-    compiled here usable on ``dev`` (a remote device: :func:`tunebench.protocol.remote.on_device`)."""
+    compiled here usable on ``dev`` (a remote device: :func:`tunebench.targets.tvm.remote.on_device`)."""
     load = load or (lambda lib: lib)
     gpu = _is_gpu(target)
     best = {"fma_gflops": 0.0}

@@ -1,6 +1,6 @@
 """End-to-end model latency: the whole model compiled with each task's best schedule.
 
-After every task of a model is tuned, :func:`tunebench.harness.e2e.timing.model_latencies` times
+After every task of a model is tuned, :func:`tunebench.targets.tvm.e2e.timing.model_latencies` times
 these *rows* on the same inputs, each in its own worker process with the same thread count:
 
 - ``tuned``: the fused Relax module with every task's PrimFunc replaced by its best schedule
@@ -11,7 +11,7 @@ these *rows* on the same inputs, each in its own worker process with the same th
 - ``torch_tf32`` (cuda only): PyTorch eager with TF32 tensor cores allowed, PyTorch's default.
 
 This module holds the module surgery, compilation and the output check; the interleaved timing
-protocol is in :mod:`tunebench.harness.e2e.timing`.
+protocol is in :mod:`tunebench.targets.tvm.e2e.timing`.
 
 Correctness. The model output of a TVM build is compared with ``imported.torch_output()`` (the
 exported, BN-folded module in float32 on the CPU): ``rel_err = max |tvm - torch| / max |torch|``
@@ -30,10 +30,11 @@ import torch
 import tvm
 from tvm import relax
 
-from tunebench.datasets.relax_import import ImportedModel, make_target
-from tunebench.datasets.tasks import task_id
-from tunebench.harness.e2e.errors import E2EError, E2EMismatch
+from tunebench.errors import E2EError
+from tunebench.targets.tvm.e2e.errors import E2EMismatch
 from tunebench.targets.tvm.scheduling import default_schedule
+from tunebench.targets.tvm.workloads.relax_import import ImportedModel, make_target
+from tunebench.targets.tvm.workloads.tasks import task_id
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def tuned_module(imported: ImportedModel, schedules: Mapping[str, tvm.IRModule],
     """The model's fused Relax module with every tuned task's PrimFunc replaced by its schedule.
 
     Every PrimFunc of ``imported.mod`` whose task id
-    (:func:`~tunebench.datasets.tasks.task_id` of the function, ``target_kind``) is a key of
+    (:func:`~tunebench.targets.tvm.workloads.tasks.task_id` of the function, ``target_kind``) is a key of
     ``schedules`` is replaced by the ``"main"`` PrimFunc of that value, under the original
     GlobalVar; the scheduled function takes the original's ``global_symbol`` (fused functions
     have none before compilation, and then neither does the replacement) and is marked
@@ -116,7 +117,7 @@ def tuned_module(imported: ImportedModel, schedules: Mapping[str, tvm.IRModule],
 
 def default_build_module(imported: ImportedModel, target: Mapping | tvm.target.Target | None = None) -> tvm.IRModule:
     """TVM's untuned default build of the model for ``target`` (a TVM target; default: the one the
-    model was imported for, :func:`~tunebench.datasets.relax_import.make_target`).
+    model was imported for, :func:`~tunebench.targets.tvm.workloads.relax_import.make_target`).
 
     A CPU target builds the fused module as it is (LLVM lowers the default loop nests); on a GPU
     target (one with TVM's ``gpu`` key) every PrimFunc gets dlight's default GPU schedule

@@ -5,7 +5,7 @@ baseline a tuned kernel is timed against.
 - :func:`operator_model`: an operator as a one-operator model (:class:`~.relax_import.ImportedModel`): a
   Relax ``main`` calling its PrimFunc on its first input with the other inputs as weights, beside an
   :class:`OperatorModule` computing the same in PyTorch, so that the end-to-end protocol
-  (:mod:`tunebench.harness.e2e.timing`) compares the tuned kernel with PyTorch, TVM's default build and
+  (:mod:`tunebench.targets.tvm.e2e.timing`) compares the tuned kernel with PyTorch, TVM's default build and
   ``torch.compile``, interleaved, at the same threads.
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tunebench.datasets.operators import input_shapes, output_shape, prim_func
+from tunebench.datasets.operators import input_shapes, output_shape
+from tunebench.targets.tvm.workloads.operator_te import prim_func
 
 
 def _conv(fn: Callable, extra: Callable[[dict], dict]) -> Callable:
@@ -61,11 +62,11 @@ class OperatorModule(torch.nn.Module):
 
 
 def operator_model(abbr: str, shape: dict, target_kind: str = "llvm", seed: int = 0):
-    """The operator as an :class:`~tunebench.datasets.relax_import.ImportedModel` (module docstring);
+    """The operator as an :class:`~tunebench.targets.tvm.workloads.relax_import.ImportedModel` (module docstring);
     inputs and weights uniform in [-1, 1) from ``seed``."""
     from tvm import relax
 
-    from tunebench.datasets.relax_import import ImportedModel
+    from tunebench.targets.tvm.workloads.relax_import import ImportedModel
 
     rng = np.random.default_rng(seed)
     arrays = [rng.uniform(-1, 1, size=s).astype("float32") for s in input_shapes(abbr, shape)]

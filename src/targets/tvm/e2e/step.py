@@ -1,16 +1,16 @@
 """The run's last step on a TVM target: its tuned code against TVM's default build and PyTorch, timed by
-the end-to-end protocol (:mod:`tunebench.harness.e2e.timing`).
+the end-to-end protocol (:mod:`tunebench.targets.tvm.e2e.timing`).
 
 - A model (:func:`model_latency`): the whole model with each task's best schedule; run metrics
   ``e2e_latency_ms``, ``speedup_vs_torch``, ... .
 - Single operators (``model=ops``, :func:`operator_latencies`): every operator whose task has a best
-  schedule, as a one-operator model (:func:`tunebench.datasets.operator_torch.operator_model`); metrics
+  schedule, as a one-operator model (:func:`tunebench.targets.tvm.workloads.operator_torch.operator_model`); metrics
   ``<task id>.e2e_latency_ms``, ``<task id>.speedup_vs_torch``, ... per operator, and the geometric mean of
   the operators' speedups as the run metrics ``speedup_vs_<baseline>`` (``ops_n_vs_<baseline>``: over
   how many operators).
 
 Before the model is built, each tuned task's kernel is timed against TVM's default kernel of the task
-(:mod:`tunebench.harness.e2e.kernels`, ``e2e.default_kernels``); a task whose default kernel is faster
+(:mod:`tunebench.targets.tvm.e2e.kernels`, ``e2e.default_kernels``); a task whose default kernel is faster
 goes into the model with the default one. Per task: the metrics ``<task id>.kernel_tuned_ms``,
 ``.kernel_default_ms`` (with ``_min_ms``, ``_std_ms``, ``_cv``), ``.kernel_speedup_vs_default`` (with its
 interval) and ``.kernel_default_taken``; the run tag ``tunebench.e2e_default_kernels`` names the tasks that
@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 
 from tunebench.config.experiment import E2ESettings
-from tunebench.harness.e2e.errors import E2EError
-from tunebench.harness.e2e.kernels import choice_metrics, choose_kernels
-from tunebench.harness.e2e.timing import e2e_metrics, model_latencies, summary_line
+from tunebench.errors import E2EError
 from tunebench.protocol.stats import geomean
+from tunebench.targets.tvm.e2e.kernels import choice_metrics, choose_kernels
+from tunebench.targets.tvm.e2e.timing import e2e_metrics, model_latencies, summary_line
 from tunebench.targets.tvm.scheduling import schedule
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,8 @@ def operator_latencies(settings: E2ESettings, tasks, best: dict, target, tracker
                        entries: list[dict] | None = None) -> str | None:
     """Every tuned operator of ``model=ops`` against PyTorch (module docstring). Returns the errors of the
     operators that failed (their other operators are still timed), else None."""
-    from tunebench.datasets.operator_torch import operator_model
     from tunebench.datasets.operators import task_operator
+    from tunebench.targets.tvm.workloads.operator_torch import operator_model
 
     errors, speedups = [], {}
     for task in tasks:

@@ -162,7 +162,7 @@ class ImportedModel:
         target_kind: the target the fusion passes ran under (``"llvm"`` or ``"cuda"``).
         import_s: seconds spent in :func:`import_model`.
         onnx_path, input_names: an ONNX model's file and its inputs' names (its reference is ONNX
-            Runtime, :mod:`tunebench.datasets.onnx_import`).
+            Runtime, :mod:`tunebench.targets.tvm.workloads.onnx_import`).
     """
 
     mod: tvm.IRModule
@@ -183,7 +183,7 @@ class ImportedModel:
         """What the tuned model's output is checked against: the PyTorch module's, or ONNX Runtime's
         for an ONNX model."""
         if self.torch_module is None:
-            from tunebench.protocol.model_worker import ort_session
+            from tunebench.targets.tvm.e2e.model_worker import ort_session
 
             feed = {name: x.numpy() for name, x in zip(self.input_names, self.inputs)}
             out = [np.asarray(a) for a in ort_session(self.onnx_path, 1).run(None, feed)]

@@ -1,6 +1,6 @@
 """The requests of the end-to-end step to a whole-model worker, and what the worker answers.
 
-:mod:`tunebench.harness.e2e.timing` sends them; :func:`tunebench.protocol.model_worker.handle`
+:mod:`tunebench.targets.tvm.e2e.timing` sends them; :func:`tunebench.targets.tvm.e2e.model_worker.handle`
 answers them (on a remote device, the TVM rows run in the target's runner worker, whose handler
 passes them on). Every message is a frozen dataclass, pickled across the process border; a load
 carries the model's arrays (numpy; PyTorch's module and tensors for a PyTorch row).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tunebench.protocol.remote import DeviceResult
+from tunebench.targets.tvm.remote import DeviceResult
 
 
 @dataclass(frozen=True)
