@@ -234,7 +234,7 @@ def cmd_suite(args: argparse.Namespace) -> None:
     methods = list(dict.fromkeys(_label(d) for d in units.values()))
     print(f"suite: {len(paths)} spaces x {len(methods)} methods x {args.seeds} seeds = "
           f"{len(units) * args.seeds} runs of {args.budget} evaluations", flush=True)
-    t0, progress = time.time(), Progress(len(units) * args.seeds)
+    t0, commit, progress = time.time(), git_commit(), Progress(len(units) * args.seeds)  # the code that runs
     try:
         done = run_units(units, args.seeds, args.jobs, progress)
     except RunStopped as exc:  # Ctrl-C, SIGTERM: the finished runs stay tracked; no summary is written
@@ -253,7 +253,7 @@ def cmd_suite(args: argparse.Namespace) -> None:
               "scores": suite_scores(runs, spaces, args.budget),
               "run_ids": {f"{n}|{_label(units[(n, km)])}|{s}": rid for (n, km, s), (rid, _) in done.items()},
               "wall_s": time.time() - t0, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
-              "commit": git_commit()}
+              "commit": commit}
     result["markdown"] = markdown(result)
     print(result["markdown"], flush=True)
     for path in write_summary(args.out, result, figure(result)):
