@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import NAME, POS_NUM, bounded, choice, each, knob, opt
+from tunebench.config.knobs import NAME, POS_NUM, bounded, choice, each, knob, opt, rule
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.space import ScheduleConfig
 
@@ -144,6 +144,61 @@ class Serenity(ScheduleMethod):
         return None if got is None else got[0]
 
 
+@dataclass
+class HmcosSettings(MethodSettings):
+    """HMCOS ([Wang-DAC22]): hierarchical graph (sequences, groups), memory-constrained scheduling within
+    and across groups, iterated at the peak."""
+
+    name: str = knob("hmcos", NAME, "the method")
+    join_sequences: bool = knob(True, None, "join chains of nodes that do not raise the memory into sequences "
+                                            "([Wang-DAC22] §3.1); false = one sequence per node")
+    make_groups: bool = knob(True, None, "gather each cell (what a cell output post-dominates) into a group "
+                                         "([Wang-DAC22] §3.1); false = no groups (the top-level DP is exact)")
+    cell_ops: list[str] = knob(["cat", "stack"], each(rule(lambda v: isinstance(v, str) and v.strip() != "",
+                                                            "an op name"), "op names"),
+                               "ops that end a cell (HMCOS: ONNX Concat; ours: torch cat, stack)")
+    try_rpo: bool = knob(True, None, "run a group in reverse post-order when that does not raise the peak so "
+                                     "far, before its DP ([Wang-DAC22] §3.2)")
+    memo_groups: bool = knob(True, None, "memoize a group's DP order per context (which outer inputs it "
+                                         "frees) across iterations ([Wang-DAC22] §3.2)")
+    iterate: bool = knob(True, None, "iterate: ungroup the groups at the peak and reschedule under the best "
+                                     "peak as budget ([Wang-DAC22] §3.3); false = one pass")
+    max_iterations: int | None = knob(None, opt(bounded(1, 100000)), "stop iterating after this many schedules; "
+                                                                     "null = until nothing is left to ungroup")
+    accounting: str = knob("target", choice("target", "live", "hmcos"), "the memory it minimizes: target = "
+                                                                        "target.accounting; live; hmcos "
+                                                                        "(in-place element-wise ops)")
+    time_limit_s: float | None = knob(60.0, opt(POS_NUM), "stop iterating after this long per graph (the best "
+                                                          "schedule so far; none before the first: no "
+                                                          "schedule); null = never")
+
+
+class Hmcos(ScheduleMethod):
+    """Settings: :class:`HmcosSettings`."""
+
+    name = "hmcos"
+    Settings = HmcosSettings
+
+    def schedule(self):
+        from tunebench.methods.serenity import hmcos
+
+        s = self.settings
+        accounting = (self.target_info.details or {}).get("accounting", "live") if s.accounting == "target" \
+            else s.accounting
+        opts = hmcos.Options(s.join_sequences, s.make_groups, tuple(s.cell_ops), s.try_rpo, s.memo_groups,
+                             s.iterate, s.max_iterations, s.time_limit_s)
+        stats = hmcos.HmcosStats()
+        try:
+            got = hmcos.hmcos_schedule(self.graph, accounting, opts, stats)
+        except hmcos.Timeout:
+            got = None
+            log.warning("hmcos: no schedule of %s within time_limit_s=%s", self.graph.name, s.time_limit_s)
+        self.info.update(sequences=stats.sequences, groups=stats.groups, iterations=stats.iterations,
+                         dp_states=stats.states, rpo_groups=stats.rpo_groups, dp_groups=stats.dp_groups,
+                         memo_hits=stats.memo_hits, timed_out=float(stats.timed_out or got is None))
+        return None if got is None else (got[0], ())
+
+
 # ---- baselines ------------------------------------------------------------------------------
 @dataclass
 class BaselineSettings(MethodSettings):
@@ -173,6 +228,8 @@ def _baseline(method_name: str, order_name: str, doc: str) -> type[ScheduleMetho
 ProgramOrder = _baseline("program_order", "program", "The program order (the network's forward; TFLite keeps it).")
 KahnOrder = _baseline("kahn", "kahn", "Kahn's topological order, FIFO ([Kahn-CACM62]).")
 DFSOrder = _baseline("dfs_order", "dfs", "A depth-first topological order (the latest ready node runs next).")
+RPOOrder = _baseline("rpo", "rpo", "Reverse post-order of a depth-first search from the sources (the baseline "
+                                   "of [Wang-DAC22]).")
 
 
 @dataclass
@@ -210,10 +267,17 @@ class BruteForce(ScheduleMethod):
     name = "brute_force"
     Settings = BruteForceSettings
 
+    def check_task(self, task, target_info):
+        n = len(task.mod) if hasattr(task.mod, "preds") else 0
+        if n > self.settings.max_nodes:
+            return (f"method.max_nodes={self.settings.max_nodes}: graph {task.name} has {n} nodes; brute force "
+                    f"enumerates graphs of at most max_nodes (valid: 1-16) nodes")
+        return None
+
     def schedule(self):
         from tunebench.methods.serenity.orders import brute_force
 
-        if len(self.graph) > self.settings.max_nodes:
+        if len(self.graph) > self.settings.max_nodes:  # a run's tasks are refused before it (check_task)
             log.warning("brute_force: %s has %d nodes > max_nodes=%d: no schedule", self.graph.name, len(self.graph),
                         self.settings.max_nodes)
             self.info["skipped"] = 1.0
@@ -221,4 +285,5 @@ class BruteForce(ScheduleMethod):
         return brute_force(self.graph)[0], ()
 
 
-SCHEDULE_METHODS = {cls.name: cls for cls in (Serenity, ProgramOrder, KahnOrder, DFSOrder, InductorOrder, BruteForce)}
+SCHEDULE_METHODS = {cls.name: cls for cls in (Serenity, Hmcos, ProgramOrder, KahnOrder, DFSOrder, RPOOrder,
+                                               InductorOrder, BruteForce)}
