@@ -9,7 +9,8 @@ is that node's only successor, has no other predecessor, and its memory states (
 and the live bytes after it, counting only the inputs it is the last reader of) raise neither the
 sequence's peak so far nor its live bytes. A cell output is a node whose operation is one of
 ``cell_ops`` (HMCOS: a concatenation); its group is every sequence, not yet in a group, reached from it
-backwards through sequences it post-dominates.
+backwards through sequences it post-dominates (the graph's inputs excepted: HMCOS's inputs are no
+operations).
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ def _make_groups(hier: Hierarchy, cell_ops: set[str]) -> None:
         cell, stack = {s}, [s]
         while stack:
             for p in hier.seq_preds(stack.pop()):
-                if p not in cell and hier.group_of[p] < 0 and post_dominates(nodes[0], hier.seqs[p][-1]):
+                if p not in cell and hier.group_of[p] < 0 and graph.ops[hier.seqs[p][0]] != "input" \
+                        and post_dominates(nodes[0], hier.seqs[p][-1]):  # HMCOS's inputs are no ops
                     cell.add(p)
                     stack.append(p)
         for m in cell:
