@@ -6,7 +6,9 @@ scheduling seconds, and the peak measured by running the order in PyTorch (it mu
 live peak). Orders: program, reverse post-order, Kahn, DFS, Inductor's lpmf / bfs / dfs, SERENITY's DP
 with divide-and-conquer (①+②; on our cells only: the whole networks have no cut inside a cell) and with
 soft budgeting (①+②+③), each under ``--limit`` seconds (N/A past it), and HMCOS minimizing each accounting (its own ``time_limit_s`` = ``--limit``: past it, the best
-schedule of the iterations done, marked ``timed_out``).
+schedule of the iterations done, marked ``timed_out``); and SERENITY with HMCOS as its front end
+(``method.front_end=hmcos``: HMCOS's peak as the DP's hard budget, its order when the DP does not finish;
+the limit covers both).
 
     python benchmarks/hmcos_comparison.py --set ours|theirs [--only MODELS] [--limit 60] [--out PATH | --publish]
 
@@ -68,6 +70,23 @@ def _serenity(graph, divide_only: bool, limit: float):
     return got[0], {"states": stats.states}
 
 
+def _serenity_front_end(graph, limit: float):
+    """``method=serenity method.front_end=hmcos method.rewrite=[]`` (its own code path) under ``limit``."""
+    from types import SimpleNamespace
+
+    from tunebench.methods import make_method
+
+    method = make_method({"name": "serenity", "front_end": "hmcos", "rewrite": [], "time_limit_s": limit})
+    method.target_info, method.info = SimpleNamespace(capacity=None), {}
+    order = method._schedule_graph(graph, "")
+    if order is None:
+        from tunebench.methods.serenity import hmcos
+
+        raise hmcos.Timeout()
+    return order, {k: method.info[k] for k in ("front_end_s", "front_end_peak", "timed_out", "dp_states")
+                   if k in method.info}
+
+
 def _hmcos(graph, accounting: str, limit: float):
     from tunebench.methods.serenity import hmcos
 
@@ -104,6 +123,8 @@ def bench_graph(graph, limit: float, divide_only: bool = True) -> dict:
                                                  "serenity dp+dc")
     out["orders"]["serenity_dp+dc+sb"] = _timed(graph, lambda: _serenity(graph, False, limit), True,
                                                 "serenity dp+dc+sb")
+    out["orders"]["serenity_dp+dc+sb+hmcos_front"] = _timed(graph, lambda: _serenity_front_end(graph, limit), True,
+                                                            "serenity dp+dc+sb, hmcos front end")
     out["orders"]["hmcos"] = _timed(graph, lambda: _hmcos(graph, "live", limit), True, "hmcos")
     out["orders"]["hmcos_own_accounting"] = _timed(graph, lambda: _hmcos(graph, "hmcos", limit), False,
                                                    "hmcos (its accounting)")

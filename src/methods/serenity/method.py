@@ -90,6 +90,10 @@ class SerenitySettings(MethodSettings):
                                               "(our choice; the thesis gives no value)")
     time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
                                                            "(no schedule: Table 3.2's N/A); null = never")
+    front_end: str = knob("none", choice("none", "hmcos"), "hmcos: HMCOS's order first ([Wang-DAC22], "
+                                                            "method=hmcos's defaults, within time_limit_s); its "
+                                                            "peak is the DP's hard budget, and its order the "
+                                                            "answer when the DP does not finish (our addition)")
 
 
 class Serenity(ScheduleMethod):
@@ -123,17 +127,21 @@ class Serenity(ScheduleMethod):
         stats = dp.DPStats()
         capacity = (self.target_info.capacity or {}).get("bytes")
         t0 = time.perf_counter()
+        front = self._front_end(graph, prefix) if s.front_end == "hmcos" else None
+        if front is not None and (capacity is None or front[1] <= capacity):
+            capacity = front[1]  # the DP looks for an order at most as high as HMCOS's
+        left = s.time_limit_s if s.time_limit_s is None else max(s.time_limit_s - (time.perf_counter() - t0), 1e-3)
         try:
             if s.soft_budget:
                 got = dp.soft_budget_schedule(graph, s.divide, kahn_order(graph), s.step_limit_s, capacity,
-                                              total_limit_s=s.time_limit_s, stats=stats)
+                                              total_limit_s=left, stats=stats)
             else:
-                got = dp.schedule(graph, s.divide, capacity, s.time_limit_s, stats)
+                got = dp.schedule(graph, s.divide, capacity, left, stats)
         except dp.Timeout:
-            got = None
+            got = front
             self.info[f"{prefix}timed_out"] = 1.0
-            log.warning("serenity: the DP ran past time_limit_s=%s on %s (%d nodes): no schedule",
-                        s.time_limit_s, graph.name, len(graph))
+            log.warning("serenity: the DP ran past time_limit_s=%s on %s (%d nodes): %s", s.time_limit_s,
+                        graph.name, len(graph), "HMCOS's order" if front else "no schedule")
         self.info.update({f"{prefix}dp_s": time.perf_counter() - t0, f"{prefix}dp_states": stats.states,
                           f"{prefix}dp_runs": stats.runs, f"{prefix}partitions": len(stats.partitions or []),
                           f"{prefix}largest_partition": max(stats.partitions or [0])})
@@ -142,6 +150,20 @@ class Serenity(ScheduleMethod):
         if got is None and capacity is not None:
             log.warning("serenity: no order of %s fits target.capacity_bytes=%d", graph.name, capacity)
         return None if got is None else got[0]
+
+    def _front_end(self, graph, prefix: str) -> tuple[list[int], int] | None:
+        """HMCOS's order of ``graph`` and its peak (live accounting), or None past ``time_limit_s``."""
+        from tunebench.methods.serenity import hmcos
+
+        t0 = time.perf_counter()
+        try:
+            got = hmcos.hmcos_schedule(graph, "live", hmcos.Options(time_limit_s=self.settings.time_limit_s))
+        except hmcos.Timeout:
+            got = None
+        self.info[f"{prefix}front_end_s"] = time.perf_counter() - t0
+        if got is not None:
+            self.info[f"{prefix}front_end_peak"] = float(got[1])
+        return got
 
 
 @dataclass
