@@ -154,3 +154,17 @@ def test_nas_graph_counts(name, nodes):
     g = _load(name)
     assert len(g) == total == nodes
     assert sum(op == "cat" for op in g.ops) == len(kinds) + sum(1 for i, k in enumerate(kinds[:-1]) if k == "r")
+
+
+def test_serenity_with_hmcos_front_end_keeps_the_optimum():
+    """HMCOS's peak is the DP's hard budget: the DP still finds the optimum, at most HMCOS's peak."""
+    from types import SimpleNamespace
+
+    from tunebench.methods import make_method
+
+    for g in list(_random_cells(20)):
+        method = make_method({"name": "serenity", "front_end": "hmcos", "rewrite": []})
+        method.target_info, method.info = SimpleNamespace(capacity=None), {}
+        order = method._schedule_graph(g, "")
+        peak = peak_memory(g, order)[0]
+        assert is_topological(g, order) and peak == dp.schedule(g, False)[1] <= method.info["front_end_peak"]
