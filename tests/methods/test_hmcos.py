@@ -114,6 +114,7 @@ def _load(name):
     return g
 
 
+@pytest.mark.slow  # builds and runs the whole network once (about 12 s on a quiet 2-core machine)
 def test_randwire_graph_counts():
     """Nodes: stem 3 + input; per WS node (stack + matmul when it has several inputs) + ReLU, depthwise,
     pointwise; per cell the output's stack and mean; head conv, pool, flatten, dense. Edges likewise."""
@@ -133,6 +134,7 @@ def test_randwire_graph_counts():
     assert g.n_edges == edges
 
 
+@pytest.mark.slow  # 3-4 s per network on a quiet machine
 @pytest.mark.parametrize("name,nodes", [("hmcos_darts_imagenet", 584), ("hmcos_nasnet_cifar", 876)])
 def test_nas_graph_counts(name, nodes):
     """Per cell: squeeze (ReLU, conv), the older input's fit (none / ReLU, conv / the factorized reduction:
