@@ -91,7 +91,8 @@ class SerenitySettings(MethodSettings):
     time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
                                                            "(no schedule: Table 3.2's N/A); null = never")
     front_end: str = knob("none", choice("none", "hmcos"), "hmcos: HMCOS's order first ([Wang-DAC22], "
-                                                            "method=hmcos's defaults, within time_limit_s); its "
+                                                            "method=hmcos's defaults, within half of "
+                                                            "time_limit_s); its "
                                                             "peak is the DP's hard budget, and its order the "
                                                             "answer when the DP does not finish (our addition)")
 
@@ -152,12 +153,14 @@ class Serenity(ScheduleMethod):
         return None if got is None else got[0]
 
     def _front_end(self, graph, prefix: str) -> tuple[list[int], int] | None:
-        """HMCOS's order of ``graph`` and its peak (live accounting), or None past ``time_limit_s``."""
+        """HMCOS's order of ``graph`` and its peak (live accounting), or None past half of ``time_limit_s``
+        (the other half is the DP's)."""
         from tunebench.methods.serenity import hmcos
 
         t0 = time.perf_counter()
+        limit = None if self.settings.time_limit_s is None else self.settings.time_limit_s / 2
         try:
-            got = hmcos.hmcos_schedule(graph, "live", hmcos.Options(time_limit_s=self.settings.time_limit_s))
+            got = hmcos.hmcos_schedule(graph, "live", hmcos.Options(time_limit_s=limit))
         except hmcos.Timeout:
             got = None
         self.info[f"{prefix}front_end_s"] = time.perf_counter() - t0
