@@ -143,6 +143,7 @@ RUN_CASES = [
     (["target=memory", "model=darts_v2", "method=hmcos", "method.time_limit_s=-1"], "method.time_limit_s=-1"),
     (["target=memory", "model=darts_v2", "method=hmcos", "method.cell_ops=[' ']"], "method.cell_ops="),
     (["target=memory", "model=darts_v2", "method=kahn", "target.accounting=arena"], "target.accounting='arena'"),
+    (["target=memory", "model=darts_v2", "method=serenity", "method.front_end=tvm"], "method.front_end='tvm'"),
     (["target=memory", "model=darts_v2", "method=brute_force"],
      "method.max_nodes=12: graph darts_v2_normal has 20 nodes"),
     (["target=memory", "model=hmcos_darts_imagenet", "method=brute_force", "method.max_nodes=16"],
