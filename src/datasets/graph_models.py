@@ -6,7 +6,9 @@ schedules, each cell one task ([Ahn-PhD] §3.5.1 schedules cells).
   divide-and-conquer splits, [Ahn-PhD] §3.4.2);
 - ``darts_v2``: the DARTS_V2 ImageNet normal cell;
 - ``nasnet_a``, ``pnasnet5``: the NASNet-A and PNASNet-5 normal cells at their large ImageNet models' sizes;
-- ``graph_<zoo model>``: a network of the zoo, traced at PyTorch's module granularity.
+- ``graph_<zoo model>``: a network of the zoo, traced at PyTorch's module granularity;
+- ``hmcos_randwire``, ``hmcos_<nasnet|amoebanet|darts>_<cifar|imagenet>``: the whole networks HMCOS was
+  evaluated on ([Wang-DAC22]; :mod:`tunebench.datasets.hmcos_nets`), one task each, traced op by op.
 
 The NASNet-A and PNASNet cells are written here, not traced from timm's ``nasnetalarge`` /
 ``pnasnet5large`` (timm could not be installed beside the pinned CPU torch), and SwiftNet's cells are not
@@ -78,6 +80,22 @@ class RandWireModel(GraphModel):
             raise bad(f"{prefix}.k", self.k, f"an even number below nodes={self.nodes}")
 
 
+HMCOS_NETS = ("hmcos_randwire", "hmcos_nasnet_cifar", "hmcos_nasnet_imagenet", "hmcos_amoebanet_cifar",
+              "hmcos_amoebanet_imagenet", "hmcos_darts_cifar", "hmcos_darts_imagenet")
+
+
+@dataclass
+class HmcosNetModel(GraphModel):
+    """A whole network of HMCOS's evaluation ([Wang-DAC22]), traced op by op (convs, pools, dense as nodes)."""
+
+    name: str = knob("hmcos_randwire", choice(*HMCOS_NETS), "the network")
+
+    def leaves(self) -> tuple[type, ...]:
+        from tunebench.datasets.hmcos_nets import LEAVES
+
+        return LEAVES
+
+
 def graph_options(zoo: tuple[str, ...]) -> dict[str, ModelSettings]:
     """The ``model`` group's graph options."""
     out: dict[str, ModelSettings] = {name: RandWireModel(name=name) for name in RANDWIRE_CHANNELS}
@@ -85,6 +103,7 @@ def graph_options(zoo: tuple[str, ...]) -> dict[str, ModelSettings]:
     out["nasnet_a"] = GraphModel(name="nasnet_a")
     out["pnasnet5"] = GraphModel(name="pnasnet5")
     out.update({f"graph_{z}": GraphModel(name=f"graph_{z}") for z in zoo})
+    out.update({name: HmcosNetModel(name=name) for name in HMCOS_NETS})
     return out
 
 
@@ -134,6 +153,18 @@ def graph_modules(model: GraphModel) -> list[tuple[str, torch.nn.Module, torch.T
         xs = (_example((c_pp, side, side), model.batch, model.dtype, model.seed),
               _example((c_p, side, side), model.batch, model.dtype, model.seed + 1))
         return [(f"{model.name}_normal", mod.to(dt), xs)]
+    if model.name in HMCOS_NETS:
+        from tunebench.datasets import hmcos_nets as hn
+
+        if model.name == "hmcos_randwire":
+            cfg = hn.HMCOS_RANDWIRE
+            mod = _seeded(lambda: hn.RandWireNet(cfg["channels"], cfg["cells"], cfg["nodes"], cfg["k"], cfg["p"],
+                                                 model.seed), model.seed)
+            side = cfg["side"]
+        else:
+            mod = _seeded(lambda: hn.NasNet(*hn.NAS_NETS[model.name]), model.seed)
+            side = mod.input_side
+        return [(model.name, mod.to(dt), _example((3, side, side), model.batch, model.dtype, model.seed))]
     if model.name.startswith("graph_"):
         from tunebench.datasets.zoo import IMAGENET_INPUT, MODELS, build_model
 

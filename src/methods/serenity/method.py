@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import NAME, POS_NUM, bounded, choice, each, knob, opt
+from tunebench.config.knobs import NAME, POS_NUM, bounded, choice, each, knob, opt, rule
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.space import ScheduleConfig
 
@@ -90,6 +90,11 @@ class SerenitySettings(MethodSettings):
                                               "(our choice; the thesis gives no value)")
     time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
                                                            "(no schedule: Table 3.2's N/A); null = never")
+    front_end: str = knob("none", choice("none", "hmcos"), "hmcos: HMCOS's order first ([Wang-DAC22], "
+                                                            "method=hmcos's defaults, within half of "
+                                                            "time_limit_s); its "
+                                                            "peak is the DP's hard budget, and its order the "
+                                                            "answer when the DP does not finish (our addition)")
 
 
 class Serenity(ScheduleMethod):
@@ -123,17 +128,21 @@ class Serenity(ScheduleMethod):
         stats = dp.DPStats()
         capacity = (self.target_info.capacity or {}).get("bytes")
         t0 = time.perf_counter()
+        front = self._front_end(graph, prefix) if s.front_end == "hmcos" else None
+        if front is not None and (capacity is None or front[1] <= capacity):
+            capacity = front[1]  # the DP looks for an order at most as high as HMCOS's
+        left = s.time_limit_s if s.time_limit_s is None else max(s.time_limit_s - (time.perf_counter() - t0), 1e-3)
         try:
             if s.soft_budget:
                 got = dp.soft_budget_schedule(graph, s.divide, kahn_order(graph), s.step_limit_s, capacity,
-                                              total_limit_s=s.time_limit_s, stats=stats)
+                                              total_limit_s=left, stats=stats)
             else:
-                got = dp.schedule(graph, s.divide, capacity, s.time_limit_s, stats)
+                got = dp.schedule(graph, s.divide, capacity, left, stats)
         except dp.Timeout:
-            got = None
+            got = front
             self.info[f"{prefix}timed_out"] = 1.0
-            log.warning("serenity: the DP ran past time_limit_s=%s on %s (%d nodes): no schedule",
-                        s.time_limit_s, graph.name, len(graph))
+            log.warning("serenity: the DP ran past time_limit_s=%s on %s (%d nodes): %s", s.time_limit_s,
+                        graph.name, len(graph), "HMCOS's order" if front else "no schedule")
         self.info.update({f"{prefix}dp_s": time.perf_counter() - t0, f"{prefix}dp_states": stats.states,
                           f"{prefix}dp_runs": stats.runs, f"{prefix}partitions": len(stats.partitions or []),
                           f"{prefix}largest_partition": max(stats.partitions or [0])})
@@ -142,6 +151,77 @@ class Serenity(ScheduleMethod):
         if got is None and capacity is not None:
             log.warning("serenity: no order of %s fits target.capacity_bytes=%d", graph.name, capacity)
         return None if got is None else got[0]
+
+    def _front_end(self, graph, prefix: str) -> tuple[list[int], int] | None:
+        """HMCOS's order of ``graph`` and its peak (live accounting), or None past half of ``time_limit_s``
+        (the other half is the DP's)."""
+        from tunebench.methods.serenity import hmcos
+
+        t0 = time.perf_counter()
+        limit = None if self.settings.time_limit_s is None else self.settings.time_limit_s / 2
+        try:
+            got = hmcos.hmcos_schedule(graph, "live", hmcos.Options(time_limit_s=limit))
+        except hmcos.Timeout:
+            got = None
+        self.info[f"{prefix}front_end_s"] = time.perf_counter() - t0
+        if got is not None:
+            self.info[f"{prefix}front_end_peak"] = float(got[1])
+        return got
+
+
+@dataclass
+class HmcosSettings(MethodSettings):
+    """HMCOS ([Wang-DAC22]): hierarchical graph (sequences, groups), memory-constrained scheduling within
+    and across groups, iterated at the peak."""
+
+    name: str = knob("hmcos", NAME, "the method")
+    join_sequences: bool = knob(True, None, "join chains of nodes that do not raise the memory into sequences "
+                                            "([Wang-DAC22] §3.1); false = one sequence per node")
+    make_groups: bool = knob(True, None, "gather each cell (what a cell output post-dominates) into a group "
+                                         "([Wang-DAC22] §3.1); false = no groups (the top-level DP is exact)")
+    cell_ops: list[str] = knob(["cat", "stack"], each(rule(lambda v: isinstance(v, str) and v.strip() != "",
+                                                            "an op name"), "op names"),
+                               "ops that end a cell (HMCOS: ONNX Concat; ours: torch cat, stack)")
+    try_rpo: bool = knob(True, None, "run a group in reverse post-order when that does not raise the peak so "
+                                     "far, before its DP ([Wang-DAC22] §3.2)")
+    memo_groups: bool = knob(True, None, "memoize a group's DP order per context (which outer inputs it "
+                                         "frees) across iterations ([Wang-DAC22] §3.2)")
+    iterate: bool = knob(True, None, "iterate: ungroup the groups at the peak and reschedule under the best "
+                                     "peak as budget ([Wang-DAC22] §3.3); false = one pass")
+    max_iterations: int | None = knob(None, opt(bounded(1, 100000)), "stop iterating after this many schedules; "
+                                                                     "null = until nothing is left to ungroup")
+    accounting: str = knob("target", choice("target", "live", "hmcos"), "the memory it minimizes: target = "
+                                                                        "target.accounting; live; hmcos "
+                                                                        "(in-place element-wise ops)")
+    time_limit_s: float | None = knob(60.0, opt(POS_NUM), "stop iterating after this long per graph (the best "
+                                                          "schedule so far; none before the first: no "
+                                                          "schedule); null = never")
+
+
+class Hmcos(ScheduleMethod):
+    """Settings: :class:`HmcosSettings`."""
+
+    name = "hmcos"
+    Settings = HmcosSettings
+
+    def schedule(self):
+        from tunebench.methods.serenity import hmcos
+
+        s = self.settings
+        accounting = (self.target_info.details or {}).get("accounting", "live") if s.accounting == "target" \
+            else s.accounting
+        opts = hmcos.Options(s.join_sequences, s.make_groups, tuple(s.cell_ops), s.try_rpo, s.memo_groups,
+                             s.iterate, s.max_iterations, s.time_limit_s)
+        stats = hmcos.HmcosStats()
+        try:
+            got = hmcos.hmcos_schedule(self.graph, accounting, opts, stats)
+        except hmcos.Timeout:
+            got = None
+            log.warning("hmcos: no schedule of %s within time_limit_s=%s", self.graph.name, s.time_limit_s)
+        self.info.update(sequences=stats.sequences, groups=stats.groups, iterations=stats.iterations,
+                         dp_states=stats.states, rpo_groups=stats.rpo_groups, dp_groups=stats.dp_groups,
+                         memo_hits=stats.memo_hits, timed_out=float(stats.timed_out or got is None))
+        return None if got is None else (got[0], ())
 
 
 # ---- baselines ------------------------------------------------------------------------------
@@ -173,6 +253,8 @@ def _baseline(method_name: str, order_name: str, doc: str) -> type[ScheduleMetho
 ProgramOrder = _baseline("program_order", "program", "The program order (the network's forward; TFLite keeps it).")
 KahnOrder = _baseline("kahn", "kahn", "Kahn's topological order, FIFO ([Kahn-CACM62]).")
 DFSOrder = _baseline("dfs_order", "dfs", "A depth-first topological order (the latest ready node runs next).")
+RPOOrder = _baseline("rpo", "rpo", "Reverse post-order of a depth-first search from the sources (the baseline "
+                                   "of [Wang-DAC22]).")
 
 
 @dataclass
@@ -210,10 +292,17 @@ class BruteForce(ScheduleMethod):
     name = "brute_force"
     Settings = BruteForceSettings
 
+    def check_task(self, task, target_info):
+        n = len(task.mod) if hasattr(task.mod, "preds") else 0
+        if n > self.settings.max_nodes:
+            return (f"method.max_nodes={self.settings.max_nodes}: graph {task.name} has {n} nodes; brute force "
+                    f"enumerates graphs of at most max_nodes (valid: 1-16) nodes")
+        return None
+
     def schedule(self):
         from tunebench.methods.serenity.orders import brute_force
 
-        if len(self.graph) > self.settings.max_nodes:
+        if len(self.graph) > self.settings.max_nodes:  # a run's tasks are refused before it (check_task)
             log.warning("brute_force: %s has %d nodes > max_nodes=%d: no schedule", self.graph.name, len(self.graph),
                         self.settings.max_nodes)
             self.info["skipped"] = 1.0
@@ -221,4 +310,5 @@ class BruteForce(ScheduleMethod):
         return brute_force(self.graph)[0], ()
 
 
-SCHEDULE_METHODS = {cls.name: cls for cls in (Serenity, ProgramOrder, KahnOrder, DFSOrder, InductorOrder, BruteForce)}
+SCHEDULE_METHODS = {cls.name: cls for cls in (Serenity, Hmcos, ProgramOrder, KahnOrder, DFSOrder, RPOOrder,
+                                               InductorOrder, BruteForce)}

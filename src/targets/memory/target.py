@@ -6,12 +6,14 @@ Measuring a config:
 
 1. the graph is rewritten as the config says (:func:`~tunebench.datasets.graph_rewrite.rewrite`) and the
    order checked to be topological (else the measurement is invalid);
-2. computed: the peak of live activations without an allocator (the sum of live tensors), the size of
+2. computed: the peak of live activations without an allocator (the sum of live tensors; with
+   ``accounting=hmcos`` HMCOS's, whose element-wise ops overwrite an input they read last,
+   :mod:`.accounting`; both peaks are reported whichever is the objective), the size of
    TFLite's simple memory arena for the order, the off-chip traffic at ``onchip_kb`` with Belady's
    replacement (:mod:`.plan`);
 3. measured (``execute``): the graph runs in that order in PyTorch on the CPU, every activation freed
    after its last use, and the peak of the live tensors it really holds is taken (:mod:`.execute`). It
-   must equal the computed peak, and the outputs must equal the original graph's (allclose), else the
+   must equal the computed live peak (the run has no in-place ops), and the outputs must equal the original graph's (allclose), else the
    measurement is invalid with the reason.
 
 The objective is ``peak_bytes`` (the no-allocator peak), the measurement's one objective and so what the
@@ -29,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from tunebench.config.experiment import ModelSettings, TargetSettings
-from tunebench.config.knobs import NAME, POS_INT, POS_NUM, knob, opt
+from tunebench.config.knobs import NAME, POS_INT, POS_NUM, choice, knob, opt
 from tunebench.errors import UserError
 from tunebench.targets.base import Target
 from tunebench.task import Measurement, Task
@@ -46,6 +48,11 @@ class MemorySettings(TargetSettings):
     capacity_bytes: int | None = knob(None, opt(POS_INT), "the device's activation memory: a hard budget for the "
                                                           "schedulers, an order whose peak exceeds it is invalid; "
                                                           "null = none")
+    accounting: str = knob("live", choice("live", "hmcos"), "the peak the objective counts: live = the sum of "
+                                                            "live tensors the PyTorch run holds; hmcos = "
+                                                            "HMCOS's ([Wang-DAC22]): an element-wise op "
+                                                            "overwrites an input it reads last (both are "
+                                                            "reported)")
     execute: bool = knob(True, None, "run every schedule in PyTorch and measure its peak (false: computed only)")
     rtol: float = knob(1e-4, POS_NUM, "relative tolerance of a rewritten graph's outputs against the original")
     atol: float = knob(1e-5, POS_NUM, "absolute tolerance of the same check")
@@ -71,7 +78,8 @@ class MemoryTarget(Target):
     def info_fields(self) -> dict:
         capacity = {"bytes": float(self.settings.capacity_bytes)} if self.settings.capacity_bytes else None
         return {**super().info_fields(), "capacity": capacity,
-                "details": {"onchip_kb": self.settings.onchip_kb, "execute": self.settings.execute}}
+                "details": {"onchip_kb": self.settings.onchip_kb, "execute": self.settings.execute,
+                            "accounting": self.settings.accounting}}
 
     @classmethod
     def check_model(cls, settings: TargetSettings, model: ModelSettings, own_schedules: bool) -> None:
@@ -138,12 +146,16 @@ class MemoryTarget(Target):
         if not is_topological(graph, order):
             raise ValueError("not a topological order of the graph")
         base = task.mod
-        program = peak_memory(base, base.program_order())[0]
-        peak = peak_memory(graph, order)[0]
+        from tunebench.targets.memory.accounting import peak_of
+
         s = self.settings
+        program = peak_of(base, base.program_order(), s.accounting)
+        live = peak_memory(graph, order)[0]
+        hmcos = peak_of(graph, order, "hmcos")
+        peak = hmcos if s.accounting == "hmcos" else live
         if s.capacity_bytes is not None and peak > s.capacity_bytes:
             raise ValueError(f"peak {peak} B exceeds target.capacity_bytes={s.capacity_bytes}")
-        out = {"peak_bytes": peak, "arena_bytes": arena_peak(graph, order, s.alignment),
+        out = {"peak_bytes": peak, "live_peak_bytes": live, "hmcos_peak_bytes": hmcos, "arena_bytes": arena_peak(graph, order, s.alignment),
                "program_peak_bytes": program, "program_arena_bytes": arena_peak(base, base.program_order(), s.alignment),
                "reduction_vs_program": program / peak if peak else 1.0,
                "offchip_bytes": offchip_traffic(graph, order, s.onchip_kb * 1024),
@@ -151,7 +163,7 @@ class MemoryTarget(Target):
                "nodes_before": len(base), "edges_before": base.n_edges, "nodes_after": len(graph),
                "edges_after": graph.n_edges, "rewrites_applied": n_rewrites}
         if s.execute and len(graph):
-            out.update(self._run(task, graph, order, peak))
+            out.update(self._run(task, graph, order, live))
         return out
 
     def _run(self, task: Task, graph, order: list[int], peak: int) -> dict:
@@ -165,8 +177,8 @@ class MemoryTarget(Target):
             ok, diff = outputs_match(run.outputs, self._reference[task.id], self.settings.rtol, self.settings.atol)
         finally:
             self._stats["check_s"] += time.perf_counter() - t0
-        if run.peak_bytes != peak:
-            raise ValueError(f"measured peak {run.peak_bytes} B != computed {peak} B")
+        if run.peak_bytes != peak:  # the run holds what the live accounting counts
+            raise ValueError(f"measured peak {run.peak_bytes} B != computed (live) {peak} B")
         if run.unreleased:
             raise ValueError(f"{run.unreleased} dropped tensors were not released")
         if not ok:
