@@ -1,6 +1,6 @@
 """Where a suite run's time goes, per method: the whole tracked run (``python -m tunebench suite``'s
 ``run_one``: composing, MLflow, records, the loop, the replay) against the time inside the method's own
-``ask`` and ``tell``, per evaluation, on measured spaces.
+``setup``, ``ask`` and ``tell``, per evaluation, on measured spaces.
 
     python benchmarks/suite_speed.py [--methods random,autotvm,chameleon,flextensor] [--seeds 5]
         [--budget 200] [--spaces kernel_tuner/convolution_milo_A100.json.gz,...] [--publish]
@@ -29,8 +29,8 @@ METHODS = "random,autotvm,chameleon,flextensor"
 
 
 def timed_inside(cls, inside: list) -> None:
-    """Wrap ``cls``'s ``ask`` and ``tell`` so that their wall time adds up in ``inside[0]``."""
-    for hook in ("ask", "tell"):
+    """Wrap ``cls``'s ``setup``, ``ask`` and ``tell`` so that their wall time adds up in ``inside[0]``."""
+    for hook in ("setup", "ask", "tell"):
         original = getattr(cls, hook)
 
         def wrapped(self, *args, _original=original, **kwargs):
