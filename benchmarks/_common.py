@@ -55,6 +55,32 @@ def write_json(path: str, data: dict) -> None:
     atomic_write_bytes(path, text.encode(), mode=0o644)
 
 
+def spearman(a, b, min_n: int = 2) -> float:
+    """Spearman's rho of ``a`` and ``b`` (average ranks for ties); NaN where it is undefined: fewer than
+    ``min_n`` pairs or a constant side."""
+    from scipy.stats import spearmanr
+
+    if len(a) < min_n or len(set(a)) < 2 or len(set(b)) < 2:
+        return math.nan
+    return float(spearmanr(a, b).statistic)
+
+
+def timed_inside(owner, inside: list, hooks: tuple[str, ...] = ("ask", "tell")) -> None:
+    """Wrap the methods ``hooks`` of ``owner`` (a method class, or one method object) so that their wall
+    time adds up in ``inside[0]``: the time a tuning method spends in its own computation."""
+    for hook in hooks:
+        original = getattr(owner, hook)  # on a class: the function (self comes in args); on an object: bound
+
+        def wrapped(*args, _original=original, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                inside[0] += time.perf_counter() - t0
+
+        setattr(owner, hook, wrapped)
+
+
 def loadavg() -> list[float] | None:
     """The 1, 5 and 15-minute load averages (``os.getloadavg``), or None where there are none."""
     try:

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_out_args, loadavg, out_path, provenance, run_main, write_json
+from _common import add_out_args, loadavg, out_path, provenance, run_main, spearman, write_json
 
 MODELS = ("zigzag", "zigzag_own_bw", "timeloop")
 
@@ -59,14 +59,6 @@ def ratio_stats(model: np.ndarray, firesim: np.ndarray) -> dict:
             "log10_ratio_max": float(lr.max()), "orders_between_extremes": float(lr.max() - lr.min()),
             "max_abs_log10_ratio": float(np.abs(lr).max()), "ratio_min": float(10 ** lr.min()),
             "ratio_max": float(10 ** lr.max()), "share_within_2x": float(np.mean(np.abs(lr) <= np.log10(2)))}
-
-
-def spearman(a, b) -> float:
-    from scipy.stats import spearmanr
-
-    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
-        return float("nan")
-    return float(spearmanr(a, b).statistic)
 
 
 def within_layers(entries: list[dict], model: str) -> dict:

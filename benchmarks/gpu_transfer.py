@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import add_out_args, loadavg, out_path, provenance, write_json
+from _common import spearman as rank_correlation
 
 KERNELS = ("convolution_milo", "dedispersion_milo")
 GPUS = ("A100", "A4000", "MI250X", "W6600")
@@ -63,15 +64,9 @@ def on_target(config: tuple, dst: dict, best: float) -> dict:
 def spearman(src: dict, dst: dict) -> tuple[float | None, int]:
     """Spearman's rho of the times on source and target over the configurations valid on both (average
     ranks for ties), and how many there are; None for fewer than 3 or a constant side."""
-    from scipy.stats import spearmanr
-
     common = [c for c in src if c in dst and _valid(src[c]) and _valid(dst[c])]
-    if len(common) < 3:
-        return None, len(common)
-    x, y = [src[c] for c in common], [dst[c] for c in common]
-    if len(set(x)) < 2 or len(set(y)) < 2:
-        return None, len(common)
-    return float(spearmanr(x, y).statistic), len(common)
+    rho = rank_correlation([src[c] for c in common], [dst[c] for c in common], min_n=3)
+    return (None if math.isnan(rho) else rho), len(common)
 
 
 def transfer(src: dict, dst: dict, top: int) -> dict:

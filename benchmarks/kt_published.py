@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import RESULTS, add_out_args, loadavg, machine_info, out_path, provenance, write_json
+from _common import RESULTS, add_out_args, loadavg, machine_info, out_path, provenance, spearman, write_json
 from _replay import methodology_score, summarize
 
 HUB = ("AutoTuningAssociation/benchmark_hub", "8eeb99e7179e6838af95d392ac6c60cebfd8c434")
@@ -85,11 +85,8 @@ def aggregate(per_space: dict[str, list[float]], seed: int = 0) -> dict:
 
 def rank_agreement(published: dict[str, float], ours: dict[str, float]) -> float:
     """Spearman's rank correlation between two scorings of the same strategies (their common keys)."""
-    from scipy.stats import spearmanr
-
     keys = [k for k in published if k in ours and math.isfinite(ours[k])]
-    return float(spearmanr([published[k] for k in keys], [ours[k] for k in keys]).statistic) if len(keys) > 2 \
-        else math.nan
+    return spearman([published[k] for k in keys], [ours[k] for k in keys], min_n=3)
 
 
 def space_name(cache: str) -> str:

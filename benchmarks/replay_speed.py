@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json
+from _common import add_out_args, loadavg, machine_info, out_path, provenance, timed_inside, write_json
 
 
 def timed_run(seed: int, trials: int) -> dict:
@@ -32,17 +32,7 @@ def timed_run(seed: int, trials: int) -> dict:
     target = ReplayTarget(ReplaySettings())
     task = target.load_tasks(MeasuredModel())[0][0]
     method, inside = make_method("random"), [0.0]
-    for hook in ("ask", "tell"):
-        original = getattr(method, hook)
-
-        def wrapped(*args, _original=original, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return _original(*args, **kwargs)
-            finally:
-                inside[0] += time.perf_counter() - t0
-
-        setattr(method, hook, wrapped)
+    timed_inside(method, inside)
     t0 = time.perf_counter()
     result = tune_task(task, method, target, Budget(trials), task_rng(seed, task))
     wall = time.perf_counter() - t0

@@ -22,25 +22,10 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_out_args, loadavg, machine_info, out_path, provenance, write_json
+from _common import add_out_args, loadavg, machine_info, out_path, provenance, timed_inside, write_json
 
 SPACES = "kernel_tuner/convolution_milo_A100.json.gz,kernel_tuner/dedispersion_milo_A100.json.gz"
 METHODS = "random,autotvm,chameleon,flextensor"
-
-
-def timed_inside(cls, inside: list) -> None:
-    """Wrap ``cls``'s ``setup``, ``ask`` and ``tell`` so that their wall time adds up in ``inside[0]``."""
-    for hook in ("setup", "ask", "tell"):
-        original = getattr(cls, hook)
-
-        def wrapped(self, *args, _original=original, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return _original(self, *args, **kwargs)
-            finally:
-                inside[0] += time.perf_counter() - t0
-
-        setattr(cls, hook, wrapped)
 
 
 def measure(space: str, method: str, seeds: int, budget: int) -> dict:
@@ -52,7 +37,7 @@ def measure(space: str, method: str, seeds: int, budget: int) -> dict:
     args = argparse.Namespace(methods=method, budget=budget, experiment="suite-speed")
     data = compose_units(args, {"s": os.path.abspath(resolve(space))})[("s", method)]
     inside = [0.0]
-    timed_inside(method_class(data["method"]["name"]), inside)
+    timed_inside(method_class(data["method"]["name"]), inside, ("setup", "ask", "tell"))
     run_one(data, seeds + 1)  # warm-up: imports, the space read
     rows = []
     for seed in range(seeds):

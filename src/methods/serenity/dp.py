@@ -17,7 +17,7 @@ from tunebench.datasets.graphs import Graph, peak_memory
 
 
 class Timeout(Exception):
-    """A DP step ran past its time limit (Algorithm 3's 'timeout')."""
+    """A scheduler ran past its time limit: a DP step (Algorithm 3's "timeout"), or HMCOS before its first schedule."""
 
 
 @dataclass

@@ -26,12 +26,9 @@ import time
 from dataclasses import dataclass, field
 
 from tunebench.datasets.graphs import Graph
+from tunebench.methods.serenity.dp import Timeout  # raised here when the deadline passes before a first schedule
 from tunebench.methods.serenity.hmcos_hier import Hierarchy, build, top_level
 from tunebench.targets.memory.accounting import StepModel
-
-
-class Timeout(Exception):
-    """The scheduler ran past its deadline before a first schedule."""
 
 
 @dataclass
