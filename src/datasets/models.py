@@ -190,7 +190,7 @@ class DosaModel(ModelSettings):
     name: str = knob("dosa_firesim", NAME, "the model")
     layers: list[int] = knob([], rule(_layer_numbers, "must be a list of distinct positive integers"),
                              "DOSA layer numbers to tune (1-based, in order of each layer's first row of dataset.csv; "
-                             "1..71); [] = every layer with a mapping target=accel can express (64)")
+                             "1..71); [] = every layer with a mapping target=accel can express (65)")
 
 
 def _recorded_options() -> dict:
