@@ -68,6 +68,9 @@ def test_both_fidelities_and_a_failed_firesim_entry():
     tasks, _ = target.load_tasks(DosaModel(layers=[2]))
     task, config = tasks[0], tasks[0].space.get(0)
     assert target.info.fidelities == ("zigzag", "firesim") and target.info.objectives == ("latency_s",)
+    nominal = AccelTarget.nominal_info(AccelSettings(), DosaModel(layers=[2]))  # what validation checked methods against
+    assert (nominal.objectives, nominal.fidelities) == (target.info.objectives, target.info.fidelities)
+    assert target.info.details["mapspace"] is False and nominal.details["mapspace"] is False
     row = task.mod.space_rows[0][0]
     fs, = target.measure(task, [config])  # the top fidelity: FireSim's cycles, replayed
     assert fs.valid and fs.fidelity == "firesim" and fs.objectives == {"latency_s": row.firesim_cycles / 1e9}
