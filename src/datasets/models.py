@@ -7,6 +7,8 @@
 - ``layers``: conv2d / dense layers given as specs (:mod:`tunebench.datasets.layer_spec`);
 - ``accel_paper``: the matrix product and convolution of [Dinh-MLArchSys23] §III-A as layer specs
   (``target=accel``; they run on every target that takes layer specs);
+- ``dosa_firesim``: DOSA's layers with the mappings FireSim measured on Gemmini's RTL ([Hong-MICRO23];
+  ``data/dosa_firesim/``), replayed by ``target=accel`` (``targets/accel/dosa_target.py``);
 - ``ops``: single operators of FlexTensor's suite (:mod:`tunebench.datasets.operators`);
 - ``hls_<kernel>``: an FPGA kernel's directive space (``datasets/hls/<kernel>.yaml``), measured by
   the FPGA targets;
@@ -174,6 +176,23 @@ class RecordedModel(ModelSettings):
         verify(self.kernel)
 
 
+def _layer_numbers(v) -> bool:
+    return isinstance(v, list) and len(set(v)) == len(v) and all(is_int(n) and n > 0 for n in v)
+
+
+@dataclass
+class DosaModel(ModelSettings):
+    """DOSA's FireSim measurements of Gemmini ([Hong-MICRO23]; data/dosa_firesim/): one task per layer, whose
+    space is the layer's recorded mappings that ``target=accel`` can express, at fidelities ``zigzag`` (ZigZag's
+    cycles) and ``firesim`` (the cycles FireSim measured, replayed)."""
+
+    workload: ClassVar[str] = "dosa_firesim"
+    name: str = knob("dosa_firesim", NAME, "the model")
+    layers: list[int] = knob([], rule(_layer_numbers, "must be a list of distinct positive integers"),
+                             "DOSA layer numbers to tune (1-based, in order of each layer's first row of dataset.csv; "
+                             "1..71); [] = every layer with a mapping target=accel can express (65)")
+
+
 def _recorded_options() -> dict:
     from tunebench.datasets.fpga_recorded import recorded_names
 
@@ -193,6 +212,7 @@ MODEL_OPTIONS: dict[str, ModelSettings] = {
     **{name: ZooModel(name=name) for name in ZOO},
     "layers": LayersModel(),
     "accel_paper": LayersModel(name="accel_paper", layers=ACCEL_PAPER_LAYERS),
+    "dosa_firesim": DosaModel(),
     "ops": OpsModel(),
     "torch": TorchModel(),
     "onnx": OnnxModel(),

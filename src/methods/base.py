@@ -70,7 +70,8 @@ class TargetNeeds:
         if info.graph_schedules and not self.graphs:
             out.append("a target whose tasks have a knob space (its tasks are graphs to order)")
         if self.mapspace and not info.details.get("mapspace"):
-            out.append("tasks that are loop nests on a memory hierarchy, with their mapspace (target=accel)")
+            out.append("tasks that are loop nests on a memory hierarchy, with their mapspace (target=accel with a layer "
+                       "model; model=dosa_firesim's tasks are recorded mappings, without one)")
         return out
 
 

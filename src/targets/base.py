@@ -197,9 +197,10 @@ class Target(ABC):
 
     # ---- facts known before the target is built (config checks) -----------------------------
     @classmethod
-    def nominal_info(cls, settings: TargetSettings | None = None) -> TargetInfo:
+    def nominal_info(cls, settings: TargetSettings | None = None, model: ModelSettings | None = None) -> TargetInfo:
         """What the target offers, from its class and settings alone (no device probed): what method
-        compatibility is checked against before anything is built."""
+        compatibility is checked against before anything is built. ``model``: the model it will measure,
+        where that changes what it offers (``target=accel`` with ``model=dosa_firesim``); None: any."""
         settings = settings if settings is not None else cls.Settings()
         return TargetInfo(kind=cls.kind, name=settings.name, device_name=settings.name,
                           objectives=tuple(getattr(settings, "objectives", cls.objectives)),

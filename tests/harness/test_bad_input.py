@@ -206,6 +206,17 @@ RUN_CASES = [
     (["method=mapspace_bo", "target=accel", "method.n_candidates=100000000"],
      "method.n_candidates=100000000: must be an integer in [1, 65536]"),
     (["method=loma", "target=accel", "method.lpf_limit=12"], "method.lpf_limit=12: must be an integer in [1, 8]"),
+    # model=dosa_firesim: DOSA's recorded mappings on target=accel
+    (["model=dosa_firesim"], "model=dosa_firesim and target=llvm do not go together"),
+    (["model=dosa_firesim", "target=accel", "method=mapspace_bo"], "model=dosa_firesim's tasks are recorded mappings"),
+    (["model=dosa_firesim", "target=accel", "method=loma"], "method=loma cannot run on target=accel"),
+    (["model=dosa_firesim", "target=accel", "method=salsa"], "method=salsa cannot run on target=accel"),
+    (["model=dosa_firesim", "target=accel", "method=nsga2"], "it needs several objectives (the target has latency_s)"),
+    (["model=dosa_firesim", "target=accel", "target.objectives=[latency_s,energy_pj_per_mac]"],
+     "model=dosa_firesim has FireSim's cycles only (no energy was measured); valid: ['latency_s']"),
+    (["model=dosa_firesim", "target=accel", "model.layers=[72]"], "model.layers: 72 is no DOSA layer; valid: 1..71"),
+    (["model=dosa_firesim", "target=accel", "model.layers=[29]"], "unrolls K by 10; target=accel unrolls 16: no mapping"),
+    (["model=dosa_firesim", "target=accel", "model.layers=[0]"], "model.layers=[0]: must be a list of distinct positive"),
 ]
 
 CLI_CASES = [

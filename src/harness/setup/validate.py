@@ -59,7 +59,7 @@ def validate_config(cfg: ExperimentConfig) -> None:
     check_model_target(cfg)
     method_cls = method_class(cfg.method.name)
     target_cls = target_class(cfg.target.kind)
-    check_compatible(method_cls, target_cls.nominal_info(cfg.target))
+    check_compatible(method_cls, target_cls.nominal_info(cfg.target, cfg.model))
     target_cls.check_model(cfg.target, cfg.model, own_schedules=method_cls.needs.compiles)
     make_method(cfg.method)
 

@@ -48,10 +48,11 @@ def value_dim(value) -> int:
 def value_features(value) -> list[float]:
     """φ of one knob value (see the module docstring); non-numeric values count as 0."""
     if isinstance(value, (list, tuple)):
-        length = math.prod(int(f) for f in value)
+        factors = [max(1, int(_num(f))) for f in value]  # a loop order's names (target=accel) count as 1
+        length = math.prod(factors)
         out = []
-        for f in value:
-            lf = math.log2(max(1, int(f)))
+        for f in factors:
+            lf = math.log2(f)
             a = lf / 8
             out += [lf / math.log2(length) if length > 1 else 0.0, a, a * a]
         return out

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from tunebench.datasets.shipped import verify_shipped
 from tunebench.errors import UserError
 from tunebench.resources import data_dir
-from tunebench.targets.accel.mapspace import LEVELS, MapSpace
+from tunebench.targets.accel.mapspace import LEVELS, MapSpace, make_mapspace
 
 FILE = ("dosa_firesim", "dataset.csv")
 DIM_OF = {"N": "B", "K": "K", "C": "C", "P": "OX", "Q": "OY", "R": "FX", "S": "FY"}
@@ -209,7 +209,6 @@ def evaluate_row(row: DosaRow, base, dosa_bandwidths: bool = True) -> dict:
     """ZigZag's figures for the row's layer and mapping on the row's accelerator (:func:`settings_of`):
     ``{"cycles", "energy_pj", "fits", "nest"}``, or ``{"not_expressible": why}`` (never an exception for a
     mapping the mapspace cannot hold, or one ZigZag refuses)."""
-    from tunebench.targets.accel.target import make_mapspace
     from tunebench.targets.accel.zigzag_model import build_layer, evaluate
 
     settings = settings_of(row, base, dosa_bandwidths)

@@ -28,7 +28,9 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from tunebench.datasets.layer_spec import normalize_layer
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.targets.accel.layers import loops_of
 
 DIMS = ("B", "K", "C", "OY", "OX", "FY", "FX")
 LEVELS = ("weight_reg", "accumulator", "scratchpad", "dram")
@@ -149,3 +151,15 @@ class MapSpace:
 
     def fits(self, config: Config) -> bool:
         return all(u <= 1.0 + 1e-12 for u in self.utilization(config))
+
+
+def make_mapspace(settings, spec: dict) -> MapSpace:
+    """The mapspace of one layer spec on the accelerator of ``settings`` (an ``AccelSettings``; pure Python, no
+    ZigZag)."""
+    loops, stride = loops_of(normalize_layer({k: v for k, v in spec.items() if k != "count"}))
+    spatial = {"C": min(settings.array_rows, loops["C"]), "K": min(settings.array_cols, loops["K"])}
+    caps = (settings.weight_reg_bits, settings.accumulator_kib * 8192, settings.scratchpad_kib * 8192)
+    return MapSpace(loops={d: loops.get(d, 1) for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}, stride=stride,
+                    spatial=spatial, capacity_bits=caps,
+                    bits={"W": settings.input_bits, "I": settings.input_bits, "O": settings.psum_bits,
+                          "O_final": settings.output_bits}, hardware=settings)

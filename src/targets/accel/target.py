@@ -15,10 +15,11 @@ import hashlib
 import json
 import time
 
-from tunebench.datasets.layer_spec import check_layer_list, normalize_layer
+from tunebench.datasets.layer_spec import check_layer_list
 from tunebench.errors import UserError
+from tunebench.targets.accel import dosa_target
 from tunebench.targets.accel.layers import loops_of, zoo_layer_specs
-from tunebench.targets.accel.mapspace import LEVELS, MapSpace
+from tunebench.targets.accel.mapspace import LEVELS, make_mapspace
 from tunebench.targets.accel.settings import AccelSettings
 from tunebench.targets.base import Target, TargetInfo
 from tunebench.task import Measurement, Task
@@ -29,17 +30,6 @@ def layer_specs(model) -> list[dict]:
     if hasattr(model, "layers"):
         return [{**s, "count": 1} for s in check_layer_list(model.layers)]
     return zoo_layer_specs(model.name, getattr(model, "seed", 0))
-
-
-def make_mapspace(settings: AccelSettings, spec: dict) -> MapSpace:
-    """The mapspace of one layer spec on the accelerator of ``settings`` (pure Python, no ZigZag)."""
-    loops, stride = loops_of(normalize_layer({k: v for k, v in spec.items() if k != "count"}))
-    spatial = {"C": min(settings.array_rows, loops["C"]), "K": min(settings.array_cols, loops["K"])}
-    caps = (settings.weight_reg_bits, settings.accumulator_kib * 8192, settings.scratchpad_kib * 8192)
-    return MapSpace(loops={d: loops.get(d, 1) for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}, stride=stride,
-                    spatial=spatial, capacity_bits=caps,
-                    bits={"W": settings.input_bits, "I": settings.input_bits, "O": settings.psum_bits,
-                          "O_final": settings.output_bits}, hardware=settings)
 
 
 def objective_values(settings: AccelSettings, energy_pj: float, cycles: float, macs: int) -> dict:
@@ -53,7 +43,7 @@ class AccelTarget(Target):
 
     kind = "accel"
     Settings = AccelSettings
-    workloads = ("tensor_program",)
+    workloads = ("tensor_program", dosa_target.WORKLOAD)
     simulated_clock = False
 
     def __init__(self, settings: AccelSettings, measure=None):
@@ -61,16 +51,22 @@ class AccelTarget(Target):
         self.settings, self.name, self.batch_size = settings, settings.name, settings.batch_size
         self.objectives = list(settings.objectives)
         self._layers: dict = {}
+        self._dosa: dict | None = None  # model=dosa_firesim: what the run records of its data (dosa_target.details)
 
     @classmethod
-    def nominal_info(cls, settings: AccelSettings | None = None) -> TargetInfo:
+    def nominal_info(cls, settings: AccelSettings | None = None, model=None) -> TargetInfo:
+        """With ``model=dosa_firesim``: its fidelities (zigzag, firesim), one objective (latency_s) and no
+        mapspace (:mod:`.dosa_target`)."""
         settings = settings if settings is not None else cls.Settings()
         multi = len(settings.objectives) > 1
+        fields = dict(objectives=tuple(settings.objectives),
+                      scale={o: float(settings.scale[o]) for o in settings.objectives} if multi else None,
+                      reference_point=(10.0,) * len(settings.objectives) if multi else None,
+                      details=cls.describe_hardware(settings))
+        if dosa_target.is_dosa(model):
+            fields.update(dosa_target.nominal_fields(settings))
         return TargetInfo(kind=cls.kind, name=settings.name, device_name=settings.name,
-                          objectives=tuple(settings.objectives), batch_size=settings.batch_size,
-                          scale={o: float(settings.scale[o]) for o in settings.objectives} if multi else None,
-                          reference_point=(10.0,) * len(settings.objectives) if multi else None,
-                          details=cls.describe_hardware(settings))
+                          batch_size=settings.batch_size, **fields)
 
     @staticmethod
     def describe_hardware(s: AccelSettings) -> dict:
@@ -81,6 +77,8 @@ class AccelTarget(Target):
 
     def info_fields(self) -> dict:
         info = self.nominal_info(self.settings)
+        if self._dosa is not None:
+            return {**super().info_fields(), "details": {**self._dosa, "clock_hz": self.settings.clock_hz}}
         return {**super().info_fields(), "scale": info.scale, "reference_point": info.reference_point,
                 "details": info.details}
 
@@ -91,6 +89,9 @@ class AccelTarget(Target):
         ``model=onnx``) is refused: this target maps layer specs and the zoo networks' layers, not a graph."""
         from tunebench.datasets.models import ZOO, OnnxModel, TorchModel
 
+        if dosa_target.is_dosa(model):
+            dosa_target.check_dosa_model(settings, model)
+            return
         if isinstance(model, (TorchModel, OnnxModel)):
             raise UserError(f"model={model.name} cannot run on target=accel: it maps conv2d / dense layer specs "
                             f"(model=layers, model=accel_paper) and the zoo networks ({', '.join(ZOO)}); give your "
@@ -102,6 +103,12 @@ class AccelTarget(Target):
 
     # ---- tasks ------------------------------------------------------------------------------
     def load_tasks(self, model, own_schedules: bool = False) -> tuple[list[Task], None]:
+        if dosa_target.is_dosa(model):
+            dosa_target.check_dosa_model(self.settings, model)
+            tasks, left = dosa_target.load_dosa_tasks(self.settings, model, self.kind)
+            self.objectives, self.fidelities = list(dosa_target.OBJECTIVES), list(dosa_target.FIDELITIES)
+            self._dosa = dosa_target.details(left, tasks)
+            return tasks, None
         tasks = []
         for i, spec in enumerate(layer_specs(model)):
             space = make_mapspace(self.settings, spec)
@@ -146,7 +153,10 @@ class AccelTarget(Target):
     def check(self, task: Task, config) -> tuple[bool | None, str]:
         """The reported mapping re-derived from scratch: a complete tiling of the layer (factors times the
         spatial unrolling cover every dimension), evaluated again by ZigZag on an accelerator and layer
-        built anew from the settings, to the same energy and cycles, every memory within capacity."""
+        built anew from the settings, to the same energy and cycles, every memory within capacity.
+        ``model=dosa_firesim``: :func:`.dosa_target.check`."""
+        if isinstance(task.mod, dosa_target.DosaLayer):
+            return dosa_target.check(self, task, config)
         from tunebench.targets.accel.zigzag_model import build_accelerator, build_layer, evaluate
 
         ms = task.mod
@@ -167,7 +177,10 @@ class AccelTarget(Target):
                                f"(measured {first['energy_pj']:.6g} pJ, {first['cycles']:.6g}); fits: {fits}")
 
     def best_metrics(self, task: Task, best: Measurement) -> dict[str, float]:
-        """The best mapping's energy (pJ), cycles and MACs (one instance of the layer)."""
+        """The best mapping's energy (pJ), cycles and MACs (one instance of the layer); ``model=dosa_firesim``:
+        :func:`.dosa_target.best_metrics`."""
+        if isinstance(task.mod, dosa_target.DosaLayer):
+            return dosa_target.best_metrics(self, task, best)
         try:
             r = self.evaluate(task, best.config)
         except (ValueError, AssertionError, ZeroDivisionError):
@@ -177,7 +190,10 @@ class AccelTarget(Target):
     def run_metrics(self, rows: list[tuple[Task, dict[str, float]]], summaries: list[dict]) -> dict[str, float]:
         """The network's numbers with every layer at its best mapping, each layer counted as often as the
         model runs it (task weight): energy per MAC (total energy / total MACs), total energy (µJ),
-        modelled latency (cycles / clock, layers one after the other) and their product (EDP, J s)."""
+        modelled latency (cycles / clock, layers one after the other) and their product (EDP, J s).
+        ``model=dosa_firesim``: :func:`.dosa_target.run_metrics`."""
+        if self._dosa is not None:
+            return dosa_target.run_metrics(rows)
         energy = sum(t.weight * r["energy_pj"] for t, r in rows)
         macs = sum(t.weight * r["macs"] for t, r in rows)
         latency = sum(t.weight * r["cycles"] for t, r in rows) / self.settings.clock_hz
@@ -185,6 +201,8 @@ class AccelTarget(Target):
                 "model_latency_ms": latency * 1e3, "edp_js": energy * 1e-12 * latency}
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
+        if isinstance(task.mod, dosa_target.DosaLayer):
+            return dosa_target.measure(self, task, configs, fidelity)
         return [self._measure_one(task, c) for c in configs]
 
     def _measure_one(self, task: Task, config) -> Measurement:
