@@ -20,7 +20,8 @@ benchmark's calibration reference lives in a temporary cache (the user's cached 
 never written, and recorded for comparison).
 
 Usage: python benchmarks/noise_marks.py [--minutes 30] [--block-s 60] [--method autotvm] [--trials 16]
-    [--seed 0] [--out PATH | --publish] | --analyse FILE
+    [--seed 0] [--out PATH | --publish]
+       python benchmarks/noise_marks.py --analyse FILE [--out PATH | --publish]   (analysis again; written when asked)
 Runtime: the tuning (~1 min) plus ``--minutes``. Exit codes: 0 done; 2 bad arguments; 4 a failure.
 """
 
@@ -206,7 +207,7 @@ def main() -> int:
         out = collect(args)
     out["analysis"] = analyse(out)
     print_report(out)
-    if not args.analyse:
+    if not args.analyse or args.out or args.publish:
         write_json(args.path, out)
         print(f"written: {os.path.relpath(args.path)}")
     return 0
