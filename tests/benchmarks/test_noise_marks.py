@@ -30,9 +30,9 @@ def result(timings):
 
 
 def test_a_ratio_moved_when_it_leaves_the_quiet_median_by_more_than_its_half_width():
-    ts = [timing(0, "quiet", 2.0, 1.9, 2.1), timing(0, "quiet", 2.05, 2.0, 2.1), timing(0, "quiet", 1.95, 1.9, 2.0),
+    ts = [timing(0, "quiet", 2.0, 1.9, 2.1), timing(0, "quiet", 2.08, 2.03, 2.13), timing(0, "quiet", 1.9, 1.88, 1.92),
           timing(1, "yes1", 3.0, 2.5, 3.5, foreign=0.9), timing(1, "yes1", 2.1, 1.5, 2.7, foreign=0.9)]
-    assert na.moved(ts) == [False, True, True, True, False]  # quiet median 2.0; half-widths 0.1, 0.05, 0.05, 0.5, 0.6
+    assert na.moved(ts) == [False, True, True, True, False]  # quiet median 2.0; half-widths 0.1, 0.05, 0.02, 0.5, 0.6
 
 
 def test_marks_are_scored_against_the_moves_and_name_their_signals():

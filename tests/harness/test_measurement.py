@@ -98,9 +98,9 @@ def test_noisy_timings_are_remeasured_then_marked(tmp_path, tiny_task):
 def test_retime_interleaves_the_candidates_with_the_calibration(tmp_path, tiny_task):
     target = llvm(tmp_path)
     try:
-        cal = target.calibrate()  # the machine's reference, as the harness takes it before every task
-        if target.machine.calibration_reference() is None:  # a busy machine stores none: use this one
-            target.machine.offer_calibration(cal["median_s"])
+        cal = target.calibrate()  # the run's reference, as the harness takes it before its first task
+        if target.reference.value() is None:  # a busy machine sets none: use this one
+            target.reference.offer(cal["median_s"])
         out = target.retime(tiny_task, [tiny_task.space.get(i) for i in (1, 2, 3)], rounds=3, repeat=2)
     finally:
         target.close()
