@@ -1,5 +1,5 @@
 """Pieces shared by the benchmarks that tune ``model=layers`` and compare the best kernels: a layer's
-label, the config of a tuning run, a layer's task, a rebuilt best config, the single-layer model
+label, the config of a tuning run and the run itself, a layer's task, a rebuilt best config, the single-layer model
 timed against PyTorch (``model_latencies``), an interval formatted for a table."""
 
 from __future__ import annotations
@@ -23,6 +23,24 @@ def compose(method: str, work: str, trials: int, seed: int, layers: list[dict], 
     return compose_config([f"workdir={work}", "experiment=bench", "progress=false", "e2e.enabled=false",
                            f"seed={seed}", f"method={method}", f"budget.trials_per_task={trials}",
                            layers_override(layers), *extra])
+
+
+def tune_layers(method: str, work: str, trials: int, seed: int, layers: list[dict],
+                extra: list[str] = ()) -> tuple[dict, dict, float | None]:
+    """One tracked run in ``work`` tuning every layer of ``layers``: (its config, task id -> its ``tasks.json``
+    entry, the measured FMA peak in GFLOP/s or None)."""
+    import os
+
+    from mlflow.tracking import MlflowClient
+
+    from tunebench.harness.experiment import run_experiment
+
+    cfg = compose(method, work, trials, seed, layers, extra)
+    run_id = run_experiment(cfg)
+    with open(os.path.join(work, "records", run_id, "tasks.json")) as fh:
+        entries = {e["id"]: e for e in json.load(fh)}
+    metrics = MlflowClient(f"sqlite:///{work}/mlflow.db").get_run(run_id).data.metrics
+    return cfg, entries, metrics.get("peak_gflops")
 
 
 def layer_task(layer: dict, target_kind: str, template: str | None = None):

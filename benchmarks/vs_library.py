@@ -37,7 +37,7 @@ import os
 import tempfile
 
 from _common import RESULTS, add_out_args, loadavg, machine_info, out_path, provenance, run_main, write_json
-from _layers import best_config, compose, fmt_ci, label, layer_task, model_timing
+from _layers import best_config, fmt_ci, label, layer_task, model_timing, tune_layers
 
 NAME = "vs_library"
 IRREGULAR = [
@@ -163,21 +163,6 @@ def _layers(args) -> list[dict]:
     return check_layer_list(model_layers(args.model, args.target))
 
 
-def _tune(args, layers: list[dict], work: str) -> tuple[dict, dict, float | None]:
-    """One run tuning every layer: (config, task id -> tasks.json entry, measured FMA peak)."""
-    from mlflow.tracking import MlflowClient
-
-    from tunebench.harness.experiment import run_experiment
-
-    extra = [f"target={args.target}"] + ([f"target.template={args.template}"] if args.template else [])
-    cfg = compose(args.method, work, args.trials, args.seed, layers, extra)
-    run_id = run_experiment(cfg)
-    with open(os.path.join(work, "records", run_id, "tasks.json")) as fh:
-        entries = {e["id"]: e for e in json.load(fh)}
-    metrics = MlflowClient(f"sqlite:///{work}/mlflow.db").get_run(run_id).data.metrics
-    return cfg, entries, metrics.get("peak_gflops")
-
-
 def main() -> int:
     args = parse_args()
     from tunebench.harness.commands.cli import setup_logging
@@ -188,7 +173,8 @@ def main() -> int:
     layers = _layers(args)
     load_before = loadavg()
     with tempfile.TemporaryDirectory() as work:
-        cfg, entries, peak = _tune(args, layers, work)
+        extra = [f"target={args.target}"] + ([f"target.template={args.template}"] if args.template else [])
+        cfg, entries, peak = tune_layers(args.method, work, args.trials, args.seed, layers, extra)
     settings = cfg.e2e
     if args.no_torch_compile:
         settings = dataclasses.replace(settings, torch_compile=False)

@@ -18,6 +18,7 @@ from tunebench.config.knobs import (
     POS_NUM,
     Settings,
     bounded,
+    choice,
     knob,
     opt,
     rule,
@@ -105,11 +106,20 @@ class TrackingSettings(Settings):
 class NoiseSettings(Settings):
     """A timing is noisy when one of these is exceeded; it is re-measured, then marked."""
 
-    cv_max: float = knob(0.05, NONNEG_NUM, "coefficient of variation (std / mean) of its repeats")
+    cv_max: float = knob(0.05, NONNEG_NUM, "robust coefficient of variation (1.4826 x MAD / median) of a kernel "
+                                           "timing's repeats (search, re-timing, calibration)")
+    rounds_cv_max: float = knob(0.4, NONNEG_NUM, "the same over a whole-model row's samples, taken across "
+                                                 "interleaved rounds (the e2e step)")
     foreign_cpu_max: float = knob(0.3, NONNEG_NUM, "cores other processes used while it was timed (Linux /proc; "
                                                    "CPU targets)")
-    slowdown_max: float = knob(1.2, NONNEG_NUM, "calibration kernel time / this machine's quiet reference")
-    drift_max: float = knob(0.1, NONNEG_NUM, "|calibration after / calibration before - 1| around a task or the "
+    slowdown_max: float = knob(1.5, NONNEG_NUM, "calibration kernel time / the quiet reference (measure.noise.reference); "
+                                                "marks absolute times, never an interleaved ratio")
+    reference: str = knob("run", choice("run", "machine"), "the quiet reference: run = the run's first clean "
+                                                           "calibration (renewed after reference_max_age_s); machine = "
+                                                           "the fastest clean calibration ever cached for this machine")
+    reference_max_age_s: float = knob(3600.0, POS_NUM, "reference=run: a reference older than this is renewed by the "
+                                                       "next clean calibration")
+    drift_max: float = knob(0.5, NONNEG_NUM, "|calibration after / calibration before - 1| around a task or the "
                                              "e2e step")
     remeasure: int = knob(1, bounded(0, 100), "a noisy timing is timed again this many times before it is marked noisy")
 

@@ -27,7 +27,7 @@ import math
 import os
 
 from tunebench.config.experiment import MeasureSettings
-from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, wait_for_quiet
+from tunebench.protocol.noise import NOISE_TASKS_TAG, CpuMonitor, NoisePolicy, fired, judge, wait_for_quiet
 from tunebench.task import Measurement
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,8 @@ class MeasurementProtocol:
         self.peak: dict | None = None
         self.n_noisy_tasks = 0
         self.max_slowdown = 0.0
+        self.max_host_slowdown = 0.0
+        self.task_signals: dict[str, None] = {}  # signals that marked a task noisy, in order (NOISE_TASKS_TAG)
 
     # ---- run ---------------------------------------------------------------------------------
     def start_run(self) -> dict:
@@ -144,6 +146,7 @@ class MeasurementProtocol:
         drift = post["median_s"] / pre["median_s"] - 1.0
         verdict = judge(self.policy, slowdown=max(slowdowns) if slowdowns else None, drift=drift)
         self.max_slowdown = max([self.max_slowdown, *slowdowns])
+        self.max_host_slowdown = max([self.max_host_slowdown, *(c.get("host_slowdown") or 0.0 for c in (pre, post))])
         return {"post": post, "drift": drift, "verdict": verdict}
 
     # ---- the reported best -------------------------------------------------------------------
@@ -187,13 +190,18 @@ class MeasurementProtocol:
                 out["pct_peak"] = peak_share
         return out
 
-    def warn_if_noisy(self, task, best: Measurement | None, after: dict | None) -> None:
+    def warn_if_noisy(self, task, best: Measurement | None, after: dict | None) -> dict[str, str]:
+        """Log a task whose best or calibration is noisy, naming the signals; returns the run tags that say
+        which signals have marked a task of the run so far (none when this task is clean)."""
         reasons = list(best.noise.get("reasons", [])) if best is not None and best.noisy else []
         reasons += after["verdict"].reasons if after and after["verdict"].noisy else []
         reasons = list(dict.fromkeys(reasons))
-        if reasons:
-            log.warning("task %s: NOISY -- its best latency was timed on a busy machine (%s); it is "
-                        "marked noisy in the records, metrics and leaderboard", task.name, "; ".join(reasons))
+        if not reasons:
+            return {}
+        log.warning("task %s: NOISY -- its best latency was timed on a busy machine (%s); it is "
+                    "marked noisy in the records, metrics and leaderboard", task.name, "; ".join(reasons))
+        self.task_signals.update(dict.fromkeys(fired(reasons)))
+        return {NOISE_TASKS_TAG: ", ".join(self.task_signals)}
 
 
 def _with_retime(m: Measurement, r: dict, flops: int) -> Measurement:

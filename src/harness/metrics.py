@@ -126,8 +126,10 @@ def run_metrics(totals: RunTotals, target, protocol, wall: float, phase0: dict) 
 
 def _timed_metrics(totals: RunTotals, protocol) -> dict:
     out = {"n_noisy_measurements": totals.n_noisy, "n_noisy_tasks": protocol.n_noisy_tasks}
-    if protocol.max_slowdown > 0:  # known once the machine has a calibration reference
+    if protocol.max_slowdown > 0:  # known once the run has a calibration reference
         out["calib_max_slowdown"] = protocol.max_slowdown
+    if protocol.max_host_slowdown > 0:  # against the machine's best day: reported beside the times, no mark
+        out["calib_host_slowdown"] = protocol.max_host_slowdown
     if totals.all_tuned and totals.latency_s > 0:
         out["tasks_gflops"] = totals.flops / totals.latency_s / 1e9
         if protocol.peak:

@@ -89,7 +89,9 @@ def tune_one(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
     after = protocol.after_task(pre)
     best, checks, retimed = protocol.final_best(result, cfg.check_correctness)
     protocol_s += time.monotonic() - t0
-    protocol.warn_if_noisy(task, best, after)
+    tags = protocol.warn_if_noisy(task, best, after)
+    if tags:
+        run.tracker.set_tags(tags)
     metrics = task_metrics(task, result, best, checks, cfg.check_correctness, protocol, (pre, after))
     log_task_metrics(run.tracker, task, metrics, len(result.measurements), run.totals)
     run.progress.finish_task(row, result, best, protocol_s)

@@ -13,6 +13,10 @@ A timing is *noisy* when any of these exceeds its threshold (:class:`NoisePolicy
 
 The harness re-measures a noisy timing (up to ``remeasure`` times) and marks it ``noisy`` when it
 stays noisy. Thresholds are ``measure.noise.*`` in the experiment config.
+
+An interleaved ratio of two timings (a speedup) is judged on :data:`RATIO_SIGNALS` only
+(:func:`judge_ratio`): a machine that is uniformly slower slows both sides alike, so the slowdown
+marks the absolute times, not the ratio. Every mark names the signals that fired (:func:`fired`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tunebench.config.experiment import NoiseSettings
 
@@ -33,8 +37,11 @@ log = logging.getLogger(__name__)
 class NoisePolicy:
     """Thresholds above which a timing is noisy (see the module docstring).
 
+    Defaults from ``benchmarks/noise_marks.py`` (docs/MEASUREMENT.md §Noise: thresholds from data).
+
     Attributes:
-        cv_max: largest robust coefficient of variation of a timing's repeats.
+        cv_max: largest robust coefficient of variation of a kernel timing's repeats.
+        rounds_cv_max: the same for a whole-model row's samples across interleaved rounds.
         foreign_cpu_max: largest CPU use of other processes while timing, in cores.
         slowdown_max: largest calibration slowdown against the machine's quiet reference.
         drift_max: largest relative change of the calibration time from before to after a task.
@@ -42,17 +49,23 @@ class NoisePolicy:
     """
 
     cv_max: float = 0.05
+    rounds_cv_max: float = 0.4
     foreign_cpu_max: float = 0.3
-    slowdown_max: float = 1.2
-    drift_max: float = 0.1
+    slowdown_max: float = 1.5
+    drift_max: float = 0.5
     remeasure: int = 1
 
     @classmethod
     def from_settings(cls, settings: NoiseSettings | None = None) -> NoisePolicy:
         """From ``measure.noise`` (typed and checked where it is declared)."""
         s = settings if settings is not None else NoiseSettings()
-        return cls(cv_max=float(s.cv_max), foreign_cpu_max=float(s.foreign_cpu_max), slowdown_max=float(s.slowdown_max),
+        return cls(cv_max=float(s.cv_max), rounds_cv_max=float(s.rounds_cv_max),
+                   foreign_cpu_max=float(s.foreign_cpu_max), slowdown_max=float(s.slowdown_max),
                    drift_max=float(s.drift_max), remeasure=int(s.remeasure))
+
+    def for_rounds(self) -> NoisePolicy:
+        """The policy of a whole-model row: ``rounds_cv_max`` as its limit of the robust CV."""
+        return replace(self, cv_max=self.rounds_cv_max)
 
 
 @dataclass
@@ -83,6 +96,33 @@ def judge(policy: NoisePolicy, rcv: float | None = None, foreign_cpu: float | No
     if cv is not None:
         verdict.signals["cv"] = cv
     return verdict
+
+
+#: run tags naming the signals that fired: on a task's best or calibration (``<signal>, ...``), and on the
+#: end-to-end rows and speedups (``<source>: <signal>, ...; ...``); the leaderboard says why with them
+NOISE_TASKS_TAG = "tunebench.noise_tasks"
+NOISE_E2E_TAG = "tunebench.noise_e2e"
+
+#: the signals that can move an interleaved ratio of two timings (not ``slowdown``: see the module docstring)
+RATIO_SIGNALS = ("rcv", "foreign_cpu", "drift")
+
+
+def judge_ratio(policy: NoisePolicy, sides: Iterable[Verdict]) -> Verdict:
+    """The verdict on an interleaved ratio of the timings judged ``sides``: each of :data:`RATIO_SIGNALS` at its
+    largest magnitude over the sides."""
+    sides = list(sides)
+    values = {}
+    for name in RATIO_SIGNALS:
+        known = [v.signals[name] for v in sides if v.signals.get(name) is not None]
+        if known:
+            values[name] = max(known, key=abs)
+    return judge(policy, **values)
+
+
+def fired(reasons: Iterable[str]) -> list[str]:
+    """The names of the signals behind ``reasons`` (a verdict's, e.g. ``"rcv 0.2 > 0.05"`` -> ``rcv``), in order,
+    each once."""
+    return list(dict.fromkeys(r.split(" ", 1)[0] for r in reasons if r))
 
 
 # ---- what the rest of the machine does ------------------------------------------------------------

@@ -17,7 +17,8 @@ read it together with them); and the statistics of :func:`method_stats`:
 - verdicts: ``better``/``worse`` only when the interval of the ratio excludes 1, else ``n.s.``;
   blank without an interval.
 - noise: ``<source>_noisy_any`` is True when some run marked that timing noisy, False when the runs
-  logged it clean, None when no run logged it; ``noisy`` lists the noisy sources.
+  logged it clean, None when no run logged it (``speedup_vs_*_noisy_any``: the ratio's own mark);
+  ``noisy`` lists the noisy sources with the signals that fired, ``noise_why`` the signals per source.
 - unchecked: ``n_unchecked_runs`` counts the runs with a task whose reported best could not be
   output-checked (run tag ``tunebench.unchecked_tasks``).
 - machine: distinct ``precision``/``threads``/``device`` tags and the mean measured peak;
@@ -39,7 +40,8 @@ STATS_COLUMNS = (
     *(f"{k}_{s}" for k in SPEEDUPS for s in ("mean", "std", "ci_low", "ci_high", "verdict")),
     "torch_compile_latency_ms_mean", "torch_tf32_latency_ms_mean",
     *(f"{r}_{s}" for r in REDUCTIONS for s in ("ci_low_pct", "ci_high_pct", "verdict")), "hv_ci_low", "hv_ci_high",
-    *(f"{s}_noisy_any" for s in NOISE_SOURCES), "baseline_e2e_noisy_any", "noisy",
+    *(f"{s}_noisy_any" for s in NOISE_SOURCES), *(f"{k}_noisy_any" for k in SPEEDUPS), "baseline_e2e_noisy_any",
+    "noisy", "noise_why",
     "n_noisy_tasks_mean", "n_noisy_tasks_max", "n_noisy_measurements_mean", "calib_max_slowdown_max",
     "lock_wait_s_mean", "precision", "threads", "device", "peak_gflops_mean", "peak_mem_gbps_mean",
     "tasks_gflops_mean", "pct_peak_mean", "n_unchecked_runs", "unchecked_tasks")
@@ -189,16 +191,34 @@ def _any_noisy(flags: pd.Series) -> bool | None:
     return None if logged.empty else bool((logged > 0).any())
 
 
+def noise_signals(m: pd.DataFrame) -> dict[str, list[str]]:
+    """Timing source -> the signals that marked it noisy in some run of ``m`` (run tags ``noise_e2e``:
+    ``<source>: <signal>, ...; ...``, and ``noise_tasks``: the tasks' signals), each once, in order."""
+    out: dict[str, dict[str, None]] = {}
+    texts = [t for t in (m["noise_e2e"] if "noise_e2e" in m else ()) if isinstance(t, str)]
+    texts += [f"tasks: {t}" for t in (m["noise_tasks"] if "noise_tasks" in m else ()) if isinstance(t, str) and t]
+    for text in texts:
+        for part in text.split("; "):
+            source, _, signals = part.partition(": ")
+            out.setdefault(source, {}).update(dict.fromkeys(x for x in signals.split(", ") if x))
+    return {source: list(signals) for source, signals in out.items()}
+
+
 def noise_stats(m: pd.DataFrame, base: pd.DataFrame) -> dict:
-    """Noise flags per timing source, noisy-task counts and the machine's calibration slowdown."""
+    """Noise flags per timing source and per speedup, the signals that fired (``noise_why``: ``<source>:
+    <signal>, ...; ...``), noisy-task counts and the machine's calibration slowdown."""
     out = {f"{s}_noisy_any": _any_noisy(m[f"{s}_noisy"]) for s in NOISE_SOURCES}
+    out.update({f"{k}_noisy_any": _any_noisy(m[f"{k}_noisy"]) for k in SPEEDUPS})
     out["baseline_e2e_noisy_any"] = _any_noisy(base["e2e_noisy"])
     tasks = m["n_noisy_tasks"].dropna()
     out.update(n_noisy_tasks_mean=tasks.mean(), n_noisy_tasks_max=tasks.max(),
                n_noisy_measurements_mean=m["n_noisy_measurements"].mean(),
                calib_max_slowdown_max=m["calib_max_slowdown"].max(), lock_wait_s_mean=m["lock_wait_s"].mean())
+    why = noise_signals(m)
+    out["noise_why"] = "; ".join(f"{source}: {', '.join(signals)}" for source, signals in why.items())
     sources = [s for s in (*NOISE_SOURCES, "baseline_e2e") if out[f"{s}_noisy_any"]]
-    out["noisy"] = ", ".join(sources + (["tasks"] if (tasks > 0).any() else []))
+    sources += ["tasks"] if (tasks > 0).any() else []
+    out["noisy"] = ", ".join(s + (f" ({', '.join(why[s])})" if s in why else "") for s in sources)
     return out
 
 
@@ -254,7 +274,12 @@ def _peak_text(values: pd.Series, unit: str) -> str:
 
 
 def machine_line(group: pd.DataFrame) -> str:
-    """The sentence above a group's table: precision, threads, device and measured peak of its runs."""
+    """The sentence above a group's table: precision, threads, device and measured peak of its runs, and how much
+    slower than its fastest calibration the machine was (``calib_host_slowdown``), when 5 % or more."""
     peak = [_peak_text(group["peak_gflops"], "GFLOP/s"), _peak_text(group["peak_mem_gbps"], "GB/s")]
+    host = group["calib_host_slowdown"].dropna() if "calib_host_slowdown" in group else pd.Series(dtype=float)
+    slower = (f"; calibration up to {host.max():.2f}x its fastest on this machine (a slower host or clock: "
+              "absolute times, not ratios)") if not host.empty and host.max() >= 1.05 else ""
     return (f"Precision: {_tag_text(group['precision'])}; threads: {_tag_text(group['threads'])}; "
-            f"device: {_tag_text(group['device'])}; measured peak: {', '.join(p for p in peak if p) or NOT_RECORDED}.")
+            f"device: {_tag_text(group['device'])}; measured peak: {', '.join(p for p in peak if p) or NOT_RECORDED}"
+            f"{slower}.")

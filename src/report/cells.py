@@ -1,8 +1,9 @@
 """Table cells: the text of each leaderboard column, shared by the Markdown and the HTML tables.
 
 A cell reads ``2.71 [2.55, 2.90] better``: the value, its interval when there is one and the
-verdict when the interval says something. ``(noisy)`` follows every value that rests on a timing the
-harness marked noisy; ``(unchecked)`` follows Σ task latency and % peak when some run reported a task
+verdict when the interval says something. ``(noisy: <signals>)`` follows every value that rests on a
+timing the harness marked noisy, naming the signals that fired (``(noisy)`` for runs that did not record
+them); a speedup is marked by its own verdict (the signals that can move a ratio), where logged; ``(unchecked)`` follows Σ task latency and % peak when some run reported a task
 best whose output check could not be performed. :func:`group_tables` gives each (model, target)
 group's headers and cells.
 """
@@ -49,14 +50,33 @@ def ci_text(point, low, high, digits: int, word: str | None = "") -> str:
     return text + (f" {word}" if text and isinstance(word, str) and word else "")
 
 
-def mark(text: str, noisy: bool) -> str:
-    """``text (noisy)`` when ``noisy`` and there is a text."""
-    return text + NOISY if text and noisy else text
+def why(r: dict, *sources: str) -> str:
+    """The signals that marked ``sources`` noisy in the row's runs (its ``noise_why``), comma-separated."""
+    found: dict[str, None] = {}
+    for part in (r.get("noise_why") or "").split("; "):
+        source, _, signals = part.partition(": ")
+        if source in sources:
+            found.update(dict.fromkeys(signals.split(", ")))
+    return ", ".join(found)
+
+
+def mark(text: str, noisy: bool, reasons: str = "") -> str:
+    """``text (noisy: reasons)`` (``text (noisy)`` without reasons) when ``noisy`` and there is a text."""
+    if not (text and noisy):
+        return text
+    return text + (f" (noisy: {reasons})" if reasons else NOISY)
 
 
 def speedup_cell(r: dict, key: str) -> str:
-    noisy = flag(r.get("e2e_noisy_any")) or flag(r.get(f"{SPEEDUPS[key]}_noisy_any"))
-    return mark(ci_text(r[f"{key}_mean"], r[f"{key}_ci_low"], r[f"{key}_ci_high"], 2, r[f"{key}_verdict"]), noisy)
+    """A speedup marked by its own verdict where the runs logged one (``<key>_noisy_any``), else by its rows'."""
+    own = r.get(f"{key}_noisy_any")
+    if isinstance(own, (bool, np.bool_)):
+        noisy, reasons = bool(own), why(r, key)
+    else:
+        noisy = flag(r.get("e2e_noisy_any")) or flag(r.get(f"{SPEEDUPS[key]}_noisy_any"))
+        reasons = why(r, "e2e", SPEEDUPS[key])
+    return mark(ci_text(r[f"{key}_mean"], r[f"{key}_ci_low"], r[f"{key}_ci_high"], 2, r[f"{key}_verdict"]), noisy,
+                reasons)
 
 
 def latency_red_noisy(r: dict) -> bool:
@@ -67,7 +87,7 @@ def latency_red_noisy(r: dict) -> bool:
 def reduction_cell(r: dict, name: str) -> str:
     text = ci_text(r[f"{name}_pct"], r.get(f"{name}_ci_low_pct"), r.get(f"{name}_ci_high_pct"), 2,
                    r.get(f"{name}_verdict"))
-    return mark(text, name == "latency_red" and latency_red_noisy(r))
+    return mark(text, name == "latency_red" and latency_red_noisy(r), why(r, "e2e"))
 
 
 def tasks_noisy(r: dict) -> bool:
@@ -82,7 +102,7 @@ def tasks_unchecked(r: dict) -> bool:
 def tasks_cell(text: str, r: dict) -> str:
     """A value resting on the task bests (Σ task latency, % peak): ``(noisy)`` for noisy tasks,
     ``(unchecked)`` for task bests whose output could not be checked."""
-    text = mark(text, tasks_noisy(r))
+    text = mark(text, tasks_noisy(r), why(r, "tasks"))
     return text + UNCHECKED if text and tasks_unchecked(r) else text
 
 
@@ -93,7 +113,7 @@ def hv_cell(r) -> str:
     s, lat = r["search_red_pct"], r["latency_red_pct"]
     if text and s == s and lat == lat and s < 0 and lat < 0:  # (x == x: not NaN)
         text += " (both worse)"
-    return mark(text, latency_red_noisy(r))
+    return mark(text, latency_red_noisy(r), why(r, "e2e"))
 
 
 def _score_cell(r, axis: str) -> str:
@@ -157,13 +177,13 @@ COLUMNS = (
      if finite(r.get("static_invalid_fraction_mean")) else ""),
     ("Σ task latency [ms]", lambda r: tasks_cell(fmt_num(r["tasks_latency_ms_mean"], 4), r)),
     ("e2e latency [ms]", lambda r: mark(pm(r["e2e_latency_ms_mean"], r["e2e_latency_ms_std"], 4),
-                                        flag(r["e2e_noisy_any"]))),
+                                        flag(r["e2e_noisy_any"]), why(r, "e2e"))),
     ("speedup vs PyTorch [×]", lambda r: speedup_cell(r, "speedup_vs_torch")),
     ("speedup vs torch.compile [×]", lambda r: speedup_cell(r, "speedup_vs_torch_compile")),
     ("speedup vs PyTorch TF32 [×]", lambda r: speedup_cell(r, "speedup_vs_torch_tf32")),
     ("speedup vs ONNX Runtime [×]", lambda r: speedup_cell(r, "speedup_vs_onnxruntime")),
     ("TVM default [ms]", lambda r: mark(fmt_num(r["tvm_default_latency_ms_mean"], 4),
-                                        flag(r["tvm_default_noisy_any"]))),
+                                        flag(r["tvm_default_noisy_any"]), why(r, "tvm_default"))),
     ("% peak", lambda r: tasks_cell(fmt_num(r["pct_peak_mean"], 1), r)),
     ("noisy tasks", lambda r: fmt_num(r["n_noisy_tasks_mean"], 2, strip=True)),
     ("search red. [%]", lambda r: reduction_cell(r, "search_red")),

@@ -4,7 +4,7 @@ Everything is inline: the style, a small script that sorts a table by the clicke
 by value, text alphabetically, blanks last; a second click reverses), and the plots as SVG
 (:func:`tunebench.report.plots.svg_text`). Nothing is loaded from the network or from other files.
 Every text taken from the runs (names, tags, notes, cells) is escaped with :func:`html.escape`;
-Markdown code spans (```x```) in notes become ``<code>``. Cells whose text carries ``(noisy)`` or
+Markdown code spans (```x```) in notes become ``<code>``. Cells whose text carries ``(noisy…)`` or
 ``(unchecked)`` keep that text and get the CSS class ``noisy`` / ``unchecked`` (tinted).
 """
 
@@ -102,7 +102,7 @@ def sort_key(cell: str) -> str:
 
 
 def _cell(cell: str) -> str:
-    classes = [c for c, mark in (("noisy", "(noisy)"), ("unchecked", "(unchecked)")) if mark in cell]
+    classes = [c for c, mark in (("noisy", "(noisy"), ("unchecked", "(unchecked)")) if mark in cell]
     attr = f' class="{" ".join(classes)}"' if classes else ""
     return f'<td{attr} data-sort="{html.escape(sort_key(cell))}">{html.escape(cell)}</td>'
 
@@ -129,8 +129,8 @@ def _section(section: Section, index: int) -> str:
     return "\n".join(parts)
 
 
-LEGEND = ('<p class="meta">Marked cells: <span class="key" style="background:#fff1c7">(noisy)</span> the value '
-          'rests on a timing the harness marked noisy; <span class="key" style="background:#fbd9dc">(unchecked)'
+LEGEND = ('<p class="meta">Marked cells: <span class="key" style="background:#fff1c7">(noisy: …)</span> the value '
+          'rests on a timing the harness marked noisy, and the signals that fired; <span class="key" style="background:#fbd9dc">(unchecked)'
           '</span> it rests on a task best whose output check could not be performed. Click a column header to '
           'sort.</p>')
 

@@ -23,6 +23,7 @@ import pandas as pd
 from tunebench.errors import UserError
 from tunebench.harness.measurement import UNCHECKED_TAG
 from tunebench.harness.tracking.tracker import check_reachable, resolve_uri
+from tunebench.protocol.noise import NOISE_E2E_TAG, NOISE_TASKS_TAG
 from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG, RECORDS, run_file, within
 
@@ -36,8 +37,8 @@ NOISE_SOURCES = ("e2e", "torch", "torch_compile", "torch_tf32", "onnxruntime", "
 #: run metrics of the measurement protocol (intervals, noise flags, peak)
 PROTOCOL_METRICS = (*(f"{s}_noisy" for s in NOISE_SOURCES), "torch_compile_latency_ms", "torch_tf32_latency_ms",
                     "onnxruntime_latency_ms",
-                    *(f"{k}{end}" for k in SPEEDUPS for end in ("", "_ci_low", "_ci_high")),
-                    "n_noisy_tasks", "n_noisy_measurements", "calib_max_slowdown", "lock_wait_s",
+                    *(f"{k}{end}" for k in SPEEDUPS for end in ("", "_ci_low", "_ci_high", "_noisy")),
+                    "n_noisy_tasks", "n_noisy_measurements", "calib_max_slowdown", "calib_host_slowdown", "lock_wait_s",
                     "peak_gflops", "peak_mem_gbps", "tasks_gflops", "pct_peak")
 #: run metrics of graph schedules (target=memory: MemoryTarget.run_metrics)
 MEMORY_METRICS = ("peak_bytes", "arena_bytes", "program_peak_bytes", "program_arena_bytes", "peak_reduction_geomean",
@@ -54,7 +55,7 @@ RUN_METRICS = ("search_time_s", "search_time_excl_source_s", "n_measurements", "
 #: run tags read into columns of the same name
 RUN_TAGS = ("precision", "threads", "device")
 #: run tags read into columns of their own: column -> tag
-EXTRA_TAGS = {"unchecked_tasks": UNCHECKED_TAG}
+EXTRA_TAGS = {"unchecked_tasks": UNCHECKED_TAG, "noise_tasks": NOISE_TASKS_TAG, "noise_e2e": NOISE_E2E_TAG}
 COLUMNS = ["run_id", "experiment", "method", "model", "target", "seed", "start_time", "record_file",
            *RUN_TAGS, *EXTRA_TAGS, *RUN_METRICS]
 

@@ -50,7 +50,7 @@ def test_each_cpu_model_has_its_own_calibration_reference(tmp_path):
 
 
 def test_calibration_sets_and_uses_the_machine_reference(tmp_path):
-    target = llvm(tmp_path)
+    target = llvm(tmp_path, reference="machine")
     try:
         first = target.calibrate()
         assert first["median_s"] > 0 and first["min_s"] <= first["median_s"]
@@ -59,6 +59,20 @@ def test_calibration_sets_and_uses_the_machine_reference(tmp_path):
         target.machine.offer_calibration(first["median_s"] / 100)  # pretend the machine once was 100x faster
         slow = target.calibrate()  # (two calibrations of a shared machine can differ 2x: the margin is wide)
         assert slow["slowdown"] > 5 and slow["noisy"] and any(r.startswith("slowdown") for r in slow["reasons"])
+    finally:
+        target.close()
+
+
+def test_the_run_reference_is_the_runs_first_clean_calibration_and_the_machines_best_is_only_reported(tmp_path):
+    target = llvm(tmp_path, cv_max=10.0, foreign_cpu_max=100.0)  # every calibration is clean
+    try:
+        first = target.calibrate()
+        assert first["slowdown"] == pytest.approx(1.0) and target.reference.value() == first["median_s"]
+        assert first["host_slowdown"] is None  # the machine cache had nothing before
+        target.machine.offer_calibration(first["median_s"] / 100)  # the machine's lucky best day, 100x faster
+        again = target.calibrate()
+        assert again["host_slowdown"] > 5  # reported beside the times...
+        assert again["slowdown"] < 5 and not any(r.startswith("slowdown") for r in again["reasons"])  # ...not a mark
     finally:
         target.close()
 
@@ -84,9 +98,9 @@ def test_noisy_timings_are_remeasured_then_marked(tmp_path, tiny_task):
 def test_retime_interleaves_the_candidates_with_the_calibration(tmp_path, tiny_task):
     target = llvm(tmp_path)
     try:
-        cal = target.calibrate()  # the machine's reference, as the harness takes it before every task
-        if target.machine.calibration_reference() is None:  # a busy machine stores none: use this one
-            target.machine.offer_calibration(cal["median_s"])
+        cal = target.calibrate()  # the run's reference, as the harness takes it before its first task
+        if target.reference.value() is None:  # a busy machine sets none: use this one
+            target.reference.offer(cal["median_s"])
         out = target.retime(tiny_task, [tiny_task.space.get(i) for i in (1, 2, 3)], rounds=3, repeat=2)
     finally:
         target.close()

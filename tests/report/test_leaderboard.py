@@ -435,7 +435,7 @@ def test_noisy_values_are_marked_in_markdown_and_csv(store, tmp_path):
     assert "(noisy)" not in cells["rs"]["search red. [%]"] and "(noisy)" not in "".join(cells["autotvm"].values())
     # the noisy-tasks column only where some run has noisy tasks
     assert "noisy tasks" not in md_cells(markdown, "resnet18 on llvm")["dgp"]
-    assert "(noisy): the value rests on at least one timing the harness marked noisy" in markdown
+    assert "(noisy: signals): the value rests on at least one timing the harness marked noisy" in markdown
 
 
 def test_precision_threads_and_peak_above_each_table(store, tmp_path):

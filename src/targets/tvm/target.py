@@ -28,6 +28,7 @@ from tunebench.config.experiment import MeasureSettings
 from tunebench.errors import DeviceUnavailable, UserError
 from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
+from tunebench.protocol.reference import CalibrationReference
 from tunebench.safe_files import run_temp_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target, static_invalid
@@ -104,6 +105,7 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         self.machine = MachineCache({"host": host, "device": self.device["name"], "kind": self.kind,
                                      "threads": self.threads, "tvm": tvm_version(),
                                      "tvm_target": dict(self.tvm_target or {})}, measure.cache_dir)
+        self.reference = CalibrationReference(measure.noise.reference, self.machine, measure.noise.reference_max_age_s)
         self._builders: WorkerPool | None = None
         self._runner: WorkerPool | None = None
         self._tmpdir: str | None = None

@@ -67,9 +67,10 @@ class TimingProtocol:
 
     # ---- calibration ------------------------------------------------------------------------
     def calibrate(self) -> dict:
-        """Time the calibration kernel now; returns ``median_s``, ``min_s``, ``cv``, ``slowdown``
-        (vs the machine's quiet reference; None before one exists), ``foreign_cpu``, ``loadavg``,
-        ``noisy`` and ``reasons``. A clean calibration may become the new reference."""
+        """Time the calibration kernel now; returns ``median_s``, ``min_s``, ``cv``, ``slowdown`` (vs the run's
+        quiet reference, :mod:`tunebench.protocol.reference`; None before one exists), ``host_slowdown`` (vs the
+        fastest calibration cached for this machine), ``foreign_cpu``, ``loadavg``, ``noisy`` and ``reasons``.
+        A clean calibration (robust CV and foreign CPU within ``measure.noise``) is offered as the reference."""
         self.start()
         request = CalibrateInput(target=self.tvm_target, device=self.device_spec, repeat=5,
                                  min_repeat_ms=int(self.settings.runner.min_repeat_ms))
@@ -77,14 +78,14 @@ class TimingProtocol:
         if not ok:
             raise RuntimeError(f"calibration kernel failed: {res}")
         stats = summarize(res.samples)
-        ref = self.machine.calibration_reference()
-        verdict = judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign, cv=stats.cv,
-                        slowdown=stats.median / ref if ref else None)
-        if not verdict.noisy:
-            ref = self.machine.offer_calibration(stats.median)
-        return {"median_s": stats.median, "min_s": stats.min, "cv": stats.cv,
-                "slowdown": stats.median / ref if ref else None, "foreign_cpu": foreign, "loadavg": loadavg(),
-                "noisy": verdict.noisy, "reasons": verdict.reasons}
+        host = self.reference.host_slowdown(stats.median)  # before this calibration joins the cache
+        if not judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign).noisy:
+            self.reference.offer(stats.median)
+        slowdown = self.reference.slowdown(stats.median)
+        verdict = judge(self.policy, rcv=stats.rcv, foreign_cpu=foreign, cv=stats.cv, slowdown=slowdown)
+        return {"median_s": stats.median, "min_s": stats.min, "cv": stats.cv, "slowdown": slowdown,
+                "host_slowdown": host, "foreign_cpu": foreign, "loadavg": loadavg(), "noisy": verdict.noisy,
+                "reasons": verdict.reasons}
 
     # ---- final re-timing ----------------------------------------------------------------------
     def retime(self, task, configs: list, rounds: int, repeat: int) -> list[dict | None]:
@@ -116,8 +117,7 @@ class TimingProtocol:
         if not ok:
             raise RuntimeError(f"re-timing failed: {res}")
         cal = res.calibration
-        ref = self.machine.calibration_reference()
-        slowdown = max(cal) / ref if ref else None
+        slowdown = self.reference.slowdown(max(cal)) if cal else None
         drift = max(cal) / min(cal) - 1.0 if cal and min(cal) > 0 else None
         samples = iter(res.samples)
         out = []

@@ -24,9 +24,10 @@ import logging
 
 from tunebench.config.experiment import E2ESettings
 from tunebench.errors import E2EError
+from tunebench.protocol.noise import NOISE_E2E_TAG
 from tunebench.protocol.stats import geomean
 from tunebench.targets.tvm.e2e.kernels import choice_metrics, choose_kernels
-from tunebench.targets.tvm.e2e.timing import e2e_metrics, model_latencies, summary_line
+from tunebench.targets.tvm.e2e.timing import e2e_metrics, model_latencies, noise_signals, summary_line
 from tunebench.targets.tvm.scheduling import schedule
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ def _timed(imported, tasks, best: dict, target, settings: E2ESettings, tracker, 
         tracker.metric(prefix + key, value)
     if lat["untuned_tasks"]:
         tracker.set_tags({f"tunebench.{prefix}e2e_untuned_tasks": ",".join(lat["untuned_tasks"])})
+    if noise_signals(lat):
+        tracker.set_tags({NOISE_E2E_TAG.replace("tunebench.", f"tunebench.{prefix}"): noise_signals(lat)})
     for line in summary_line(lat, target):
         (log.warning if "NOISY" in line else log.info)("%s: %s", name, line)
     return None, metrics

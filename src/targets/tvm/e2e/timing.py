@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tunebench.config.experiment import E2ESettings
-from tunebench.protocol.noise import CpuMonitor, NoisePolicy, judge, loadavg, settle, until_clean
+from tunebench.protocol.noise import CpuMonitor, NoisePolicy, fired, judge, judge_ratio, loadavg, settle, until_clean
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
 from tunebench.targets.tvm.e2e.build import (
@@ -184,7 +184,9 @@ def _time_rounds(rows: list[Row], s: E2ESettings, target, monitor: CpuMonitor) -
 
 
 def _judge_attempt(attempt: dict, policy: NoisePolicy) -> dict:
-    """Statistics (ms) and the noise verdict of every row of one attempt."""
+    """Statistics (ms) and the noise verdict of every row of one attempt (the robust CV against
+    ``rounds_cv_max``: a row's samples span the interleaved rounds)."""
+    policy = policy.for_rounds()
     pre, post = attempt["calibration"]
     slowdowns = [c["slowdown"] for c in (pre, post) if c["slowdown"] is not None]
     slowdown = max(slowdowns) if slowdowns else None
@@ -209,6 +211,12 @@ def _speedups(rows: dict) -> dict:
             k = min(len(theirs), len(tuned))
             out[base] = paired_ratio_ci(theirs[:k], tuned[:k])
     return out
+
+
+def _speedup_verdicts(rows: dict, policy: NoisePolicy) -> dict:
+    """``baseline -> Verdict`` of each speedup: its two rows' signals that can move a ratio (:func:`judge_ratio`)."""
+    return {base: judge_ratio(policy, (rows[base]["verdict"], rows["tuned"]["verdict"]))
+            for base in BASELINES if base in rows}
 
 
 def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMonitor,
@@ -239,6 +247,7 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
     Returns:
         ``{"rows": {row: {"stats": SampleStats (ms), "verdict": Verdict, "round_medians": [...],
         "rel_err", "compile_s", "load_s"}}, "speedups": {baseline: (geomean, lo, hi)},
+        "speedup_verdicts": {baseline: Verdict (:func:`~tunebench.protocol.noise.judge_ratio`)},
         "untuned_tasks": [...], "calibration": (pre, post), "slowdown", "drift", "foreign_cpu",
         "loadavg", "attempts"}``.
 
@@ -268,7 +277,9 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
         best = min(attempts, key=lambda a: (a["n_noisy"], a["slowdown"] or 0.0))
         for row in rows:
             best["rows"][row.name].update(row.info)
-        return {"rows": best["rows"], "speedups": _speedups(best["rows"]), "untuned_tasks": untuned,
+        return {"rows": best["rows"], "speedups": _speedups(best["rows"]),
+                "speedup_verdicts": _speedup_verdicts(best["rows"], target.policy.for_rounds()),
+                "untuned_tasks": untuned,
                 "calibration": best["calibration"], "slowdown": best["slowdown"], "drift": best["drift"],
                 "foreign_cpu": best["foreign_cpu"], "loadavg": best["loadavg"], "attempts": len(attempts)}
     finally:
@@ -282,8 +293,8 @@ def e2e_metrics(lat: dict) -> dict:
     """The run metrics of :func:`model_latencies`' result: per row ``<prefix>_latency_ms`` (median),
     ``_latency_min_ms``, ``_latency_mean_ms``, ``_latency_std_ms``, ``_latency_cv``, ``_n_runs``,
     ``_latency_rcv``, ``_noisy``, ``_rel_err``, ``_compile_s`` (prefixes in :data:`ROW_PREFIX`); ``speedup_vs_<row>``
-    with ``_ci_low``/``_ci_high``; and the protocol's ``e2e_calib_slowdown``, ``e2e_calib_drift``,
-    ``e2e_foreign_cpu``, ``e2e_loadavg``, ``e2e_attempts``."""
+    with ``_ci_low``/``_ci_high`` and ``_noisy`` (the ratio's own verdict); and the protocol's ``e2e_calib_slowdown``, ``e2e_calib_drift``,
+    ``e2e_calib_host_slowdown`` (against the machine's fastest calibration: reported, never a mark), ``e2e_foreign_cpu``, ``e2e_loadavg``, ``e2e_attempts``."""
     out = {}
     for row, res in lat["rows"].items():
         p, st = ROW_PREFIX[row], res["stats"]
@@ -293,9 +304,13 @@ def e2e_metrics(lat: dict) -> dict:
         out.update({f"{p}_{k}": res[k] for k in ("rel_err", "compile_s") if res.get(k) is not None})
     for base, (ratio, lo, hi) in lat["speedups"].items():
         out[f"speedup_vs_{base}"] = ratio
+        if base in lat.get("speedup_verdicts", {}):
+            out[f"speedup_vs_{base}_noisy"] = float(lat["speedup_verdicts"][base].noisy)
         if math.isfinite(lo):
             out[f"speedup_vs_{base}_ci_low"], out[f"speedup_vs_{base}_ci_high"] = lo, hi
+    hosts = [c.get("host_slowdown") for c in lat["calibration"] if c.get("host_slowdown") is not None]
     extra = {"e2e_calib_slowdown": lat["slowdown"], "e2e_calib_drift": lat["drift"],
+             "e2e_calib_host_slowdown": max(hosts) if hosts else None,
              "e2e_foreign_cpu": lat["foreign_cpu"], "e2e_loadavg": lat["loadavg"], "e2e_attempts": lat["attempts"]}
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
@@ -305,13 +320,22 @@ def summary_line(lat: dict, target) -> list[str]:
     """Log lines: every row's median, min and CV, the speedups with their intervals, noisy rows."""
     rows = lat["rows"]
     cells = [f"{row} {r['stats'].median:.4g} ms (min {r['stats'].min:.4g}, cv {r['stats'].cv:.1%})"
-             + (" NOISY" if r["verdict"].noisy else "") for row, r in rows.items()]
+             + (f" NOISY ({', '.join(fired(r['verdict'].reasons))})" if r["verdict"].noisy else "")
+             for row, r in rows.items()]
     threads = target.threads_label()
     lines = [f"end-to-end (median of {rows['tuned']['stats'].n} runs, FP32, {threads}): " + "; ".join(cells)]
     for base, (ratio, lo, hi) in lat["speedups"].items():
         ci = f" [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) else ""
-        noisy = rows[base]["verdict"].noisy or rows["tuned"]["verdict"].noisy
+        verdict = lat["speedup_verdicts"][base]
         lines.append(f"speedup vs {base}: {ratio:.2f}x{ci} (95 % CI over {len(rows[base]['round_medians'])} "
-                     f"interleaved rounds)" + (" NOISY: " + "; ".join(
-                         rows[base]["verdict"].reasons or rows["tuned"]["verdict"].reasons) if noisy else ""))
+                     f"interleaved rounds)" + (" NOISY: " + "; ".join(verdict.reasons) if verdict.noisy else ""))
     return lines
+
+
+def noise_signals(lat: dict) -> str:
+    """What fired on the noisy rows and speedups of :func:`model_latencies`' result, as the run tag
+    :data:`~tunebench.protocol.noise.NOISE_E2E_TAG` has it: ``<source>: <signal>, ...; ...`` with the sources of
+    :data:`ROW_PREFIX` (``e2e`` for the tuned row) and ``speedup_vs_<baseline>``; "" when nothing is noisy."""
+    parts = [(ROW_PREFIX[row], r["verdict"]) for row, r in lat["rows"].items()]
+    parts += [(f"speedup_vs_{base}", v) for base, v in lat.get("speedup_verdicts", {}).items()]
+    return "; ".join(f"{source}: {', '.join(fired(v.reasons))}" for source, v in parts if v.noisy)
