@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -86,6 +86,9 @@ class TargetInfo:
         fidelity_costs: seconds to a report at each fidelity from scratch (T_i of [Sun-PhD] Eq. 3.15:
             the cumulative tool time of the stages it needs), from the target's measured stage seconds
             (``Target.task_info``: per task); None where unknown or not applicable.
+        lends: what the target lends a method that needs it, by name, so that the method imports none of
+            the target's modules (FPGA targets: ``write_table``, the design-space table's writer,
+            :func:`tunebench.targets.fpga.table.write_table`); not part of the recorded description.
     """
 
     kind: str
@@ -102,6 +105,7 @@ class TargetInfo:
     reference_point: tuple[float, ...] | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     fidelity_costs: Mapping[str, float] | None = None
+    lends: Mapping[str, Callable] = field(default_factory=dict)
     graph_schedules: bool = False
 
     def __post_init__(self):
@@ -109,7 +113,7 @@ class TargetInfo:
         object.__setattr__(self, "fidelities", tuple(self.fidelities))
         if self.reference_point is not None:
             object.__setattr__(self, "reference_point", tuple(float(v) for v in self.reference_point))
-        for name in ("tvm_target", "capacity", "scale", "details", "fidelity_costs"):
+        for name in ("tvm_target", "capacity", "scale", "details", "fidelity_costs", "lends"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
     @property
@@ -167,8 +171,9 @@ class Target(ABC):
     :data:`tunebench.targets.TARGETS`), ``Settings`` (its settings class: ``target=<name>``'s knobs),
     ``workloads`` (the kinds of model it measures, matched with ``ModelSettings.workload``),
     ``objectives`` and ``fidelities``, ``compiles`` (it builds TVM schedules: methods that make their
-    own need it), ``graph_schedules`` (its tasks are graphs, configs execution orders) and
-    ``simulated_clock`` (the loop adds each measurement's ``cost_s`` to the search clock); ``name``
+    own need it), ``graph_schedules`` (its tasks are graphs, configs execution orders),
+    ``simulated_clock`` (the loop adds each measurement's ``cost_s`` to the search clock) and ``lends``
+    (functions of its modules a method may need, so that the method imports none of them); ``name``
     and ``batch_size`` come from its settings.
 
     The contract's members a target overrides (8): :meth:`measure` (abstract), :meth:`load_tasks`,
@@ -188,6 +193,7 @@ class Target(ABC):
     objectives: tuple[str, ...] | list[str] = ("latency_s",)
     fidelities: tuple[str, ...] | list[str] = ("hw",)
     batch_size: int = 1
+    lends: ClassVar[Mapping[str, Callable]] = {}  # functions a method may need, by name (TargetInfo.lends)
 
     def __init__(self) -> None:
         self._stats = new_stats()
@@ -216,7 +222,7 @@ class Target(ABC):
         told, e.g. an FPGA target's fidelity costs); subclasses add theirs to the base's."""
         return {"kind": self.kind, "name": self.name, "device_name": self.name, "objectives": tuple(self.objectives),
                 "fidelities": tuple(self.fidelities), "batch_size": int(self.batch_size),
-                "graph_schedules": bool(self.graph_schedules)}
+                "graph_schedules": bool(self.graph_schedules), "lends": dict(self.lends)}
 
     @property
     def info(self) -> TargetInfo:

@@ -19,7 +19,7 @@ from tunebench.targets.fpga.common import (
     tool_flow_chain,
 )
 from tunebench.targets.fpga.settings import TableSettings
-from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
+from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement, write_table
 from tunebench.task import Measurement, Task
 
 
@@ -29,6 +29,7 @@ class TableTarget(FPGATargetBase):
 
     kind = "table"
     Settings = TableSettings
+    lends = {"write_table": write_table}  # method=exhaustive writes this target's design-space table
     simulated_clock = True
 
     workloads = ("hls_kernel", "fpga_recorded")
