@@ -208,7 +208,7 @@ class Target(ABC):
                           objectives=tuple(getattr(settings, "objectives", cls.objectives)),
                           fidelities=tuple(getattr(settings, "fidelities", cls.fidelities)),
                           tvm_target={"kind": cls.kind} if cls.compiles else None,
-                          graph_schedules=cls.graph_schedules)
+                          graph_schedules=cls.graph_schedules, lends=dict(cls.lends))
 
     @classmethod
     def check_model(cls, settings: TargetSettings, model: ModelSettings, own_schedules: bool) -> None:
