@@ -164,10 +164,7 @@ BACKEND_IMPORTS = {
     "tunebench.methods.glimpse.gpu_specs": {"tunebench.targets.tvm.gpu_limits"},
     "tunebench.methods.glimpse.gpu_validity": {"tunebench.targets.tvm.gpu_limits", "tunebench.targets.tvm.templates",
                                                "tunebench.targets.tvm.workloads.tasks"},
-    "tunebench.methods.mapspace.encoding": {"tunebench.targets.accel.mapspace"},
     "tunebench.methods.mapspace.settings": {"tunebench.targets.accel.settings"},
-    "tunebench.methods.mapspace.transfer": {"tunebench.targets.accel.target", "tunebench.targets.accel.zigzag_model"},
-    "tunebench.methods.mapspace.zigzag_mappers": {"tunebench.targets.accel.zigzag_model"},
     "tunebench.methods.serenity.hmcos": {"tunebench.targets.memory.accounting"},
     "tunebench.methods.serenity.hmcos_hier": {"tunebench.targets.memory.accounting"},
 }

@@ -35,7 +35,7 @@ class FakeTarget(Target):
         lock_wait_s: seconds added to ``stats["lock_wait_s"]`` per ``measure`` call (as if another
             process held the device lock; nothing sleeps).
         simulated_clock: as :class:`~tunebench.targets.base.Target`'s fact.
-        reference_point, scale, capacity, tvm_target: as in :class:`~tunebench.targets.base.TargetInfo` (a
+        reference_point, scale, capacity, tvm_target, details, lends: as in :class:`~tunebench.targets.base.TargetInfo` (a
             ``tvm_target`` lets methods that make their own schedules run; nothing is compiled:
             ``latency(config)`` "measures" a schedule trace too).
 
@@ -53,7 +53,7 @@ class FakeTarget(Target):
                  fidelities=("hw",), values: Callable | None = None, fail: Callable | None = None,
                  static: Callable | None = None, batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0,
                  simulated_clock: bool = False, reference_point=None, scale=None, capacity=None,
-                 tvm_target: dict | None = None, details: dict | None = None):
+                 tvm_target: dict | None = None, details: dict | None = None, lends: dict | None = None):
         super().__init__()
         self.name, self.objectives, self.fidelities = name, tuple(objectives), tuple(fidelities)
         self.latency, self.values, self.fail, self.static = latency or _index_latency, values, fail, static
@@ -62,6 +62,7 @@ class FakeTarget(Target):
         self.reference_point, self.scale, self.capacity = reference_point, scale, capacity
         self.tvm_target = tvm_target
         self.details = dict(details or {})
+        self.lends = dict(lends or {})
         self.calls: list[tuple[str, list[int]]] = []
         self.measured: list[int] = []
         self.checked: list[int] = []

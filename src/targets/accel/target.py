@@ -48,14 +48,40 @@ def objective_values(settings: AccelSettings, energy_pj: float, cycles: float, m
     return {"energy_pj_per_mac": energy_pj / macs, "latency_s": latency, "edp": energy_pj * 1e-12 * latency}
 
 
+def zigzag_layer(settings: AccelSettings, loops: dict, stride: int) -> tuple:
+    """ZigZag's layer, spatial mappings and accelerator of a layer's ``loops`` on the accelerator of
+    ``settings`` (what LOMA and SALSA run ZigZag's own mappers on; lent to methods)."""
+    from tunebench.targets.accel.zigzag_model import build_layer
+
+    return build_layer(settings, loops, stride)
+
+
+def mapping_objectives(settings: AccelSettings, model: tuple, nest) -> tuple[dict, bool]:
+    """Every objective of one mapping (``nest``: :meth:`MapSpace.nest` of a config) on ``model`` (what
+    :func:`zigzag_layer` returned), and whether it fits (every memory's utilization <= 1): the cheap evaluator
+    ``mapspace_bo``'s transfer is lent."""
+    from tunebench.targets.accel.zigzag_model import evaluate
+
+    layer, sm, smi, acc = model
+    cme = evaluate(layer, sm, smi, acc, nest)
+    fits = all(u <= 1.0 + 1e-9 for v in cme.mem_utili_shared.values() for u in v)
+    return objective_values(settings, cme.energy_total, cme.latency_total2, layer.total_mac_count), fits
+
+
+#: what the accelerator target lends methods (TargetInfo.lends): a layer's mapspace on other settings, ZigZag's
+#: model of a layer, a mapping's objectives on it
+LENDS = {"mapspace": make_mapspace, "zigzag_layer": zigzag_layer, "mapping_objectives": mapping_objectives}
+
+
 class AccelTarget(Target):
     """A Gemmini-like accelerator as ZigZag models it (module docstring). Capabilities
     (:mod:`tunebench.targets.capabilities`): output checks (:meth:`check`) and its own metrics
-    (:meth:`best_metrics`, :meth:`run_metrics`)."""
+    (:meth:`best_metrics`, :meth:`run_metrics`). It lends :data:`LENDS` to the methods that search mapspaces."""
 
     kind = "accel"
     Settings = AccelSettings
     workloads = ("tensor_program",)
+    lends = LENDS
 
     def __init__(self, settings: AccelSettings):
         super().__init__()
@@ -71,7 +97,7 @@ class AccelTarget(Target):
                           objectives=tuple(settings.objectives), batch_size=settings.batch_size,
                           scale={o: float(settings.scale[o]) for o in settings.objectives} if multi else None,
                           reference_point=(10.0,) * len(settings.objectives) if multi else None,
-                          details=cls.describe_hardware(settings))
+                          details=cls.describe_hardware(settings), lends=dict(cls.lends))
 
     @staticmethod
     def describe_hardware(s: AccelSettings) -> dict:
