@@ -84,10 +84,11 @@ class TinyTableTarget(FakeTarget):
         self.rows = {int(r["index"]): r for r in read_table(path)}
         self.costs = costs  # declared fidelity costs (TargetInfo.fidelity_costs); None: none declared
 
-    def task_info(self, task):
-        import dataclasses
-
-        return dataclasses.replace(self.info, fidelity_costs=self.costs) if self.costs else self.info
+    def info_fields(self, task=None) -> dict:
+        out = super().info_fields(task)
+        if task is not None and self.costs:
+            out["fidelity_costs"] = self.costs
+        return out
 
     def evaluate(self, configs, fidelity) -> list[dict]:
         return [{} for _ in configs]  # measurement() reads the row

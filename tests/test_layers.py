@@ -149,3 +149,31 @@ def test_the_backend_free_layers_import_no_tvm():
 def test_the_tvm_check_finds_tvm_imports():
     source = "import os\nimport tvm.relax\ndef f():\n    from tvm import te\nfrom tvmx import a\nfrom .tvm import b\n"
     assert _tvm_imports(source) == [2, 4]
+
+
+#: what a method may import of targets/: the registry, the core contract and the capabilities
+CONTRACT = {"tunebench.targets", "tunebench.targets.base", "tunebench.targets.capabilities"}
+
+#: methods that still import a backend's modules (method module -> the backend modules it imports). A method
+#: should see a target only through the contract (what the target offers, in TargetInfo and the task); this
+#: list only shrinks: a method that imports another backend module, or stops importing one listed, fails below.
+BACKEND_IMPORTS = {
+    "tunebench.methods.gat.dataset": {"tunebench.targets.tvm.workloads.tasks"},
+    "tunebench.methods.glimpse.cpu_specs": {"tunebench.targets.tvm.host_isa", "tunebench.targets.tvm.llvm"},
+    "tunebench.methods.glimpse.dataset": {"tunebench.targets.tvm.llvm"},
+    "tunebench.methods.glimpse.gpu_specs": {"tunebench.targets.tvm.gpu_limits"},
+    "tunebench.methods.glimpse.gpu_validity": {"tunebench.targets.tvm.gpu_limits", "tunebench.targets.tvm.templates",
+                                               "tunebench.targets.tvm.workloads.tasks"},
+    "tunebench.methods.mapspace.settings": {"tunebench.targets.accel.settings"},
+    "tunebench.methods.serenity.hmcos": {"tunebench.targets.memory.accounting"},
+    "tunebench.methods.serenity.hmcos_hier": {"tunebench.targets.memory.accounting"},
+}
+
+
+def test_methods_see_targets_only_through_the_contract():
+    found = {m: {n for n in names if n.startswith("tunebench.targets") and n not in CONTRACT}
+             for m, names in _graph().items() if m.startswith("tunebench.methods")}
+    found = {m: names for m, names in found.items() if names}
+    assert found == BACKEND_IMPORTS, ("methods import a backend's modules (let the target offer what the method "
+                                      "needs, or update BACKEND_IMPORTS when one is gone): "
+                                      f"{ {m: sorted(v) for m, v in found.items() if v != BACKEND_IMPORTS.get(m)} }")

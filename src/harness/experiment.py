@@ -32,6 +32,7 @@ from tunebench.harness.tracking.tracker import check_reachable, discard_store, n
 from tunebench.harness.tuning import RunContext, tune_one
 from tunebench.records import RecordFile, read_records
 from tunebench.safe_files import remove_dead_run_dirs
+from tunebench.targets.capabilities import TimesKernels
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def _start_run(cfg: ExperimentConfig, run: Prepared, record_path: str | None) ->
         return cfg.resume
     names = {"method": cfg.method.name, "model": cfg.model.run_label(), "target": cfg.target.name}
     tags = {**names, "seed": cfg.seed, "device": run.target.info.device_name, "git_commit": git_commit(),
-            **(run.target.run_tags() if run.target.times_kernels else {})}
+            **(run.target.run_tags() if isinstance(run.target, TimesKernels) else {})}
     return run.tracker.start(run_name=f"{names['method']}-{names['model']}-{names['target']}-s{cfg.seed}",
                              params=plain(cfg), tags=tags)
 

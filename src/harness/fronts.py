@@ -31,6 +31,7 @@ import numpy as np
 from tunebench.harness.observers import Observer
 from tunebench.pareto import adrs, normalized_hypervolume, pareto_front
 from tunebench.targets.base import Target
+from tunebench.targets.capabilities import HasTables
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class FrontMetrics:
         from tunebench.targets.fpga.table import shipped_table, true_front
 
         try:
-            table = self.target.table_for(task)  # the replayed table; None for a live target
+            table = self.target.table_for(task) if isinstance(self.target, HasTables) else None  # the replayed one
             if table is None:
                 table = shipped_table(task, self.target.fidelities, self.objectives)
             if table is None:

@@ -1,7 +1,7 @@
 """The ask/tell loop that tunes one task: identical budgets, clocks and logging for every method.
 
-Every config a method proposes first goes through the target's static check (:meth:`Target.static_check`:
-e.g. a GPU kernel that breaks the GPU's per-block limits). A rejected config is not measured and takes no
+Every config a method proposes first goes through the static check of a target that has one
+(:class:`~tunebench.targets.capabilities.StaticChecks`: e.g. a GPU kernel that breaks the GPU's per-block limits). A rejected config is not measured and takes no
 trial: the method is told it as an invalid measurement whose error starts with
 :data:`~tunebench.targets.base.STATIC_INVALID`, and the loop asks again. Past ``budget.max_static_rejects``
 rejections in a row (no config passing the check in between), each rejected config is a failed trial, so a
@@ -20,6 +20,7 @@ import numpy as np
 from tunebench.harness.observers import notify
 from tunebench.methods.base import Budget, Method
 from tunebench.targets.base import Target, is_static_invalid, static_invalid
+from tunebench.targets.capabilities import StaticChecks
 from tunebench.task import Measurement, Task
 
 log = logging.getLogger(__name__)
@@ -154,8 +155,9 @@ def screen_asked(target: Target, task: Task, items: list, streak: int, bound: in
     rejections in a row before it; ``streak``: those before this batch). Returns the verdicts and the
     rejections in a row after the batch. ``fidelity``: that of a bare config (the target's highest)."""
     out: list[tuple[Measurement, bool] | None] = []
+    screens = isinstance(target, StaticChecks)
     for config, fid in split_asked(items):
-        reason = target.static_check(task, config)
+        reason = target.static_check(task, config) if screens else None
         if reason is None:
             out.append(None)
             streak = 0
@@ -217,7 +219,7 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
     result = TaskResult(task, measurements=list(prior))
     clock = _SearchClock(target, prior[-1].search_s if prior else 0.0)
     info = target.task_info(task)
-    simulated = info.simulated_clock
+    simulated = target.simulated_clock
     top = info.top_fidelity if info.multi_objective else None
     method.setup(task, target_info=info, history=history, budget=budget, rng=rng)
     if prior:

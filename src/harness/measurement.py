@@ -1,6 +1,6 @@
 """What the harness does around each task so that its numbers carry evidence of their quality.
 
-For a target that times kernels (``target.times_kernels``: llvm, cuda), with the ``measure``
+For a target that times kernels (:class:`~tunebench.targets.capabilities.TimesKernels`: llvm, cuda), with the ``measure``
 settings (:class:`~tunebench.config.experiment.MeasureSettings`):
 
 - once per run: the machine's peak (FMA GFLOP/s and memory GB/s; measured once per machine and
@@ -28,6 +28,7 @@ import os
 
 from tunebench.config.experiment import MeasureSettings
 from tunebench.protocol.noise import NOISE_TASKS_TAG, CpuMonitor, NoisePolicy, fired, judge, wait_for_quiet
+from tunebench.targets.capabilities import ChecksOutputs, TimesKernels
 from tunebench.task import Measurement
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def _first_checked(candidates: list[Measurement], task, target, check: bool) -> 
         return (candidates[0] if candidates else None), []
     checks = []
     for m in candidates:
-        ok, detail = target.check(task, m.config)
+        ok, detail = output_check(target, task, m.config)
         status = CHECK_OK if ok is True else (CHECK_WRONG if ok is False else CHECK_UNCHECKED)
         checks.append({"task_id": m.task_id, "trial": m.trial, "index": m.config.index, "ok": status == CHECK_OK,
                        "status": status, "detail": detail})
@@ -65,6 +66,13 @@ def _first_checked(candidates: list[Measurement], task, target, check: bool) -> 
         log.error("task %s: config %d gives a wrong output (%s); it is not a result", task.name,
                   m.config.index, detail)
     return None, checks
+
+
+def output_check(target, task, config) -> tuple[bool | None, str]:
+    """``target.check`` of ``config`` where the target checks outputs; else not performed (``ok`` None)."""
+    if isinstance(target, ChecksOutputs):
+        return target.check(task, config)
+    return None, f"check not performed: target {target.name} has no output check"
 
 
 def check_metrics(best: Measurement | None, checks: list, check: bool) -> dict:
@@ -103,7 +111,7 @@ class MeasurementProtocol:
         self.target = target
         self.s = settings
         self.policy = NoisePolicy.from_settings(settings.noise)
-        self.timed = bool(target.times_kernels)
+        self.timed = isinstance(target, TimesKernels)
         self.retime_path = os.path.join(run_dir, "retimed.jsonl")
         self.peak: dict | None = None
         self.n_noisy_tasks = 0

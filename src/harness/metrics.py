@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from tunebench.harness.measurement import UNCHECKED_TAG, check_metrics
+from tunebench.targets.capabilities import ReportsMetrics
 from tunebench.task import Task
 
 PHASES = ("build_phase_s", "run_phase_s", "check_s", "protocol_s", "lock_wait_s")
@@ -63,7 +64,8 @@ def task_metrics(task: Task, result, best, checks, check: bool, protocol, calib)
     if best is not None:
         if math.isfinite(best.latency_s):  # a target whose objective is no latency (memory) has none
             metrics.update(best_latency_ms=best.latency_s * 1e3, best_gflops=best.gflops)
-        metrics.update(protocol.target.best_metrics(task, best))
+        if isinstance(protocol.target, ReportsMetrics):
+            metrics.update(protocol.target.best_metrics(task, best))
         metrics.update({f"best_{k}": float(v) for k, v in best.objectives.items() if k != "latency_s"})
         share = 100.0 * best.gflops / protocol.peak["fma_gflops"] if protocol.peak else None
     metrics.update(protocol.task_metrics(best, *calib, share))

@@ -55,7 +55,6 @@ def prepare(cfg, tracker: Tracker | None) -> Prepared:
     try:
         check_compatible(method, target.info)
         tasks, imported = target.load_tasks(cfg.model, own_schedules=method.needs.compiles)
-        target.validate_tasks(tasks)
         check_tasks(cfg, tasks, target)
         if tracker is None:
             created_store = new_store_path(cfg.tracking.uri, cfg.workdir)

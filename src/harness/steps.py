@@ -5,7 +5,7 @@
   (:mod:`tunebench.harness.fronts`);
 - graph schedules (``TargetInfo.graph_schedules``: ``target=memory``): the run's memory metrics over its
   tasks; on any one-objective target, the target's own run metrics (:class:`TargetMetricsStep`);
-- then the target's own steps (:meth:`~tunebench.targets.base.Target.run_steps`: on a TVM target the
+- then the target's own steps (:class:`~tunebench.targets.capabilities.HasRunSteps`: on a TVM target the
   end-to-end step after the last task, :mod:`tunebench.targets.tvm.e2e`).
 
 A step (:class:`~tunebench.targets.base.RunStep`) gives observers to each task's loop, adds to the task's ``tasks.json`` entry, and works once
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from tunebench.harness.observers import Observer, SearchCurve
 from tunebench.targets.base import RunStep
+from tunebench.targets.capabilities import HasRunSteps, ReportsMetrics
 
 
 class CurveStep(RunStep):
@@ -49,14 +50,16 @@ class FrontStep(RunStep):
 
 
 class TargetMetricsStep(RunStep):
-    """The target's numbers of each task's best (:meth:`Target.best_metrics`) summed up by the target as run
-    metrics (:meth:`Target.run_metrics`: ``target=memory``'s peaks and traffic, ``target=accel``'s energy),
+    """The target's numbers of each task's best summed up by the target as run metrics (a target that
+    :class:`~tunebench.targets.capabilities.ReportsMetrics`: ``target=memory``'s peaks and traffic, ``target=accel``'s energy),
     once every task has a best."""
 
     def __init__(self, target):
         self.target = target
 
     def finish(self, run) -> str | None:
+        if not isinstance(self.target, ReportsMetrics):
+            return None
         rows = [(t, self.target.best_metrics(t, run.totals.best[t.id])) for t in run.tasks if t.id in run.totals.best]
         if rows and len(rows) == len(run.tasks) and all(r for _, r in rows):  # every task tuned
             for key, value in self.target.run_metrics(rows, run.totals.summaries).items():
@@ -73,4 +76,4 @@ def run_steps(cfg, target, imported) -> list[RunStep]:
         steps = [FrontStep(target)]
     else:
         steps = [CurveStep(), TargetMetricsStep(target)]
-    return steps + target.run_steps(cfg, imported)
+    return steps + (target.run_steps(cfg, imported) if isinstance(target, HasRunSteps) else [])

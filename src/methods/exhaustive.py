@@ -1,8 +1,8 @@
 """``method=exhaustive``: every config of the (pruned) space at every fidelity of the target, in index
 order, or the part of it ``max_factor`` bounds, or a uniform ``sample`` of it.
 
-On an FPGA target, when the whole space is measured, it writes the design-space table
-(tunebench.targets.fpga.table) to ``out``: the ground-truth tables for ``target=table`` and ADRS; table
+On an FPGA target, when the whole space is measured, it writes the design-space table (with the
+writer the target lends: ``TargetInfo.lends["write_table"]``) to ``out``: the ground-truth tables for ``target=table`` and ADRS; table
 assembly (``tunebench.harness.commands.assemble_table``) runs it on the part of a space still missing.
 On a TVM target it measures a task's space for ``target=replay`` (``python -m tunebench space measure``)."""
 
@@ -86,6 +86,13 @@ class Exhaustive(Method):
         self.whole = (shard[1] == 1 and not only and not skip and self.settings.max_factor is None
                       and self.settings.sample is None)
 
+    def check_task(self, task, target_info) -> str | None:
+        """``out`` needs a target that writes design-space tables (lends ``write_table``: the FPGA targets)."""
+        if self.out is not None and "write_table" not in target_info.lends:
+            return (f"method.out={self.out}: target {target_info.name} writes no design-space table (the FPGA "
+                    "targets do); leave method.out unset")
+        return None
+
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)
         self.fids = list(target_info.fidelities)
@@ -109,10 +116,9 @@ class Exhaustive(Method):
         super().tell(measurements)
         self.got += measurements
         self.done.update((m.config.index, m.fidelity) for m in measurements)
-        table = self.target_info.capacity is not None or self.out is not None  # a design-space table (FPGA)
+        table = (self.target_info.capacity is not None or self.out is not None) and "write_table" in self.target_info.lends
         if table and self.whole and len(self.got) >= len(self.queue) and self.written is None:
-            from tunebench.targets.fpga.table import write_table
-
+            write_table = self.target_info.lends["write_table"]  # the target's (FPGA targets lend it)
             path = self.out or os.path.join("fpga_tables", f"{self.task.name}.csv")
             self.got.sort(key=lambda m: m.config.index)  # stable: fidelities stay in order within a config
             write_table(path, self.space, self.fids, list(self.target_info.objectives), self.got)

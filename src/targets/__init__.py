@@ -8,6 +8,7 @@ from tunebench.config.plugins import GROUPS, EntryPoints, install, load_class
 from tunebench.errors import UserError
 from tunebench.targets.accel.target import AccelTarget
 from tunebench.targets.base import Target
+from tunebench.targets.capabilities import TimesKernels
 from tunebench.targets.fpga.open_flow import FPGAOpenTarget
 from tunebench.targets.fpga.table_target import TableTarget
 from tunebench.targets.fpga.vivado import VivadoTarget
@@ -65,5 +66,7 @@ def target_class(kind) -> type[Target]:
 
 def make_target(settings, measure=None) -> Target:
     """The target for its settings (``target=<name>``); ``measure``: the experiment's measurement
-    settings (:class:`~tunebench.config.experiment.MeasureSettings`; the targets that time kernels use them)."""
-    return target_class(settings.kind)(settings, measure)
+    settings (:class:`~tunebench.config.experiment.MeasureSettings`), given only to a target that times
+    kernels (:class:`~tunebench.targets.capabilities.TimesKernels`; None: its defaults)."""
+    cls = target_class(settings.kind)
+    return cls(settings, measure) if issubclass(cls, TimesKernels) else cls(settings)

@@ -1,22 +1,21 @@
 """The contract between the harness and a measurement target.
 
-:class:`Target` declares everything the harness (the ask/tell loop, the experiment, the measurement
-protocol, the FPGA metrics) uses of a target, with the defaults in one place; every target
-(``TVMTarget``, the FPGA targets) derives from it. :class:`TargetInfo` is the typed description a
-method receives in ``Method.setup``; its :meth:`TargetInfo.to_dict` is the ``device_info`` run tag.
+:class:`Target` is the core every target derives from: its facts, ``load_tasks`` and ``measure``, its
+description and lifecycle; what only some targets do is a capability
+(:mod:`tunebench.targets.capabilities`). :class:`TargetInfo` is the typed description a method receives
+in ``Method.setup``; its :meth:`TargetInfo.to_dict` is the ``device_info`` run tag.
 """
 
 from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 from tunebench.config.experiment import ModelSettings, TargetSettings
-from tunebench.errors import UserError
 from tunebench.task import Measurement, Task
 
 # cumulative wall seconds a target reports in ``Target.stats`` (every target has every key)
@@ -62,7 +61,8 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class TargetInfo:
-    """What a target is, as methods and the run's tags see it.
+    """What a target is, as methods and the run's tags see it (what the harness asks of the target itself,
+    such as its capabilities, is not here).
 
     Attributes:
         kind: ``llvm``, ``cuda``, ``fpga_open``, ``table``, ``vivado`` (or a test's own).
@@ -72,8 +72,6 @@ class TargetInfo:
         objectives: the objectives a measurement reports, all minimized.
         fidelities: measurement fidelities, cheapest first; the last is the reported one.
         batch_size: configs the loop measures per call.
-        times_kernels: the target times kernels (calibration, re-timing, peak apply).
-        simulated_clock: each measurement's ``cost_s`` is added to the search clock (replay).
         tvm_target: the TVM target dict for methods that compile schedules; None for FPGA targets.
         threads: threads of the timed kernels (TVM targets); None where it does not apply.
         precision: arithmetic precision of the timed kernels (TVM targets); None elsewhere.
@@ -88,6 +86,9 @@ class TargetInfo:
         fidelity_costs: seconds to a report at each fidelity from scratch (T_i of [Sun-PhD] Eq. 3.15:
             the cumulative tool time of the stages it needs), from the target's measured stage seconds
             (``Target.task_info``: per task); None where unknown or not applicable.
+        lends: what the target lends a method that needs it, by name, so that the method imports none of
+            the target's modules (FPGA targets: ``write_table``, the design-space table's writer,
+            :func:`tunebench.targets.fpga.table.write_table`); not part of the recorded description.
     """
 
     kind: str
@@ -96,8 +97,6 @@ class TargetInfo:
     objectives: tuple[str, ...] = ("latency_s",)
     fidelities: tuple[str, ...] = ("hw",)
     batch_size: int = 1
-    times_kernels: bool = False
-    simulated_clock: bool = False
     tvm_target: Mapping | None = None
     threads: int | None = None
     precision: str | None = None
@@ -106,6 +105,7 @@ class TargetInfo:
     reference_point: tuple[float, ...] | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     fidelity_costs: Mapping[str, float] | None = None
+    lends: Mapping[str, Callable] = field(default_factory=dict)
     graph_schedules: bool = False
 
     def __post_init__(self):
@@ -113,7 +113,7 @@ class TargetInfo:
         object.__setattr__(self, "fidelities", tuple(self.fidelities))
         if self.reference_point is not None:
             object.__setattr__(self, "reference_point", tuple(float(v) for v in self.reference_point))
-        for name in ("tvm_target", "capacity", "scale", "details", "fidelity_costs"):
+        for name in ("tvm_target", "capacity", "scale", "details", "fidelity_costs", "lends"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
     @property
@@ -141,7 +141,7 @@ class TargetInfo:
 
 class RunStep:
     """One thing a run does around its tasks (``tunebench.harness.steps``; a target adds its own with
-    :meth:`Target.run_steps`); every hook is optional."""
+    :meth:`~tunebench.targets.capabilities.HasRunSteps.run_steps`); every hook is optional."""
 
     artifacts: list[str] = []  # run-folder files logged as MLflow artifacts at the end
 
@@ -161,36 +161,39 @@ class RunStep:
 
 
 class Target(ABC):
-    """A measurement backend: what the harness calls, with the defaults of a target that times
-    kernels on nothing special (one objective ``latency_s``, one fidelity ``hw``).
+    """A measurement backend: the core every target has (what the harness calls), with the defaults of a
+    target that measures latency on nothing special (one objective ``latency_s``, one fidelity ``hw``).
+    What some targets do besides (time kernels, check outputs, screen configs, replay tables, report
+    their own metrics, measure spaces for the replay, add run steps) are capabilities a target implements
+    when it has them (:mod:`tunebench.targets.capabilities`).
 
     A target class owns its facts, declared once as class attributes: ``kind`` (its key in
     :data:`tunebench.targets.TARGETS`), ``Settings`` (its settings class: ``target=<name>``'s knobs),
     ``workloads`` (the kinds of model it measures, matched with ``ModelSettings.workload``),
     ``objectives`` and ``fidelities``, ``compiles`` (it builds TVM schedules: methods that make their
-    own need it), how a model becomes its tasks with their spaces (:meth:`load_tasks`), and what a run
-    on it does besides tuning (:meth:`run_steps`: TVM's end-to-end step).
+    own need it), ``graph_schedules`` (its tasks are graphs, configs execution orders),
+    ``simulated_clock`` (the loop adds each measurement's ``cost_s`` to the search clock) and ``lends``
+    (functions of its modules a method may need, so that the method imports none of them); ``name``
+    and ``batch_size`` come from its settings.
 
-    Subclasses call ``super().__init__()`` (the ``stats`` counters) and implement :meth:`measure`.
-    Targets that time kernels (``times_kernels``) also implement :meth:`calibrate`, :meth:`retime`
-    and :meth:`peak`.
+    The contract's members a target overrides (8): :meth:`measure` (abstract), :meth:`load_tasks`,
+    :meth:`check_model`, :meth:`nominal_info`, :meth:`info_fields`, :meth:`start`, :meth:`close` and
+    :attr:`stats`. A target is built from its settings alone (``cls(settings)``; one that times kernels
+    also gets the measurement settings: :class:`~tunebench.targets.capabilities.TimesKernels`); its
+    ``__init__`` calls ``super().__init__()`` (the ``stats`` counters).
     """
 
     kind: str = "target"
     name: str = "target"
     Settings: ClassVar[type[TargetSettings]] = TargetSettings
     workloads: ClassVar[tuple[str, ...]] = ()
-    compiles: ClassVar[bool] = False
+    compiles: ClassVar[bool] = False  # methods that make their own TVM schedules can run here
     graph_schedules: ClassVar[bool] = False  # tasks are graphs, configs execution orders (TargetInfo)
-    measures_spaces: ClassVar[bool] = False  # its tasks' spaces can be measured for replay (space_facts)
+    simulated_clock: bool = False  # the loop adds each measurement's cost_s to the search clock
     objectives: tuple[str, ...] | list[str] = ("latency_s",)
     fidelities: tuple[str, ...] | list[str] = ("hw",)
     batch_size: int = 1
-    times_kernels: bool = False  # the harness calibrates, re-times and measures the peak
-    simulated_clock: bool = False  # the loop adds each measurement's cost_s to the search clock
-    tvm_target: dict | None = None  # for methods that compile schedules (TVM targets)
-    threads: int | None = None
-    precision: str | None = None
+    lends: ClassVar[Mapping[str, Callable]] = {}  # functions a method may need, by name (TargetInfo.lends)
 
     def __init__(self) -> None:
         self._stats = new_stats()
@@ -206,7 +209,7 @@ class Target(ABC):
                           objectives=tuple(getattr(settings, "objectives", cls.objectives)),
                           fidelities=tuple(getattr(settings, "fidelities", cls.fidelities)),
                           tvm_target={"kind": cls.kind} if cls.compiles else None,
-                          graph_schedules=cls.graph_schedules)
+                          graph_schedules=cls.graph_schedules, lends=dict(cls.lends))
 
     @classmethod
     def check_model(cls, settings: TargetSettings, model: ModelSettings, own_schedules: bool) -> None:
@@ -215,49 +218,40 @@ class Target(ABC):
         ``own_schedules``: the method makes its own schedules. Nothing by default."""
 
     # ---- description -----------------------------------------------------------------------
+    def info_fields(self, task: Task | None = None) -> dict:
+        """Keyword arguments of :class:`TargetInfo` (of ``task`` where given: what a method tuning it is
+        told, e.g. an FPGA target's fidelity costs); subclasses add theirs to the base's."""
+        return {"kind": self.kind, "name": self.name, "device_name": self.name, "objectives": tuple(self.objectives),
+                "fidelities": tuple(self.fidelities), "batch_size": int(self.batch_size),
+                "graph_schedules": bool(self.graph_schedules), "lends": dict(self.lends)}
+
     @property
     def info(self) -> TargetInfo:
         """The typed description (built from :meth:`info_fields`)."""
         return TargetInfo(**self.info_fields())
 
-    def info_fields(self) -> dict:
-        """Keyword arguments of :class:`TargetInfo`; subclasses add theirs to the base's."""
-        return {"kind": self.kind, "name": self.name, "device_name": self.name, "objectives": tuple(self.objectives),
-                "fidelities": tuple(self.fidelities), "batch_size": int(self.batch_size),
-                "times_kernels": bool(self.times_kernels), "simulated_clock": bool(self.simulated_clock),
-                "tvm_target": self.tvm_target, "threads": self.threads, "precision": self.precision,
-                "graph_schedules": bool(self.graph_schedules)}
-
     def task_info(self, task: Task) -> TargetInfo:
-        """The description a method tuning ``task`` is given: :attr:`info` plus what depends on the
-        task (FPGA targets: the fidelities' costs from the task's recorded or measured stage seconds)."""
-        return self.info
+        """The description a method tuning ``task`` is given (:meth:`info_fields` of the task)."""
+        return TargetInfo(**self.info_fields(task))
 
     def describe(self) -> dict:
         """The device description recorded with a run (``info.to_dict()``)."""
         return self.info.to_dict()
 
-    def run_tags(self) -> dict[str, str]:
-        """Run tags every table must state about how this target measures (precision, threads of the
-        timed kernels); none by default."""
-        return {}
-
     # ---- tasks -----------------------------------------------------------------------------
     def load_tasks(self, model: ModelSettings, own_schedules: bool = False) -> tuple[list[Task], object]:
         """The tasks of ``model`` on this target, each with its search space, and the imported model
-        the end-to-end step runs (None where there is none). ``own_schedules``: the method makes its
-        own schedules (the tasks still get a space, for the target's checks)."""
+        a run step uses (None where there is none). ``own_schedules``: the method makes its own schedules
+        (the tasks still get a space, for the target's checks). Every target that runs implements it (a
+        stand-in given its tasks need not).
+
+        Raises:
+            UserError: a task that cannot be measured (a bad graph, a table that does not match its
+                space), before any run is created.
+        """
         raise NotImplementedError(f"target {self.name} does not load model={model.name}")
 
-    def run_steps(self, cfg, imported) -> list[RunStep]:
-        """The target's own steps of a run (``cfg``: the :class:`~tunebench.config.experiment.ExperimentConfig`;
-        ``imported``: what :meth:`load_tasks` returned beside the tasks), after the harness's; none by default."""
-        return []
-
     # ---- lifecycle -------------------------------------------------------------------------
-    def validate_tasks(self, tasks: list[Task]) -> None:
-        """Check, before a run is created, that every task can be measured (nothing by default)."""
-
     def start(self) -> None:
         """Start worker processes or work folders (before any task clock starts); idempotent."""
 
@@ -276,69 +270,8 @@ class Target(ABC):
     def measure(self, task: Task, configs: list, fidelity: str | None = None) -> list[Measurement]:
         """One :class:`Measurement` per config, in order, at ``fidelity`` (None: :attr:`top_fidelity`)."""
 
-    def static_check(self, task: Task, config) -> str | None:
-        """Why ``config`` of ``task`` cannot run on the device, known without building or measuring it (e.g.
-        a GPU kernel that breaks the GPU's per-block limits), or None: nothing known against it (the
-        default). The tuning loop asks it of every config a method proposes: a rejected config is not
-        measured and, up to ``budget.max_static_rejects`` in a row, takes no trial of the budget
-        (:mod:`tunebench.harness.loop`). Cheap (milliseconds) and free of side effects."""
-        return None
-
-    def check(self, task: Task, config) -> tuple[bool | None, str]:
-        """Compare ``config``'s output with a reference: ``(ok, detail)``; ``ok`` None when the
-        check cannot be performed (never counted as passed). By default: not performed."""
-        return None, f"check not performed: target {self.name} has no output check"
-
     @property
     def stats(self) -> dict[str, float]:
         """Cumulative seconds per phase (keys :data:`STAT_KEYS`): builds and tool runs, timed runs,
         output checks, tool time (FPGA), protocol work, waiting for another process's device lock."""
         return dict(self._stats)
-
-    def best_metrics(self, task: Task, best: Measurement) -> dict[str, float]:
-        """The target's own numbers about a task's reported best (logged as ``<task_id>.<key>`` metrics and
-        kept in the task's ``tasks.json`` entry); none by default."""
-        return {}
-
-    def run_metrics(self, rows: list[tuple[Task, dict[str, float]]], summaries: list[dict]) -> dict[str, float]:
-        """The run's own numbers from its tasks' :meth:`best_metrics` (``rows``: each tuned task with its
-        numbers; ``summaries``: the tasks' ``tasks.json`` entries), logged as run metrics once every task is
-        tuned; none by default."""
-        return {}
-
-    def space_facts(self, task: Task) -> dict:
-        """What a measured space of ``task`` records about how its configs become kernels (a TVM target:
-        the template, its source file and sha256; the TVM target, threads, precision), for
-        ``python -m tunebench space measure`` and the replay's template check.
-
-        Raises:
-            UserError: this target's measurements are no space to replay (only TVM targets have one).
-        """
-        raise UserError(f"target={self.name}: only TVM targets (llvm, cuda) measure spaces for target=replay; an "
-                        "FPGA space is a design-space table (method=exhaustive)")
-
-    def space_tools(self) -> dict:
-        """The versions of the tools a measured space of this target was compiled with, for the header of
-        every space file ``python -m tunebench space measure`` writes (TVM targets: ``tvm``); none by default."""
-        return {}
-
-    def table_for(self, task: Task):
-        """The design-space table this target replays for ``task`` (its true Pareto front for
-        ADRS); None for a target that measures live."""
-
-    # ---- timing protocol (targets with ``times_kernels``) ----------------------------------
-    def worker_pids(self) -> list[int]:
-        """Process ids of the target's own workers (not counted as foreign CPU load)."""
-        return []
-
-    def calibrate(self) -> dict:
-        """Time the calibration kernel (:mod:`tunebench.harness.measurement`)."""
-        raise NotImplementedError(f"target {self.name} does not time kernels: no calibration")
-
-    def retime(self, task: Task, configs: list, rounds: int, repeat: int) -> list[dict | None]:
-        """Re-time ``configs`` in interleaved rounds (:mod:`tunebench.harness.measurement`)."""
-        raise NotImplementedError(f"target {self.name} does not time kernels: no re-timing")
-
-    def peak(self) -> dict:
-        """The device's measured peak (``fma_gflops``, ``mem_gbps``, ``threads``)."""
-        raise NotImplementedError(f"target {self.name} does not time kernels: no peak")

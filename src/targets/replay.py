@@ -17,12 +17,12 @@ refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tunebench.config.experiment import TargetSettings
 from tunebench.config.knobs import NAME, POS_INT, knob
 from tunebench.errors import UserError
-from tunebench.targets.base import Target, TargetInfo
+from tunebench.targets.base import Target
 from tunebench.task import Measurement, Task
 
 
@@ -43,7 +43,7 @@ class ReplayTarget(Target):
     workloads = ("measured_space",)
     simulated_clock = True
 
-    def __init__(self, settings: ReplaySettings, measure=None):
+    def __init__(self, settings: ReplaySettings):
         super().__init__()
         self.settings, self.name, self.batch_size = settings, settings.name, settings.batch_size
         self._spaces: dict[str, object] = {}
@@ -64,19 +64,17 @@ class ReplayTarget(Target):
         self._spaces[task.id] = measured
         return [task], None
 
-    def task_info(self, task: Task) -> TargetInfo:
-        """:attr:`info`, with the TVM target and the device the task's space was measured on where its file
-        records them (a space file does, a Kernel Tuner cache does not): a method that reads the hardware
+    def info_fields(self, task: Task | None = None) -> dict:
+        """The measured spaces; of a task, the TVM target and the device its space was measured on where its
+        file records them (a space file does, a Kernel Tuner cache does not): a method that reads the hardware
         (glimpse's Blueprint) sees the measured device."""
-        measured = self._spaces.get(task.id)
-        recorded = ((measured.meta or {}).get("target") or {}) if measured is not None else {}
-        if not recorded.get("tvm_target"):
-            return self.info
-        return replace(self.info, tvm_target=dict(recorded["tvm_target"]), device_name=measured.device)
-
-    def info_fields(self) -> dict:
         spaces = {tid: f"{m.origin} ({m.device})" for tid, m in self._spaces.items()}
-        return {**super().info_fields(), "details": {"spaces": spaces}}
+        out = {**super().info_fields(task), "details": {"spaces": spaces}}
+        measured = self._spaces.get(task.id) if task is not None else None
+        recorded = ((measured.meta or {}).get("target") or {}) if measured is not None else {}
+        if recorded.get("tvm_target"):
+            out.update(tvm_target=dict(recorded["tvm_target"]), device_name=measured.device)
+        return out
 
     def measure(self, task: Task, configs, fidelity: str | None = None) -> list[Measurement]:
         rows = self._spaces[task.id].rows

@@ -10,7 +10,7 @@
 5. ``report()`` is called exactly once per task, by the loop;
 6. it resumes from records: a fresh instance given the first half as ``prior`` measures none of it
    again and stays within the budget;
-7. it survives configs the target rejects before measuring them (``Target.static_check``): told them, it
+7. it survives configs the target rejects before measuring them (``StaticChecks.static_check``): told them, it
    goes on and ends within the budget, proposing none of them again.
 
 ``tests/methods/test_conformance.py`` runs it on every registered method;

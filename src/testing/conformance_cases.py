@@ -94,7 +94,7 @@ def target_for(needs: TargetNeeds, fail: bool = False, static: bool = False) -> 
                           fail=inject, static=check, reference_point=[1.0] * len(OBJECTIVES), capacity=CAPACITY)
     target = FakeTarget(latency, name="fake_latency", fidelities=fids, fail=inject, static=check,
                         tvm_target=TVM_TARGET if needs.compiles else None,
-                        details={"mapspace": True} if needs.mapspace else None)
+                        details={"mapspace": True} if needs.mapspace else None, lends=_lends(needs))
     target.graph_schedules = needs.graphs
     return target
 
@@ -137,6 +137,15 @@ def _graph_task(size: str) -> Task:
     graph = abstract_graph(preds, nbytes, f"conformance_dag_{size}")
     return Task(id=f"c0d{SIZES.index(size)}00000001", name=f"conformance_dag_{size}", kind="graph", mod=graph,
                 shape={"nodes": len(graph)}, flops=0)
+
+
+def _lends(needs: TargetNeeds) -> dict | None:
+    """What the target lends a method that searches mapspaces: ``target=accel``'s (ZigZag's model)."""
+    if not needs.mapspace:
+        return None
+    from tunebench.targets.accel.target import AccelTarget
+
+    return dict(AccelTarget.lends)
 
 
 def _mapspace_task(size: str) -> Task:

@@ -28,15 +28,19 @@ class FakeTarget(Target):
             instead of ``latency``).
         fail: failure injection: ``fail(config, fidelity)`` returns an error text (the measurement
             is invalid with it) or None.
-        static: the target's static check (:meth:`Target.static_check`): ``static(config)`` returns why
-            the config cannot run, known before measuring it, or None.
+        static: the target's static check (:class:`~tunebench.targets.capabilities.StaticChecks`):
+            ``static(config)`` returns why the config cannot run, known before measuring it, or None.
         batch_size: configs per ``measure`` call of the loop.
         sleep_s: seconds slept per config measured.
         lock_wait_s: seconds added to ``stats["lock_wait_s"]`` per ``measure`` call (as if another
             process held the device lock; nothing sleeps).
-        times_kernels, simulated_clock, reference_point, scale, capacity, tvm_target: as in
-            :class:`~tunebench.targets.base.TargetInfo` (a ``tvm_target`` lets methods that make their
-            own schedules run; nothing is compiled: ``latency(config)`` "measures" a schedule trace too).
+        simulated_clock: as :class:`~tunebench.targets.base.Target`'s fact.
+        reference_point, scale, capacity, tvm_target, details, lends: as in :class:`~tunebench.targets.base.TargetInfo` (a
+            ``tvm_target`` lets methods that make their own schedules run; nothing is compiled:
+            ``latency(config)`` "measures" a schedule trace too).
+
+    It checks outputs (always passing) and screens configs (``static``); a test that needs a target that
+    times kernels subclasses it with :class:`~tunebench.targets.capabilities.TimesKernels`' methods.
 
     Counts: ``calls`` (``(fidelity, [config indices])`` per ``measure`` call), ``measured`` (every
     config index measured, in order), ``checked`` (config indices whose output was checked),
@@ -47,25 +51,26 @@ class FakeTarget(Target):
 
     def __init__(self, latency: Callable | None = None, *, name: str = "fake", objectives=("latency_s",),
                  fidelities=("hw",), values: Callable | None = None, fail: Callable | None = None,
-                 static: Callable | None = None, batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0, times_kernels: bool = False,
+                 static: Callable | None = None, batch_size: int = 4, sleep_s: float = 0.0, lock_wait_s: float = 0.0,
                  simulated_clock: bool = False, reference_point=None, scale=None, capacity=None,
-                 tvm_target: dict | None = None, details: dict | None = None):
+                 tvm_target: dict | None = None, details: dict | None = None, lends: dict | None = None):
         super().__init__()
         self.name, self.objectives, self.fidelities = name, tuple(objectives), tuple(fidelities)
         self.latency, self.values, self.fail, self.static = latency or _index_latency, values, fail, static
         self.batch_size, self.sleep_s, self.lock_wait_s = batch_size, sleep_s, lock_wait_s
-        self.times_kernels, self.simulated_clock = times_kernels, simulated_clock
+        self.simulated_clock = simulated_clock
         self.reference_point, self.scale, self.capacity = reference_point, scale, capacity
         self.tvm_target = tvm_target
         self.details = dict(details or {})
+        self.lends = dict(lends or {})
         self.calls: list[tuple[str, list[int]]] = []
         self.measured: list[int] = []
         self.checked: list[int] = []
         self.n_started = self.n_closed = 0
 
-    def info_fields(self) -> dict:
-        return {**super().info_fields(), "reference_point": self.reference_point, "scale": self.scale,
-                "capacity": self.capacity, "details": self.details}
+    def info_fields(self, task: Task | None = None) -> dict:
+        return {**super().info_fields(task), "reference_point": self.reference_point, "scale": self.scale,
+                "capacity": self.capacity, "tvm_target": self.tvm_target, "details": self.details}
 
     def start(self) -> None:
         self.n_started += 1

@@ -135,11 +135,24 @@ def test_retime_takes_the_libraries_the_search_kept_and_builds_only_the_others(t
 
 class RetimeTarget(FakeTarget):
     """Search timings from the fake loop target; re-timings given by hand (the search's best is not the
-    re-timed best), output checks that fail for one config."""
+    re-timed best), output checks that fail for one config. It times kernels (TimesKernels): only ``retime``
+    is used here, the other steps are not reached."""
 
     def __init__(self, retimed_ms: dict, wrong: set = frozenset()):
-        super().__init__(times_kernels=True)
+        super().__init__()
         self.retimed_ms, self.wrong, self.asked = retimed_ms, set(wrong), []
+
+    def calibrate(self):
+        raise AssertionError("final_best does not calibrate")
+
+    def peak(self):
+        raise AssertionError("final_best does not measure the peak")
+
+    def worker_pids(self):
+        return []
+
+    def run_tags(self):
+        return {}
 
     def retime(self, task, configs, rounds, repeat):
         self.asked.append([c.index for c in configs])
@@ -158,6 +171,7 @@ def test_reported_best_is_the_fastest_retimed_config_that_passes_its_check(tmp_p
         Measurement(task.id, task.space.get(i), valid=True, latency_s=ms / 1e3, trial=i) for i, ms in search.items()])
     target = RetimeTarget({0: 3.5, 1: 1.5, 2: 2.5}, wrong={1})
     proto = MeasurementProtocol(target, measure_settings(retime={"top_k": 3}), str(tmp_path))
+    assert proto.timed  # a target with TimesKernels' methods times kernels
     best, checks, rows = proto.final_best(result, check=True)
     assert target.asked == [[0, 1, 2]]  # the search's top 3
     assert [c["index"] for c in checks] == [1, 2] and [c["ok"] for c in checks] == [False, True]

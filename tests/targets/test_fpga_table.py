@@ -107,6 +107,18 @@ def test_exhaustive_writes_a_table_that_replays(tmp_path, table_path):
     pd.testing.assert_frame_equal(a[cols], b[cols], check_dtype=False)
 
 
+def test_exhaustive_writes_tables_only_with_the_writer_a_target_lends(table_path):
+    """The table writer comes from the target (``TargetInfo.lends``): the FPGA targets lend it; ``method.out`` on
+    a target that lends none is refused before the run."""
+    from tunebench.testing.fakes import FakeTarget
+
+    task = fpga_tasks(MODEL_OPTIONS["hls_gemm"], "table")[0]
+    assert _table_target(table_path).task_info(task).lends["write_table"] is write_table
+    method = make_method({"name": "exhaustive", "out": "t.csv"})
+    assert method.check_task(task, _table_target(table_path).task_info(task)) is None
+    assert "writes no design-space table" in method.check_task(task, FakeTarget().task_info(task))
+
+
 def test_fpga_experiment_logs_adrs_and_hypervolume(tmp_path, table_path):
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.setup.compose import compose_config

@@ -1,5 +1,6 @@
 """The Target contract (src/targets/base.py): every real target and the tests' fake implement it,
-describe themselves with a filled TargetInfo, and the two tool flows charge tool time alike."""
+describe themselves with a filled TargetInfo, have the capabilities (src/targets/capabilities.py) they
+declare, and the two tool flows charge tool time alike."""
 import dataclasses
 import inspect
 import json
@@ -10,8 +11,9 @@ import pytest
 
 from conftest import TESTS, measure_settings, target_settings
 from tunebench.datasets.models import MODEL_OPTIONS
-from tunebench.targets import TARGETS, make_target
+from tunebench.targets import TARGETS, capabilities, make_target
 from tunebench.targets.base import STAT_KEYS, Target, TargetInfo
+from tunebench.targets.capabilities import TimesKernels
 from tunebench.targets.fpga.table_target import TableTarget
 from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.targets.tvm.llvm import LLVMTarget
@@ -38,7 +40,6 @@ def _check_contract(t: Target, kind: str) -> TargetInfo:
     assert isinstance(info, TargetInfo) and info.kind == kind == t.kind and info.name == t.name
     assert info.device_name and info.objectives == tuple(t.objectives) and info.fidelities == tuple(t.fidelities)
     assert info.batch_size == t.batch_size >= 1 and info.top_fidelity == t.fidelities[-1]
-    assert (info.times_kernels, info.simulated_clock) == (t.times_kernels, t.simulated_clock)
     assert set(t.stats) == set(STAT_KEYS) and all(v == 0.0 for v in t.stats.values())
     d = t.describe()
     assert json.loads(json.dumps(d)) == d and d["name"] == info.device_name and d["kind"] == kind
@@ -51,10 +52,47 @@ def test_every_target_class_implements_the_contract():
         assert cls is FakeTarget or cls.Settings().kind == cls.kind, cls  # its settings name its class
 
 
+#: the overridable members of the core contract (docs/ARCHITECTURE.md §A new target counts them)
+CORE = {"measure", "load_tasks", "check_model", "nominal_info", "info_fields", "start", "close", "stats"}
+
+#: each shipped target's capabilities
+CAPABILITIES = {
+    "llvm": {"TimesKernels", "ChecksOutputs", "MeasuresSpaces", "HasRunSteps"},
+    "cuda": {"TimesKernels", "ChecksOutputs", "StaticChecks", "MeasuresSpaces", "HasRunSteps"},
+    "fpga_open": {"ChecksOutputs"}, "vivado": {"ChecksOutputs"}, "table": {"ChecksOutputs", "HasTables"},
+    "memory": {"ChecksOutputs", "ReportsMetrics"}, "accel": {"ChecksOutputs", "ReportsMetrics"}, "replay": set(),
+}
+
+
+def test_the_core_contract_is_small_and_capabilities_are_declared_by_methods():
+    """The core has at most 8 members a target overrides; a capability is implemented by its methods, and the
+    core defines none of them (else every target would seem to have it)."""
+    overridable = {n for n, v in vars(Target).items() if not n.startswith("_") and n not in (
+        "info", "task_info", "describe") and not isinstance(v, type) and (callable(v) or isinstance(v, (property, classmethod)))}
+    assert overridable == CORE and len(CORE) <= 8
+    names = [n for n, v in vars(capabilities).items() if isinstance(v, type) and getattr(v, "_is_protocol", False)
+             and v.__module__ == capabilities.__name__]
+    assert not any(issubclass(Target, getattr(capabilities, n)) for n in names)
+    for kind, expected in CAPABILITIES.items():
+        assert {n for n in names if issubclass(TARGETS[kind], getattr(capabilities, n))} == expected, kind
+
+
+def test_only_a_target_that_times_kernels_gets_the_measurement_settings(tmp_path):
+    """``make_target``: a target is built from its settings alone; one that times kernels also gets the
+    experiment's measurement settings (its noise policy and machine cache folder)."""
+    table = make_target(target_settings("table"), measure_settings(cache_dir=str(tmp_path / "unused")))
+    assert isinstance(table, TableTarget) and not os.path.exists(tmp_path / "unused")
+    llvm = make_target(target_settings("llvm", lock_dir=str(tmp_path)), measure_settings(cache_dir=str(tmp_path / "c"),
+                                                                                        retime={"top_k": 3}))
+    assert llvm._retime_k == 3 and llvm.machine.dir.startswith(str(tmp_path / "c"))
+    for kind in ("table", "memory", "accel", "replay"):
+        assert list(inspect.signature(TARGETS[kind]).parameters) == ["settings"], kind
+
+
 def test_table_target_info():
     t = TableTarget(target_settings("table"))
     info = _check_contract(t, "table")
-    assert info.multi_objective and info.simulated_clock and not info.times_kernels
+    assert info.multi_objective and t.simulated_clock and not isinstance(t, TimesKernels)
     assert info.objectives == ("delay_s", "luts", "ffs") and info.fidelities == ("estimate", "synth", "impl")
     assert len(info.reference_point) == 3 and set(info.scale) == set(info.objectives) and info.capacity["dsps"] > 0
     assert info.tvm_target is None and info.threads is None and info.precision is None
@@ -72,7 +110,7 @@ def test_tool_flow_targets_info(tmp_path, standin_path):
 def test_llvm_target_info(tmp_path):
     t = LLVMTarget(target_settings("llvm", lock_dir=str(tmp_path)), measure_settings(cache_dir=str(tmp_path / "cache")))  # no worker starts before start()
     info = _check_contract(t, "llvm")
-    assert info.times_kernels and not info.multi_objective and info.objectives == ("latency_s",)
+    assert isinstance(t, TimesKernels) and not info.multi_objective and info.objectives == ("latency_s",)
     assert info.tvm_target["kind"] == "llvm" and info.threads == t.threads >= 1 and info.precision == "float32"
     assert info.device_name == t.device["name"] and info.capacity is None and info.reference_point is None
     assert set(t.describe()) == {"kind", "name", "mcpu", "num_cores", "host", "tvm_target", "objectives",

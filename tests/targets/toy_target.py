@@ -35,7 +35,7 @@ class ToyReplayTarget(Target):
     workloads = ("tensor_program",)  # the models it takes: those of conv2d / dense layers
     simulated_clock = True
 
-    def __init__(self, settings: ToyReplaySettings, measure=None):
+    def __init__(self, settings: ToyReplaySettings):
         super().__init__()
         self.settings, self.name, self.batch_size = settings, settings.name, settings.batch_size
 

@@ -127,6 +127,7 @@ def _measure(args: argparse.Namespace, out: str) -> None:
     from tunebench.harness.run_files import git_commit
     from tunebench.harness.setup.compose import compose_config
     from tunebench.targets import target_class
+    from tunebench.targets.capabilities import MeasuresSpaces
 
     here = machine()
     state = _state(out, here, list(args.overrides))
@@ -136,7 +137,7 @@ def _measure(args: argparse.Namespace, out: str) -> None:
     if state:
         overrides.append(f"resume={state['run_id']}")
     cfg = compose_config([f"workdir={os.getcwd()}", *overrides])
-    if not target_class(cfg.target.kind).measures_spaces:
+    if not issubclass(target_class(cfg.target.kind), MeasuresSpaces):
         raise UserError(f"target={cfg.target.name}: only TVM targets (llvm, cuda) measure spaces for target=replay")
     started = {}
 

@@ -57,7 +57,8 @@ class MapspaceBO(Method):
 
             start = time.perf_counter()
             points = sobol_points(self.enc.d, s.transfer_samples, self.seed + 1)
-            self.source = source_data(task, target_info.objectives[0], s.order_encoding, s.transfer_from, points)
+            self.source = source_data(task, target_info.lends, target_info.objectives[0], s.order_encoding,
+                                      s.transfer_from, points)
             self.pretrain_s = time.perf_counter() - start
 
     def _unit(self, n: int) -> np.ndarray:

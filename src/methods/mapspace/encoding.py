@@ -22,7 +22,6 @@ from functools import lru_cache
 import numpy as np
 
 from tunebench.space import Config
-from tunebench.targets.accel.mapspace import BUFFERS, LEVEL_OPERANDS, LEVELS, RELEVANT, MapSpace
 
 ORDER_ENCODINGS = ("scores", "categorical")
 _EPS = 1e-6
@@ -54,28 +53,31 @@ def floor_divisor(n: int, value: float) -> int:
 
 
 class Encoding:
-    """The map from (0, 1]^d to the mappings of one :class:`MapSpace` (module docstring)."""
+    """The map from (0, 1]^d to the mappings of one mapspace (a task's ``mod`` on ``target=accel``:
+    :class:`~tunebench.targets.accel.mapspace.MapSpace`, whose memory levels it reads; module docstring)."""
 
-    def __init__(self, mapspace: MapSpace, order: str = "scores"):
+    def __init__(self, mapspace, order: str = "scores"):
         if order not in ORDER_ENCODINGS:
             raise ValueError(f"order encoding {order!r}; valid: {', '.join(ORDER_ENCODINGS)}")
         self.ms, self.order = mapspace, order
+        self.levels, self.buffers = mapspace.LEVELS, mapspace.BUFFERS
         self.dims = mapspace.dims
         n = len(self.dims)
-        self.n_tile = len(BUFFERS) * n
-        self.n_order = len(LEVELS) * (n if order == "scores" else 1)
+        self.n_tile = len(self.buffers) * n
+        self.n_order = len(self.levels) * (n if order == "scores" else 1)
         self.d = self.n_tile + self.n_order
         self.n_perms = len(mapspace.permutations)
         #: feature indices that are categorical (the permutation index per level)
         self.cat_dims = list(range(self.n_tile, self.d)) if order == "categorical" else []
-        self.constrained = {lv: {d for op in LEVEL_OPERANDS[lv] for d in RELEVANT[op]} for lv in BUFFERS}
+        self.constrained = {lv: {d for op in mapspace.LEVEL_OPERANDS[lv] for d in mapspace.RELEVANT[op]}
+                            for lv in self.buffers}
 
     def names(self) -> list[str]:
         """One name per feature: ``tile_<level>_<dim>``, ``order_<level>_<dim>`` or ``order_<level>``."""
-        out = [f"tile_{LEVELS[lv]}_{d}" for lv in BUFFERS for d in self.dims]
+        out = [f"tile_{self.levels[lv]}_{d}" for lv in self.buffers for d in self.dims]
         if self.order == "scores":
-            return out + [f"order_{lv}_{d}" for lv in LEVELS for d in self.dims]
-        return out + [f"order_{lv}" for lv in LEVELS]
+            return out + [f"order_{lv}_{d}" for lv in self.levels for d in self.dims]
+        return out + [f"order_{lv}" for lv in self.levels]
 
     # ---- tiles --------------------------------------------------------------------------------
     def _footprint(self, lv: int, tile: dict) -> float:
@@ -116,12 +118,12 @@ class Encoding:
         n = len(self.dims)
         outer = {d: self.ms.temporal[d] for d in self.dims}
         cum = {}
-        for k, lv in enumerate(BUFFERS):
+        for k, lv in enumerate(self.buffers):
             cum[lv] = self._level_tiles(lv, x[k * n:(k + 1) * n], outer)
             outer = cum[lv]
         below = dict.fromkeys(self.dims, 1)
         out = []
-        for lv in range(len(LEVELS)):
+        for lv in range(len(self.levels)):
             tile = cum.get(lv, {d: self.ms.temporal[d] for d in self.dims})
             out.append({d: tile[d] // below[d] for d in self.dims})
             below = tile
@@ -132,7 +134,7 @@ class Encoding:
         n, part = len(self.dims), x[self.n_tile:]
         if self.order == "scores":
             return [tuple(self.dims[i] for i in np.argsort(part[lv * n:(lv + 1) * n], kind="stable"))
-                    for lv in range(len(LEVELS))]
+                    for lv in range(len(self.levels))]
         return [self.ms.permutations[min(int(v * self.n_perms), self.n_perms - 1)] for v in part]
 
     def decode(self, x) -> Config:

@@ -16,12 +16,10 @@ from tunebench.errors import UserError
 from tunebench.methods.mapspace.encoding import Encoding
 
 
-def source_data(task, objective: str, order: str, changes: list[dict], points: np.ndarray):
+def source_data(task, lends, objective: str, order: str, changes: list[dict], points: np.ndarray):
     """``(X, log y, source index)`` of ``points`` on every configuration of ``changes`` (rows whose mapping
-    ZigZag finds invalid are left out)."""
-    from tunebench.targets.accel.target import make_mapspace, objective_values
-    from tunebench.targets.accel.zigzag_model import build_layer, evaluate
-
+    ZigZag finds invalid are left out), with what the target lends (``TargetInfo.lends``: ``mapspace``,
+    ``zigzag_layer``, ``mapping_objectives``)."""
     base = task.mod.hardware
     X, y, src = [], [], []
     for k, change in enumerate(changes):
@@ -30,16 +28,15 @@ def source_data(task, objective: str, order: str, changes: list[dict], points: n
         except TypeError as e:
             raise UserError(f"method.transfer_from[{k}]={change!r}: {e}; valid: knobs of target=accel") from None
         validate(settings, f"method.transfer_from[{k}]")
-        ms = make_mapspace(settings, task.shape)
+        ms = lends["mapspace"](settings, task.shape)
         if ms.dims != task.mod.dims:
             raise UserError(f"method.transfer_from[{k}]={change!r}: changes the layer's loop dimensions on the array; "
                             "valid: memory and bandwidth knobs")
         enc = Encoding(ms, order)
-        layer, sm, smi, acc = build_layer(settings, ms.loops, ms.stride)
+        model = lends["zigzag_layer"](settings, ms.loops, ms.stride)
         for x in points:
-            cme = evaluate(layer, sm, smi, acc, ms.nest(enc.decode(x)))
-            fits = all(u <= 1.0 + 1e-9 for v in cme.mem_utili_shared.values() for u in v)
-            value = objective_values(settings, cme.energy_total, cme.latency_total2, layer.total_mac_count)[objective]
+            values, fits = lends["mapping_objectives"](settings, model, ms.nest(enc.decode(x)))
+            value = values[objective]
             if fits and value > 0:
                 X.append(x)
                 y.append(math.log(value))

@@ -92,10 +92,9 @@ class ZigZagMapper(Method):
 
     def setup(self, task, target_info, history, budget, rng):
         super().setup(task, target_info, history, budget, rng)
-        from tunebench.targets.accel.zigzag_model import build_layer
-
-        self.ms = task.mod
-        self.layer, self.sm, self.smi, self.accelerator = build_layer(self.ms.hardware, self.ms.loops, self.ms.stride)
+        self.ms = task.mod  # ZigZag's model of the layer: lent by the target (target=accel)
+        self.layer, self.sm, self.smi, self.accelerator = target_info.lends["zigzag_layer"](
+            self.ms.hardware, self.ms.loops, self.ms.stride)
         self.criterion = CRITERIA.get(target_info.objectives[0], "energy")
         self.queue: list[tuple[float, Config]] = []
         self.model_evaluations = 0

@@ -27,6 +27,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import ClassVar
 
 from tunebench.datasets.layer_spec import normalize_layer
 from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
@@ -62,6 +63,11 @@ class MapSpace:
     capacity_bits: tuple
     bits: dict = field(default_factory=lambda: {"W": 8, "I": 8, "O": 32, "O_final": 8})
     hardware: object = None  # the target's settings (AccelSettings): ZigZag's mappers rebuild the model from them
+    # the memory hierarchy, for methods that search the mapspace by its structure (they import no target module)
+    LEVELS: ClassVar[tuple] = LEVELS
+    BUFFERS: ClassVar[tuple] = BUFFERS
+    RELEVANT: ClassVar[dict] = RELEVANT
+    LEVEL_OPERANDS: ClassVar[dict] = LEVEL_OPERANDS
 
     @cached_property
     def temporal(self) -> dict:

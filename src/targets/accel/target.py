@@ -38,15 +38,42 @@ def objective_values(settings: AccelSettings, energy_pj: float, cycles: float, m
     return {"energy_pj_per_mac": energy_pj / macs, "latency_s": latency, "edp": energy_pj * 1e-12 * latency}
 
 
+def zigzag_layer(settings: AccelSettings, loops: dict, stride: int) -> tuple:
+    """ZigZag's layer, spatial mappings and accelerator of a layer's ``loops`` on the accelerator of
+    ``settings`` (what LOMA and SALSA run ZigZag's own mappers on; lent to methods)."""
+    from tunebench.targets.accel.zigzag_model import build_layer
+
+    return build_layer(settings, loops, stride)
+
+
+def mapping_objectives(settings: AccelSettings, model: tuple, nest) -> tuple[dict, bool]:
+    """Every objective of one mapping (``nest``: :meth:`MapSpace.nest` of a config) on ``model`` (what
+    :func:`zigzag_layer` returned), and whether it fits (every memory's utilization <= 1): the cheap evaluator
+    ``mapspace_bo``'s transfer is lent."""
+    from tunebench.targets.accel.zigzag_model import evaluate
+
+    layer, sm, smi, acc = model
+    cme = evaluate(layer, sm, smi, acc, nest)
+    fits = all(u <= 1.0 + 1e-9 for v in cme.mem_utili_shared.values() for u in v)
+    return objective_values(settings, cme.energy_total, cme.latency_total2, layer.total_mac_count), fits
+
+
+#: what the accelerator target lends methods (TargetInfo.lends): a layer's mapspace on other settings, ZigZag's
+#: model of a layer, a mapping's objectives on it
+LENDS = {"mapspace": make_mapspace, "zigzag_layer": zigzag_layer, "mapping_objectives": mapping_objectives}
+
+
 class AccelTarget(Target):
-    """A Gemmini-like accelerator as ZigZag models it (module docstring)."""
+    """A Gemmini-like accelerator as ZigZag models it (module docstring). Capabilities
+    (:mod:`tunebench.targets.capabilities`): output checks (:meth:`check`) and its own metrics
+    (:meth:`best_metrics`, :meth:`run_metrics`). It lends :data:`LENDS` to the methods that search mapspaces."""
 
     kind = "accel"
     Settings = AccelSettings
     workloads = ("tensor_program", dosa_target.WORKLOAD)
-    simulated_clock = False
+    lends = LENDS
 
-    def __init__(self, settings: AccelSettings, measure=None):
+    def __init__(self, settings: AccelSettings):
         super().__init__()
         self.settings, self.name, self.batch_size = settings, settings.name, settings.batch_size
         self.objectives = list(settings.objectives)
@@ -66,7 +93,7 @@ class AccelTarget(Target):
         if dosa_target.is_dosa(model):
             fields.update(dosa_target.nominal_fields(settings))
         return TargetInfo(kind=cls.kind, name=settings.name, device_name=settings.name,
-                          batch_size=settings.batch_size, **fields)
+                          batch_size=settings.batch_size, lends=dict(cls.lends), **fields)
 
     @staticmethod
     def describe_hardware(s: AccelSettings) -> dict:
@@ -75,11 +102,11 @@ class AccelTarget(Target):
                 "accumulator_kib": s.accumulator_kib, "scratchpad_kib": s.scratchpad_kib,
                 "weight_reg_bits": s.weight_reg_bits}
 
-    def info_fields(self) -> dict:
+    def info_fields(self, task: Task | None = None) -> dict:
         info = self.nominal_info(self.settings)
         if self._dosa is not None:
-            return {**super().info_fields(), "details": {**self._dosa, "clock_hz": self.settings.clock_hz}}
-        return {**super().info_fields(), "scale": info.scale, "reference_point": info.reference_point,
+            return {**super().info_fields(task), "details": {**self._dosa, "clock_hz": self.settings.clock_hz}}
+        return {**super().info_fields(task), "scale": info.scale, "reference_point": info.reference_point,
                 "details": info.details}
 
     @classmethod

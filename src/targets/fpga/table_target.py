@@ -19,21 +19,23 @@ from tunebench.targets.fpga.common import (
     tool_flow_chain,
 )
 from tunebench.targets.fpga.settings import TableSettings
-from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement
+from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement, write_table
 from tunebench.task import Measurement, Task
 
 
 class TableTarget(FPGATargetBase):
-    """Replays a design-space table (module docstring); its tool seconds go to the search clock."""
+    """Replays a design-space table (module docstring); its tool seconds go to the search clock. It has
+    tables (:class:`~tunebench.targets.capabilities.HasTables`: :meth:`table_for`)."""
 
     kind = "table"
     Settings = TableSettings
+    lends = {"write_table": write_table}  # method=exhaustive writes this target's design-space table
     simulated_clock = True
 
     workloads = ("hls_kernel", "fpga_recorded")
 
-    def __init__(self, settings: TableSettings, measure=None):
-        super().__init__(settings, measure)
+    def __init__(self, settings: TableSettings):
+        super().__init__(settings)
         self.path = settings.table
         self._tables: dict[str, object] = {}
         self._charged: dict[tuple[str, int], set[str]] = {}
@@ -49,19 +51,19 @@ class TableTarget(FPGATargetBase):
 
     def load_tasks(self, model, own_schedules: bool = False):
         """An FPGA kernel's task, or a recorded model's: then the data set's fidelities, objectives,
-        capacity, scale and reference point replace those left at their defaults."""
+        capacity, scale and reference point replace those left at their defaults. Every task's table is
+        read now and must match its space (a bad table fails before the run)."""
         if model.workload != "fpga_recorded":
-            return super().load_tasks(model, own_schedules)
-        self.apply_settings(fpga_recorded.adopt(self.settings, model.kernel))
-        return [fpga_recorded.recorded_task(model.kernel, self.kind)], None
+            tasks, _ = super().load_tasks(model, own_schedules)
+        else:
+            self.apply_settings(fpga_recorded.adopt(self.settings, model.kernel))
+            tasks = [fpga_recorded.recorded_task(model.kernel, self.kind)]
+        for task in tasks:
+            self.table_for(task)
+        return tasks, None
 
     def details(self) -> dict:
         return {"table": self.path or "shipped: data/fpga/<kernel>.csv or data/fpga_recorded/ (recorded models)"}
-
-    def validate_tasks(self, tasks) -> None:
-        """Every task's table exists and matches its space (read now: a bad table fails before the run)."""
-        for task in tasks:
-            self.table_for(task)
 
     def table_for(self, task: Task):
         """The table replayed for ``task`` (read once per task)."""

@@ -17,6 +17,7 @@ from tunebench.targets.fpga import vivado_flow as vf
 from tunebench.targets.fpga.common import ToolFlowTarget
 from tunebench.targets.fpga.flow import StageResult, _last_error
 from tunebench.targets.fpga.settings import VivadoSettings
+from tunebench.targets.fpga.table import write_table
 
 STAGE_CHAIN = {"estimate": ["hls"], "synth": ["hls", "synth"], "impl": ["hls", "impl"]}
 
@@ -26,10 +27,11 @@ class VivadoTarget(ToolFlowTarget):
 
     kind = "vivado"
     Settings = VivadoSettings
+    lends = {"write_table": write_table}  # method=exhaustive writes this target's design-space table
     tmp_prefix = "tunebench-vivado-"
 
-    def __init__(self, settings: VivadoSettings, measure=None):
-        super().__init__(settings, measure)
+    def __init__(self, settings: VivadoSettings):
+        super().__init__(settings)
         self.part = settings.part
         self.clock_ns = float(settings.clock_ns)
         self.tools = {}

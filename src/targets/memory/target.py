@@ -60,7 +60,8 @@ class MemorySettings(TargetSettings):
 
 class MemoryTarget(Target):
     """Schedules of graphs: their peak memory computed (sum of live tensors, TFLite arena, off-chip
-    traffic) and measured by running them."""
+    traffic) and measured by running them. Capabilities (:mod:`tunebench.targets.capabilities`): output
+    checks (:meth:`check`) and its own metrics (:meth:`best_metrics`, :meth:`run_metrics`)."""
 
     kind = "memory"
     Settings = MemorySettings
@@ -68,16 +69,16 @@ class MemoryTarget(Target):
     graph_schedules = True
     objectives = ("peak_bytes",)
 
-    def __init__(self, settings: MemorySettings, measure=None):
+    def __init__(self, settings: MemorySettings):
         super().__init__()
         self.settings, self.name = settings, settings.name
         self._rewritten: dict[tuple[str, tuple[str, ...]], tuple] = {}
         self._details: dict[tuple, dict] = {}
         self._reference: dict[str, list] = {}
 
-    def info_fields(self) -> dict:
+    def info_fields(self, task: Task | None = None) -> dict:
         capacity = {"bytes": float(self.settings.capacity_bytes)} if self.settings.capacity_bytes else None
-        return {**super().info_fields(), "capacity": capacity,
+        return {**super().info_fields(task), "capacity": capacity,
                 "details": {"onchip_kb": self.settings.onchip_kb, "execute": self.settings.execute,
                             "accounting": self.settings.accounting}}
 
@@ -88,6 +89,8 @@ class MemoryTarget(Target):
 
     # ---- tasks ------------------------------------------------------------------------------
     def load_tasks(self, model, own_schedules: bool = False) -> tuple[list[Task], None]:
+        """One task per graph of ``model``. Bad graphs and budgets fail here, before a run exists: a cycle, a
+        node without a size, a capacity below the largest tensor (:func:`check_graphs`)."""
         from tunebench.datasets.graph_models import graph_id, load_graphs
 
         tasks = []
@@ -95,12 +98,8 @@ class MemoryTarget(Target):
             tasks.append(Task(id=graph_id(g, model), name=g.name, kind="graph", mod=g, flops=0,
                               shape={"nodes": len(g), "edges": g.n_edges, "batch": model.batch, "dtype": model.dtype},
                               target_kind=self.kind))
-        return tasks, None
-
-    def validate_tasks(self, tasks: list[Task]) -> None:
-        """Bad graphs and budgets fail here, before a run exists: a cycle, a node without a size, a
-        capacity below the largest tensor."""
         check_graphs([t.mod for t in tasks], self.settings.capacity_bytes)
+        return tasks, None
 
     # ---- measuring ----------------------------------------------------------------------------
     def graph_for(self, task: Task, rewrites: tuple[str, ...]):

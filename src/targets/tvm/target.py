@@ -32,6 +32,7 @@ from tunebench.protocol.reference import CalibrationReference
 from tunebench.safe_files import run_temp_dir
 from tunebench.space import Config, TraceConfig
 from tunebench.targets.base import Target, static_invalid
+from tunebench.targets.capabilities import StaticChecks
 from tunebench.targets.devicelock import DeviceLock
 from tunebench.targets.tvm.checking import OutputCheck, reference_cache_dir
 from tunebench.targets.tvm.libraries import LibraryCache
@@ -59,7 +60,10 @@ def tvm_version() -> str:
 class TVMTarget(TimingProtocol, OutputCheck, Target):
     """Real compile-and-time measurement through TVM on a device: the part :class:`LLVMTarget` and
     :class:`CUDATarget` share. A subclass probes its device (:meth:`_probe_local`,
-    :meth:`_remote_device`) and states its facts.
+    :meth:`_remote_device`) and states its facts. Its capabilities
+    (:mod:`tunebench.targets.capabilities`): it times kernels (:class:`TimingProtocol`), checks outputs
+    (:class:`OutputCheck`), measures spaces for the replay (:meth:`space_facts`) and adds the end-to-end
+    step (:meth:`run_steps`); ``target=cuda`` also screens configs (``static_check``).
 
     Args:
         settings: the target's settings (:class:`~tunebench.targets.tvm.settings.LLVMSettings`, ...).
@@ -69,7 +73,6 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
     Settings = TVMTargetSettings
     workloads = ("tensor_program",)
     compiles = True  # methods that make their own schedules (metaschedule, gat) can run here
-    measures_spaces = True
     templates: tuple[str, ...] = ()  # the schedule template variants (targets/tvm/variants.py), default first
     device_type = "cpu"  # TVM's device type of the timed kernels (tvm.device(device_type, device_id))
     gpu = False  # a GPU: limits checked before building, no CPU thread pool to set on a remote device
@@ -77,8 +80,8 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
     tf32_baseline = False  # the end-to-end step also times PyTorch with TF32 (its default on a GPU)
     objectives = ("latency_s",)  # minimized
     fidelities = ("hw",)
-    times_kernels = True  # the harness calibrates, re-times and reports the peak for this target
-    precision = "float32"
+    precision = "float32"  # of the timed kernels
+    tvm_target: dict | None = None  # set when the device is probed
 
     def __init__(self, settings: TVMTargetSettings, measure: MeasureSettings | None = None):
         super().__init__()
@@ -213,17 +216,14 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         self.device_spec = remote_spec(self.rpc, self.device_type, self.device_id, self.threads,
                                        set_threads=not self.gpu)
 
-    def info_fields(self) -> dict:
+    def info_fields(self, task: Task | None = None) -> dict:
         """The device (its name and description), the TVM target for methods that compile, the
         threads and precision of the timed kernels, the template variant the tasks' spaces come from."""
         details = {**{k: v for k, v in self.device.items() if k not in ("kind", "name")}, "template": self.template}
-        return {**super().info_fields(), "device_name": self.device["name"], "tvm_target": dict(self.tvm_target),
-                "details": details}
+        return {**super().info_fields(task), "device_name": self.device["name"], "tvm_target": dict(self.tvm_target),
+                "threads": self.threads, "precision": self.precision, "details": details}
 
     # ---- lifecycle -------------------------------------------------------------------
-    def validate_tasks(self, tasks) -> None:
-        """Nothing to check before the run: every task is compiled when measured."""
-
     def start(self) -> None:
         """Start the worker processes (before any task clock starts)."""
         if self._builders is None:
@@ -341,7 +341,7 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         results: list[Measurement | None] = [None] * len(configs)
         to_build = []
         for i, config in enumerate(configs):  # the loop screened them; a caller outside it is screened here
-            err = self.static_check(task, config)
+            err = self.static_check(task, config) if isinstance(self, StaticChecks) else None
             if err:
                 results[i] = static_invalid(task, config, err)
             else:
