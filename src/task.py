@@ -50,6 +50,10 @@ class Task:
                 "space_size": self.space.size if self.space is not None else None}
 
 
+#: the error text of a config a target's static check rejected (``Target.static_check``) starts with this
+STATIC_INVALID = "static: "
+
+
 class Outcome(Enum):
     """What became of one measured config. Every invalid kind has an error text in
     :attr:`Measurement.error`; a record on disk stores that text, not the kind (:meth:`of_error` reads it back).
@@ -94,7 +98,7 @@ class Outcome(Enum):
 
 #: an invalid measurement's error text (matched at its start, first match wins) -> its outcome
 _ERROR_KINDS: tuple[tuple[re.Pattern, Outcome], ...] = tuple((re.compile(p), k) for p, k in (
-    (r"static: ", Outcome.STATIC_INVALID),
+    (re.escape(STATIC_INVALID), Outcome.STATIC_INVALID),
     (r"(\w+: )?timeout", Outcome.TIMEOUT),  # a worker's, a tool's: "build: timeout: ...", "synth: timeout after ..."
     (r"(\w+: )?does not fit|not an order of|not a topological order|not a design of the table|ZigZag: "
      r"|InvalidConfig$|peak \d+ B exceeds", Outcome.INFEASIBLE),

@@ -17,14 +17,12 @@ from typing import Any, ClassVar
 
 from tunebench.config.experiment import ModelSettings, TargetSettings
 from tunebench.errors import UserError
-from tunebench.task import Measurement, Outcome, Task
+from tunebench.task import STATIC_INVALID, Measurement, Outcome, Task
 
 # cumulative wall seconds a target reports in ``Target.stats`` (every target has every key)
 STAT_KEYS = ("build_phase_s", "run_phase_s", "check_s", "tool_s", "protocol_s", "lock_wait_s")
 
 
-#: the error text of a config a target's static check rejected (:meth:`Target.static_check`) starts with this
-STATIC_INVALID = "static: "
 
 
 def static_invalid(task: Task, config, reason: str, fidelity: str | None = None) -> Measurement:
