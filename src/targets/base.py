@@ -23,8 +23,6 @@ from tunebench.task import STATIC_INVALID, Measurement, Outcome, Task
 STAT_KEYS = ("build_phase_s", "run_phase_s", "check_s", "tool_s", "protocol_s", "lock_wait_s")
 
 
-
-
 def static_invalid(task: Task, config, reason: str, fidelity: str | None = None) -> Measurement:
     """The invalid measurement of a config that :meth:`Target.static_check` rejected for ``reason``: never
     built nor run; outcome :attr:`Outcome.STATIC_INVALID`, error :data:`STATIC_INVALID` + ``reason``."""

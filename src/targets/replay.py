@@ -86,13 +86,12 @@ class ReplayTarget(Target):
             cost = row.compile_s + row.benchmark_s
             if row.latency_s is None:
                 out.append(Measurement(task.id, config, Outcome.of_error(False, row.error), error=row.error,
-                                       build_s=row.compile_s,
-                                       run_s=row.benchmark_s, cost_s=cost))
+                                       build_s=row.compile_s, run_s=row.benchmark_s, cost_s=cost))
             else:
                 out.append(Measurement.timed(task.id, config, row.latency_s,
-                                       latency_std_s=row.latency_std_s, build_s=row.compile_s,
-                                       run_s=row.benchmark_s, cost_s=cost, noisy=row.noisy,
-                                       gflops=task.flops / row.latency_s / 1e9))
+                                             latency_std_s=row.latency_std_s, build_s=row.compile_s,
+                                             run_s=row.benchmark_s, cost_s=cost, noisy=row.noisy,
+                                             gflops=task.flops / row.latency_s / 1e9))
         return out
 
 

@@ -128,7 +128,7 @@ class MemoryTarget(Target):
         try:
             d = self.evaluate(task, config)
         except ValueError as exc:
-            return Measurement(task.id, config, getattr(exc, "outcome", Outcome.INFEASIBLE), error=str(exc),
+            return Measurement(task.id, config, exc.outcome if isinstance(exc, WrongOutput) else Outcome.INFEASIBLE, error=str(exc),
                                fidelity="hw")
         peak = float(d["peak_bytes"])
         return Measurement(task.id, config, Outcome.OK, objectives={"peak_bytes": peak},

@@ -354,8 +354,8 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         to_run = []
         for i, path, (ok, res, wall) in zip(to_build, paths, built):
             if not ok:
-                results[i] = Measurement(task.id, configs[i], failure_kind(res, Outcome.BUILD_ERROR), error=f"build: {res}",
-                                         build_s=wall)
+                results[i] = Measurement(task.id, configs[i], failure_kind(res, Outcome.BUILD_ERROR),
+                                         error=f"build: {res}", build_s=wall)
             else:
                 to_run.append((i, path, res.build_s))
         with self.lock:
@@ -376,11 +376,10 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
             time.sleep(cooldown)
         if not ok:
             return Measurement(task.id, config, failure_kind(res, Outcome.RUN_ERROR), error=f"run: {res}",
-                               build_s=build_s, run_s=run_s,
-                               device=self.lock.server if self.rpc else "")
+                               build_s=build_s, run_s=run_s, device=self.lock.server if self.rpc else "")
         stats, verdict, attempts, server = res
         lat = stats.median if rc.statistic == "median" else stats.mean
         return Measurement.timed(task.id, config, lat, latency_std_s=stats.std,
-                           gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
-                           latency_min_s=stats.min, noisy=verdict.noisy,
-                           noise={**verdict.to_dict(), "attempts": attempts}, device=server)
+                                 gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
+                                 latency_min_s=stats.min, noisy=verdict.noisy,
+                                 noise={**verdict.to_dict(), "attempts": attempts}, device=server)
