@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from tunebench.space import ChoiceKnob, Space
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 from tunebench.testing.fakes import FakeTarget
 
 FIDELITIES = ["estimate", "synth", "impl"]
@@ -96,12 +96,10 @@ class TinyTableTarget(FakeTarget):
     def measurement(self, task, c, fidelity, values) -> Measurement:
         r = self.rows[c.index]
         valid = r[f"{fidelity}.valid"] == "1"
-        m = Measurement(task.id, c, valid, error=r[f"{fidelity}.error"], fidelity=fidelity)
-        m.objectives = {o: float(r[f"{fidelity}.{o}"]) for o in OBJECTIVES} if valid else {}
-        m.stage_s = {fidelity: float(r[f"{fidelity}.tool_s"])}
-        m.cost_s = m.stage_s[fidelity]
-        m.latency_s = m.objectives["delay_s"] if valid else float("inf")
-        return m
+        error, tool_s = r[f"{fidelity}.error"], float(r[f"{fidelity}.tool_s"])
+        return Measurement(task.id, c, Outcome.of_error(valid, error), error=error, fidelity=fidelity,
+                           objectives={o: float(r[f"{fidelity}.{o}"]) for o in OBJECTIVES} if valid else {},
+                           stage_s={fidelity: tool_s}, cost_s=tool_s)
 
     def true_front(self) -> np.ndarray:
         """Raw impl objectives [n, 3] of the valid designs (for ADRS-style checks)."""

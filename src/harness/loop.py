@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -171,18 +171,34 @@ def screen_asked(target: Target, task: Task, items: list, streak: int, bound: in
 
 
 def measure_screened(target: Target, task: Task, items: list,
-                     screened: list[tuple[Measurement, bool] | None]) -> tuple[list[Measurement], list[Measurement]]:
+                     screened: list[tuple[Measurement, bool] | None]) -> tuple[list[Measurement], list[bool]]:
     """Measure the items that passed the static check (:func:`screen_asked`); returns what the method is
-    told (every item, in the order asked) and the trials among them (all but the free rejections)."""
+    told (every item, in the order asked) and, per item, whether it is a trial (all but the free rejections)."""
     keep = [item for item, verdict in zip(items, screened) if verdict is None]
     measured = iter(measure_asked(target, task, keep) if keep else [])
-    told, trials = [], []
+    told, trial = [], []
     for verdict in screened:
         m, free = (next(measured), False) if verdict is None else verdict
         told.append(m)
-        if not free:
-            trials.append(m)
-    return told, trials
+        trial.append(not free)
+    return told, trial
+
+
+def stamp_batch(result: TaskResult, told: list[Measurement], trial: list[bool], clock: _SearchClock,
+                simulated: bool) -> tuple[list[Measurement], list[Measurement]]:
+    """Each of a batch's measurements with its trial number (trials only) and the search clock when it
+    arrived (copies: :func:`dataclasses.replace`), added to ``result``; returns the batch as the method is
+    told it and its trials. A simulated clock is charged each trial's ``cost_s`` first."""
+    out = list(told)
+    for i in (i for i, t in enumerate(trial) if t):
+        if simulated:
+            clock.charged += told[i].cost_s
+        out[i] = replace(told[i], trial=len(result.measurements), search_s=clock())
+        result.append(out[i])
+    for i in (i for i, t in enumerate(trial) if not t):
+        out[i] = replace(told[i], search_s=clock())
+        result.static_rejected.append(out[i])
+    return out, [m for m, t in zip(out, trial) if t]
 
 
 class _SearchClock:
@@ -239,16 +255,7 @@ def tune_task(task: Task, method: Method, target: Target, budget: Budget, rng: n
             result.stop_reason = "exhausted"
             break
         screened, streak = screen_asked(target, task, asked, streak, budget.max_static_rejects, info.top_fidelity)
-        told, batch = measure_screened(target, task, asked, screened)
-        for m in batch:
-            if simulated:
-                clock.charged += m.cost_s
-            m.trial = len(result.measurements)
-            m.search_s = clock()
-            result.append(m)
-        for m in (v[0] for v in screened if v is not None and v[1]):
-            m.search_s = clock()
-            result.static_rejected.append(m)
+        told, batch = stamp_batch(result, *measure_screened(target, task, asked, screened), clock, simulated)
         if batch:
             notify(observers, "batch_measured", batch, result)
         method.tell(told)

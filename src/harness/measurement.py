@@ -215,7 +215,7 @@ class MeasurementProtocol:
 def _with_retime(m: Measurement, r: dict, flops: int) -> Measurement:
     """The search measurement ``m`` with its latency replaced by the re-timing ``r``."""
     stats, verdict = r["stats"], r["verdict"]
-    return dataclasses.replace(m, latency_s=stats.median, latency_std_s=stats.std, latency_min_s=stats.min,
+    return dataclasses.replace(m, latency_std_s=stats.std, latency_min_s=stats.min,
                                gflops=flops / stats.median / 1e9, objectives={"latency_s": stats.median},
                                noisy=verdict.noisy, noise={**verdict.to_dict(), "retimed_n": stats.n,
                                                            "search_latency_s": m.latency_s})

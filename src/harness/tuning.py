@@ -133,6 +133,6 @@ def earlier_best(result, summary: dict) -> Measurement | None:
     if best is None or not summary.get("retimed"):
         return best
     latency_s, lat_min = summary["best_latency_ms"] / 1e3, summary.get("best_latency_min_ms")
-    return dataclasses.replace(best, latency_s=latency_s, gflops=summary["best_gflops"],
+    return dataclasses.replace(best, gflops=summary["best_gflops"],
                                latency_min_s=lat_min / 1e3 if lat_min is not None else math.inf,
                                objectives={"latency_s": latency_s}, noisy=bool(summary.get("best_noisy")))

@@ -16,28 +16,22 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from tunebench.config.experiment import ModelSettings, TargetSettings
-from tunebench.task import Measurement, Task
+from tunebench.task import STATIC_INVALID, Measurement, Outcome, Task
 
 # cumulative wall seconds a target reports in ``Target.stats`` (every target has every key)
 STAT_KEYS = ("build_phase_s", "run_phase_s", "check_s", "tool_s", "protocol_s", "lock_wait_s")
 
 
-#: the error text of a config a target's static check rejected (:meth:`Target.static_check`) starts with this
-STATIC_INVALID = "static: "
-
-
 def static_invalid(task: Task, config, reason: str, fidelity: str | None = None) -> Measurement:
     """The invalid measurement of a config that :meth:`Target.static_check` rejected for ``reason``: never
-    built nor run; its error is :data:`STATIC_INVALID` + ``reason`` (:func:`is_static_invalid`)."""
-    m = Measurement(task.id, config, valid=False, error=STATIC_INVALID + reason)
-    if fidelity is not None:
-        m.fidelity = fidelity
-    return m
+    built nor run; outcome :attr:`Outcome.STATIC_INVALID`, error :data:`STATIC_INVALID` + ``reason``."""
+    return Measurement(task.id, config, Outcome.STATIC_INVALID, error=STATIC_INVALID + reason,
+                       **({"fidelity": fidelity} if fidelity is not None else {}))
 
 
 def is_static_invalid(m: Measurement) -> bool:
     """``m`` is a config the target's static check rejected (:func:`static_invalid`)."""
-    return not m.valid and m.error.startswith(STATIC_INVALID)
+    return m.outcome is Outcome.STATIC_INVALID
 
 
 def new_stats() -> dict[str, float]:

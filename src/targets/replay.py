@@ -23,7 +23,7 @@ from tunebench.config.experiment import TargetSettings
 from tunebench.config.knobs import NAME, POS_INT, knob
 from tunebench.errors import UserError
 from tunebench.targets.base import Target
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 
 
 @dataclass
@@ -83,13 +83,13 @@ class ReplayTarget(Target):
             row = rows[config.index]
             cost = row.compile_s + row.benchmark_s
             if row.latency_s is None:
-                out.append(Measurement(task.id, config, valid=False, error=row.error, build_s=row.compile_s,
-                                       run_s=row.benchmark_s, cost_s=cost))
+                out.append(Measurement(task.id, config, Outcome.of_error(False, row.error), error=row.error,
+                                       build_s=row.compile_s, run_s=row.benchmark_s, cost_s=cost))
             else:
-                out.append(Measurement(task.id, config, valid=True, latency_s=row.latency_s,
-                                       latency_std_s=row.latency_std_s, build_s=row.compile_s,
-                                       run_s=row.benchmark_s, cost_s=cost, noisy=row.noisy,
-                                       gflops=task.flops / row.latency_s / 1e9))
+                out.append(Measurement.timed(task.id, config, row.latency_s,
+                                             latency_std_s=row.latency_std_s, build_s=row.compile_s,
+                                             run_s=row.benchmark_s, cost_s=cost, noisy=row.noisy,
+                                             gflops=task.flops / row.latency_s / 1e9))
         return out
 
 

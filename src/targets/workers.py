@@ -84,6 +84,10 @@ def _answer(handler, name: str, payload) -> tuple[str, Any]:
         return "error", (text[0] if text else detail)[:2000]
 
 
+#: the error text of a request that ran past its timeout starts with this
+TIMEOUT = "timeout: "
+
+
 class Worker:
     """One worker process running ``handler(name, payload)`` for each request.
 
@@ -144,7 +148,7 @@ class Worker:
             conn.send((name, payload))
             if not conn.poll(timeout_s):
                 self.kill()
-                return False, f"timeout: no result after {timeout_s:g} s (worker killed)"
+                return False, f"{TIMEOUT}no result after {timeout_s:g} s (worker killed)"
             status, result = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             proc.join(2)

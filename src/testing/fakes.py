@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from tunebench.targets.base import Target
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 
 
 def _index_latency(config) -> float:
@@ -105,9 +105,8 @@ class FakeTarget(Target):
         if error is None and not all(math.isfinite(v) for v in values.values()):
             error = "invalid"
         if error:
-            return Measurement(task.id, config, valid=False, error=error, fidelity=fidelity)
-        latency = values.get("latency_s", values.get("delay_s", math.inf))
-        return Measurement(task.id, config, valid=True, latency_s=latency, fidelity=fidelity, objectives=values)
+            return Measurement(task.id, config, Outcome.of_error(False, error), error=error, fidelity=fidelity)
+        return Measurement(task.id, config, Outcome.OK, fidelity=fidelity, objectives=values)
 
     def check(self, task: Task, config) -> tuple[bool | None, str]:
         self.checked.append(config.index)

@@ -7,7 +7,7 @@ from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.harness.commands import assemble_table
 from tunebench.records import read_records, record_line
 from tunebench.targets.fpga.tasks import fpga_tasks
-from tunebench.task import Measurement
+from tunebench.task import Measurement, Outcome
 from tunebench.testing.fakes import FakeTarget
 
 
@@ -16,7 +16,7 @@ def test_table_from_records_in_index_order(tmp_path):
     paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for i in reversed(range(task.space.size)):  # written last index first, split over two files
         for f in ("estimate", "synth", "impl"):
-            m = Measurement(task.id, task.space.get(i), valid=True, latency_s=1e-6 * (i + 1), fidelity=f,
+            m = Measurement(task.id, task.space.get(i), Outcome.OK, fidelity=f,
                             objectives={"delay_s": 1e-6 * (i + 1), "luts": 100.0 + i, "ffs": 50.0},
                             stage_s={f: 1.0})
             with open(paths[i % 2], "a") as fh:
@@ -38,10 +38,10 @@ OBJS = ("delay_s", "luts", "ffs")
 def _fake(task, i, f):
     """A synthetic measurement of config ``i`` at ``f`` (impl invalid for every 7th config)."""
     if f == "impl" and i % 7 == 0:
-        return Measurement(task.id, task.space.get(i), valid=False, error="impl: does not fit", fidelity=f,
+        return Measurement(task.id, task.space.get(i), Outcome.INFEASIBLE, error="impl: does not fit", fidelity=f,
                            stage_s={"impl": 3.0})
     stage = {"estimate": {"estimate": 0.01}, "synth": {"sim": 0.5, "synth": 2.0 + i}, "impl": {"impl": 5.0 + i}}[f]
-    return Measurement(task.id, task.space.get(i), valid=True, latency_s=1e-6 * (i + 1), fidelity=f,
+    return Measurement(task.id, task.space.get(i), Outcome.OK, fidelity=f,
                        objectives={"delay_s": 1e-6 * (i + 1), "luts": 100.0 + i + FIDS.index(f), "ffs": 50.0},
                        stage_s=stage)
 

@@ -11,7 +11,7 @@ from tunebench.harness.setup.preflight import check_overrides
 from tunebench.harness.tracking.tracker import check_reachable, flatten
 from tunebench.records import RecordFile, read_records
 from tunebench.space import ChoiceKnob, Space, SplitKnob
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 
 CONF = os.path.join(ROOT, "conf")
 
@@ -27,8 +27,8 @@ def test_records_append_flush_and_truncated_tail(tmp_path):
     path = str(tmp_path / "r" / "records.jsonl")
     rf = RecordFile(path, {"method": "random"})
     for i in range(3):
-        m = Measurement(t.id, t.space.get(i), valid=i != 1, latency_s=1e-3 * (i + 1), error="" if i != 1 else "boom")
-        m.trial = i
+        m = (Measurement.timed(t.id, t.space.get(i), 1e-3 * (i + 1), trial=i) if i != 1 else
+             Measurement(t.id, t.space.get(i), Outcome.RUN_ERROR, error="boom", trial=i))
         rf.append(m, t)
     # flushed before close: another reader sees all lines now
     recs = read_records(path)
@@ -93,7 +93,7 @@ def test_best_on_a_multi_fidelity_target_ranks_only_the_top_fidelity():
     from tunebench.harness.measurement import best_of_fidelity
 
     t = _task()
-    ms = [Measurement(t.id, t.space.get(i), valid=True, latency_s=lat, fidelity=f)
+    ms = [Measurement.timed(t.id, t.space.get(i), lat, fidelity=f)
           for i, (lat, f) in enumerate([(1e-6, "estimate"), (3e-6, "impl"), (2e-6, "impl"), (0.5e-6, "synth")])]
     result = TaskResult(t, ms)
     assert [m.config.index for m in result.ranked()] == [3, 0, 2, 1]
@@ -157,7 +157,7 @@ def test_a_finished_task_logs_where_its_time_went(caplog):
     from tunebench.harness.progress import TuningProgress
 
     t = _task()
-    result = TaskResult(t, [Measurement(t.id, t.space.get(i), valid=True, latency_s=1e-3, build_s=1.25, run_s=0.5)
+    result = TaskResult(t, [Measurement.timed(t.id, t.space.get(i), 1e-3, build_s=1.25, run_s=0.5)
                             for i in range(4)], search_s=7.0, stop_reason="trials")
     with caplog.at_level(logging.INFO, logger="tunebench"), TuningProgress(1, enabled=False) as progress:
         progress.finish_task(progress.start_task(t, 4, []), result, result.measurements[0], protocol_s=2.5)

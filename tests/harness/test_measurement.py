@@ -168,7 +168,7 @@ def test_reported_best_is_the_fastest_retimed_config_that_passes_its_check(tmp_p
     task = make_task()
     search = {0: 1.0, 1: 2.0, 2: 3.0, 3: 4.0}  # search latencies (ms) of configs 0..3
     result = SimpleNamespace(task=task, ranked=lambda: [
-        Measurement(task.id, task.space.get(i), valid=True, latency_s=ms / 1e3, trial=i) for i, ms in search.items()])
+        Measurement.timed(task.id, task.space.get(i), ms / 1e3, trial=i) for i, ms in search.items()])
     target = RetimeTarget({0: 3.5, 1: 1.5, 2: 2.5}, wrong={1})
     proto = MeasurementProtocol(target, measure_settings(retime={"top_k": 3}), str(tmp_path))
     assert proto.timed  # a target with TimesKernels' methods times kernels

@@ -15,7 +15,7 @@ from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel, aver
 from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG
 from tunebench.space import ChoiceKnob, Space, SplitKnob
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 from tunebench.testing.fakes import FakeTarget
 
 
@@ -242,10 +242,10 @@ def test_autotvm_does_not_train_until_a_measurement_is_valid():
     method = make_method(autotvm_cfg(plan_size=8))
     method.setup(task, FakeTarget().info, None, Budget(100), np.random.default_rng(0))
     configs = method.ask(10)
-    method.tell([Measurement(task.id, c, valid=False, error="x") for c in configs])
+    method.tell([Measurement(task.id, c, Outcome.RUN_ERROR, error="x") for c in configs])
     assert method.train_log == [] and method.plan == []
     configs = method.ask(4)
-    method.tell([Measurement(task.id, c, valid=True, latency_s=1e-3 * (k + 1)) for k, c in enumerate(configs)])
+    method.tell([Measurement.timed(task.id, c, 1e-3 * (k + 1)) for k, c in enumerate(configs)])
     assert len(method.train_log) == 1 and method.train_log[0]["fit"]["n_invalid"] == 10
     assert {method.source[c.index] for c in method.ask(8)} == {"model"}
 

@@ -51,7 +51,7 @@ def _measure(task: Task, hw, configs) -> list[Measurement]:
     out = []
     for c in configs:
         g = _gflops(hw, c)
-        out.append(Measurement(task.id, c, valid=True, latency_s=task.flops / g / 1e9, gflops=g))
+        out.append(Measurement.timed(task.id, c, task.flops / g / 1e9, gflops=g))
     return out
 
 

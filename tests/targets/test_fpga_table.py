@@ -16,7 +16,7 @@ from tunebench.targets.fpga import flow
 from tunebench.targets.fpga.kernels import KERNELS
 from tunebench.targets.fpga.table import default_table, read_table, write_table
 from tunebench.targets.fpga.tasks import fpga_tasks
-from tunebench.task import Measurement
+from tunebench.task import Measurement, Outcome
 
 SYNTH_S, SIM_S, IMPL_S = 10.0, 0.5, 20.0
 
@@ -34,12 +34,12 @@ def table_path(tmp_path):
         c = task.space.get(i)
         e = flow.estimate(k, c.to_dict()).metrics
         obj = {"delay_s": e["cycles"] / (e["fmax_mhz"] * 1e6), "luts": e["luts"], "ffs": e["ffs"]}
-        ms.append(Measurement(task.id, c, True, fidelity="estimate", objectives=obj, stage_s={"estimate": 0.01}))
+        ms.append(Measurement(task.id, c, Outcome.OK, fidelity="estimate", objectives=obj, stage_s={"estimate": 0.01}))
         bad = i == 5  # one design fails synth
-        ms.append(Measurement(task.id, c, not bad, fidelity="synth", error="synth: does not fit" if bad else "",
+        ms.append(Measurement(task.id, c, Outcome.INFEASIBLE if bad else Outcome.OK, fidelity="synth", error="synth: does not fit" if bad else "",
                               objectives={} if bad else {kk: v * 1.1 for kk, v in obj.items()},
                               stage_s={"sim": SIM_S, "synth": SYNTH_S}))
-        ms.append(Measurement(task.id, c, not bad, fidelity="impl", error="synth: does not fit" if bad else "",
+        ms.append(Measurement(task.id, c, Outcome.INFEASIBLE if bad else Outcome.OK, fidelity="impl", error="synth: does not fit" if bad else "",
                               objectives={} if bad else {kk: v * 1.2 for kk, v in obj.items()},
                               stage_s={} if bad else {"impl": IMPL_S}))
     path = tmp_path / "gemm.csv"

@@ -14,6 +14,7 @@ from tunebench.methods.serenity import dp
 from tunebench.targets.memory.execute import execute, outputs_match, reference_outputs
 from tunebench.targets.memory.plan import arena_offsets, arena_peak, offchip_traffic
 from tunebench.targets.memory.target import check_graphs
+from tunebench.task import Outcome
 
 torch.set_num_threads(1)
 
@@ -212,6 +213,7 @@ def test_a_capacity_between_the_optima_needs_the_rewrite():
     assert run(rewrite=[]) == []  # no order of the original graph fits: no schedule
     (kahn,) = run(dp=False, rewrite=[])
     assert not kahn.valid and "exceeds target.capacity_bytes=1000000" in kahn.error
+    assert kahn.outcome is Outcome.INFEASIBLE is Outcome.of_error(False, kahn.error)
 
 
 def test_hmcos_accounting_is_an_option_and_both_peaks_are_reported(randwire):

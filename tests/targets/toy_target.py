@@ -14,7 +14,7 @@ from tunebench.config.knobs import NAME, POS_INT, knob
 from tunebench.datasets.layer_spec import check_layer_list
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.base import Target
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 
 
 @dataclass
@@ -55,8 +55,8 @@ class ToyReplayTarget(Target):
         for config in configs:
             seconds = self.settings.latencies.get(f"{task.name}_{config.index}", math.nan)
             if math.isnan(seconds):
-                out.append(Measurement(task.id, config, valid=False, error="not recorded"))
+                out.append(Measurement(task.id, config, Outcome.RUN_ERROR, error="not recorded"))
             else:
-                out.append(Measurement(task.id, config, valid=True, latency_s=seconds, cost_s=seconds,
+                out.append(Measurement.timed(task.id, config, seconds, cost_s=seconds,
                                        gflops=task.flops / seconds / 1e9))
         return out

@@ -29,14 +29,14 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunebench.errors import UserError
 from tunebench.explicit_space import ExplicitSpace
 from tunebench.space import ChoiceKnob
 from tunebench.targets.accel.dosa import evaluate_row, layer_spec, read_rows, settings_of, to_config
 from tunebench.targets.accel.mapspace import make_mapspace
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 
 log = logging.getLogger(__name__)
 
@@ -190,36 +190,35 @@ def measure(target, task: Task, configs, fidelity: str | None) -> list[Measureme
     for c in configs:
         start = time.perf_counter()
         if not _listed(task, c):
-            m = Measurement(task.id, c, valid=False, error=f"not a recorded mapping of DOSA layer {task.mod.number}")
+            m = Measurement(task.id, c, Outcome.INFEASIBLE, error=f"not a recorded mapping of DOSA layer {task.mod.number}")
         else:
             row = task.mod.space_rows[c.index][0]
             m = _zigzag(target, task, c, row) if fid == "zigzag" else _firesim(target, task, c, row)
-        m.fidelity = fid
         if fid == "zigzag":
-            m.cost_s = m.run_s = time.perf_counter() - start
+            took = time.perf_counter() - start
+            m = replace(m, cost_s=took, run_s=took)
             target._stats["run_phase_s"] += m.cost_s
-        out.append(m)
+        out.append(replace(m, fidelity=fid))
     return out
 
 
 def _valid(target, task: Task, config, cycles: float) -> Measurement:
     latency = cycles / target.settings.clock_hz
-    return Measurement(task.id, config, valid=True, latency_s=latency, gflops=task.flops / latency / 1e9,
-                       objectives={"latency_s": latency})
+    return Measurement.timed(task.id, config, latency, gflops=task.flops / latency / 1e9)
 
 
 def _zigzag(target, task: Task, config, row) -> Measurement:
     r = evaluate_row(row, target.settings)
     if "not_expressible" in r:
-        return Measurement(task.id, config, valid=False, error=f"ZigZag: {r['not_expressible']}")
+        return Measurement(task.id, config, Outcome.INFEASIBLE, error=f"ZigZag: {r['not_expressible']}")
     if not r["fits"]:
-        return Measurement(task.id, config, valid=False, error="does not fit: ZigZag's utilization of a buffer > 1")
+        return Measurement(task.id, config, Outcome.INFEASIBLE, error="does not fit: ZigZag's utilization of a buffer > 1")
     return _valid(target, task, config, r["cycles"])
 
 
 def _firesim(target, task: Task, config, row) -> Measurement:
     if row.firesim_cycles is None:
-        return Measurement(task.id, config, valid=False, error=f"FireSim: no measurement (dataset.csv row "
+        return Measurement(task.id, config, Outcome.RUN_ERROR, error=f"FireSim: no measurement (dataset.csv row "
                                                                f"{row.index + 2}: target.gemmini_cycle is not a positive number)")
     return _valid(target, task, config, row.firesim_cycles)
 

@@ -22,7 +22,7 @@ from tunebench.targets.accel.layers import loops_of, zoo_layer_specs
 from tunebench.targets.accel.mapspace import LEVELS, make_mapspace
 from tunebench.targets.accel.settings import AccelSettings
 from tunebench.targets.base import Target, TargetInfo
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 
 
 def layer_specs(model) -> list[dict]:
@@ -239,13 +239,15 @@ class AccelTarget(Target):
         except (ValueError, AssertionError, ZeroDivisionError) as e:  # ZigZag's refusals of a mapping
             spent = time.perf_counter() - start
             self._stats["run_phase_s"] += spent
-            return Measurement(task.id, config, valid=False, error=f"ZigZag: {type(e).__name__}: {e}", cost_s=spent)
+            return Measurement(task.id, config, Outcome.INFEASIBLE, error=f"ZigZag: {type(e).__name__}: {e}",
+                               cost_s=spent)
         spent = time.perf_counter() - start
         self._stats["run_phase_s"] += spent
         if not r["fits"]:
             over = {op: [round(u, 3) for u in v] for op, v in r["utilization"].items() if max(v) > 1.0 + 1e-9}
-            return Measurement(task.id, config, valid=False, error=f"does not fit: utilization {over}", cost_s=spent)
+            return Measurement(task.id, config, Outcome.INFEASIBLE, error=f"does not fit: utilization {over}",
+                               cost_s=spent)
         values = objective_values(self.settings, r["energy_pj"], r["cycles"], r["macs"])
         latency = values["latency_s"]
-        return Measurement(task.id, config, valid=True, latency_s=latency, gflops=task.flops / latency / 1e9,
-                           cost_s=spent, run_s=spent, objectives={o: values[o] for o in self.objectives})
+        return Measurement.ok(task.id, config, {o: values[o] for o in self.objectives}, latency,
+                              gflops=task.flops / latency / 1e9, cost_s=spent, run_s=spent)

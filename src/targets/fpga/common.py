@@ -198,9 +198,9 @@ class ToolFlowTarget(FPGATargetBase):
         self._stats["build_phase_s"] += tool
         if not res.valid:
             log.info("config %d at %s invalid: %s", c.index, fid, res.error)
-            return Measurement(task.id, c, valid=False, error=res.error, cost_s=tool, build_s=tool, fidelity=fid,
+            return Measurement(task.id, c, res.outcome, error=res.error, cost_s=tool, build_s=tool, fidelity=fid,
                                stage_s=stage_s)
         obj = self.objective_values(res.metrics)
         delay = res.metrics["cycles"] / (res.metrics["fmax_mhz"] * 1e6)
-        return Measurement(task.id, c, valid=True, latency_s=delay, gflops=task.flops / delay / 1e9,
-                           cost_s=tool, build_s=tool, fidelity=fid, objectives=obj, stage_s=stage_s)
+        return Measurement.ok(task.id, c, obj, delay, gflops=task.flops / delay / 1e9,
+                              cost_s=tool, build_s=tool, fidelity=fid, stage_s=stage_s)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tunebench.errors import UserError
 from tunebench.targets.fpga.kernels import Kernel
+from tunebench.task import Outcome
 
 
 def generator_module():
@@ -61,6 +62,12 @@ class StageResult:
     metrics: dict = field(default_factory=dict)
     error: str = ""
     tool_s: float = 0.0
+
+    @property
+    def outcome(self) -> Outcome:
+        """The kind of the stage's failure, from its error text ``"<stage>: <reason>"`` (the flows write
+        ``timeout``, ``does not fit``, a simulation's ``output differs``, else the tool's error)."""
+        return Outcome.of_error(self.valid, self.error)
 
 
 def tool_path(name: str) -> str:

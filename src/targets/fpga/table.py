@@ -16,7 +16,7 @@ import pandas as pd
 from tunebench.errors import UserError
 from tunebench.resources import data_dir
 from tunebench.targets.fpga.common import TOOL_STAGES, stage_chain
-from tunebench.task import Measurement
+from tunebench.task import Measurement, Outcome
 
 DATA_DIR = data_dir("fpga")
 
@@ -106,11 +106,12 @@ def row_measurement(task, config, row, fidelity: str, objectives: list[str], sta
     cost = sum(stage_s.values())
     if int(row[f"{fidelity}.valid"]) != 1:
         err = row[f"{fidelity}.error"]
-        return Measurement(task.id, config, valid=False, error=str(err) if isinstance(err, str) and err else
-                           "invalid in table", cost_s=cost, build_s=cost, fidelity=fidelity, stage_s=stage_s)
+        text = err if isinstance(err, str) and err else "invalid in table"
+        return Measurement(task.id, config, Outcome.of_error(False, text), error=text, cost_s=cost, build_s=cost,
+                           fidelity=fidelity, stage_s=stage_s)
     obj = {o: float(row[f"{fidelity}.{o}"]) for o in objectives}
     delay = obj.get("delay_s", math.inf)
-    return Measurement(task.id, config, valid=True, latency_s=delay,
+    return Measurement(task.id, config, Outcome.OK,
                        gflops=task.flops / delay / 1e9 if math.isfinite(delay) else 0.0,
                        cost_s=cost, build_s=cost, fidelity=fidelity, objectives=obj, stage_s=stage_s)
 

@@ -20,7 +20,7 @@ from tunebench.targets.fpga.common import (
 )
 from tunebench.targets.fpga.settings import TableSettings
 from tunebench.targets.fpga.table import charge_stages, default_table, read_table, row_measurement, write_table
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
 
 
 class TableTarget(FPGATargetBase):
@@ -87,7 +87,7 @@ class TableTarget(FPGATargetBase):
         out = []
         for c in configs:
             if not listed(df, c):
-                out.append(Measurement(task.id, c, valid=False, fidelity=fid,
+                out.append(Measurement(task.id, c, Outcome.INFEASIBLE, fidelity=fid,
                                        error=f"not a design of the table: {c.to_dict()}"))
                 continue
             row = df.loc[c.index]

@@ -34,7 +34,14 @@ from tunebench.config.experiment import ModelSettings, TargetSettings
 from tunebench.config.knobs import NAME, POS_INT, POS_NUM, choice, knob, opt
 from tunebench.errors import UserError
 from tunebench.targets.base import Target
-from tunebench.task import Measurement, Task
+from tunebench.task import Measurement, Outcome, Task
+
+
+class WrongOutput(ValueError):
+    """The run of an order disagrees with the computed peak or the original graph's outputs (any other
+    ValueError of :meth:`MemoryTarget.evaluate`: the config is no schedule the target can run)."""
+
+    outcome = Outcome.WRONG_OUTPUT
 
 
 @dataclass
@@ -120,9 +127,10 @@ class MemoryTarget(Target):
         try:
             d = self.evaluate(task, config)
         except ValueError as exc:
-            return Measurement(task.id, config, valid=False, error=str(exc), fidelity="hw")
+            return Measurement(task.id, config, exc.outcome if isinstance(exc, WrongOutput) else Outcome.INFEASIBLE, error=str(exc),
+                               fidelity="hw")
         peak = float(d["peak_bytes"])
-        return Measurement(task.id, config, valid=True, objectives={"peak_bytes": peak},
+        return Measurement(task.id, config, Outcome.OK, objectives={"peak_bytes": peak},
                            run_s=d.get("execute_s", 0.0), fidelity="hw")
 
     def evaluate(self, task: Task, config) -> dict:
@@ -177,11 +185,11 @@ class MemoryTarget(Target):
         finally:
             self._stats["check_s"] += time.perf_counter() - t0
         if run.peak_bytes != peak:  # the run holds what the live accounting counts
-            raise ValueError(f"measured peak {run.peak_bytes} B != computed (live) {peak} B")
+            raise WrongOutput(f"measured peak {run.peak_bytes} B != computed (live) {peak} B")
         if run.unreleased:
-            raise ValueError(f"{run.unreleased} dropped tensors were not released")
+            raise WrongOutput(f"{run.unreleased} dropped tensors were not released")
         if not ok:
-            raise ValueError(f"outputs differ from the original graph's (max |diff| {diff:.3g})")
+            raise WrongOutput(f"outputs differ from the original graph's (max |diff| {diff:.3g})")
         return {"measured_peak_bytes": run.peak_bytes, "execute_s": run.seconds, "output_max_diff": diff}
 
     def check(self, task: Task, config) -> tuple[bool | None, str]:

@@ -23,6 +23,7 @@ import os
 import platform
 import shutil
 import time
+from dataclasses import replace
 
 from tunebench.config.experiment import MeasureSettings
 from tunebench.errors import DeviceUnavailable, UserError
@@ -42,8 +43,8 @@ from tunebench.targets.tvm.rpc import REMOTE_RETRIES, SessionHold, rpc_settings
 from tunebench.targets.tvm.scheduling import trace_of
 from tunebench.targets.tvm.settings import TVMTargetSettings
 from tunebench.targets.tvm.timing import TimingProtocol
-from tunebench.targets.workers import WorkerPool
-from tunebench.task import Measurement, Task
+from tunebench.targets.workers import TIMEOUT, WorkerPool
+from tunebench.task import Measurement, Outcome, Task
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,11 @@ def tvm_version() -> str:
     import tvm
 
     return str(tvm.__version__)
+
+
+def failure_kind(error, otherwise: Outcome) -> Outcome:
+    """The outcome of a build or run that failed with ``error``: a timeout, else ``otherwise``."""
+    return Outcome.TIMEOUT if str(error).startswith(TIMEOUT) else otherwise
 
 
 class TVMTarget(TimingProtocol, OutputCheck, Target):
@@ -350,7 +356,8 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         to_run = []
         for i, path, (ok, res, wall) in zip(to_build, paths, built):
             if not ok:
-                results[i] = Measurement(task.id, configs[i], valid=False, error=f"build: {res}", build_s=wall)
+                results[i] = Measurement(task.id, configs[i], failure_kind(res, Outcome.BUILD_ERROR),
+                                         error=f"build: {res}", build_s=wall)
             else:
                 to_run.append((i, path, res.build_s))
         with self.lock:
@@ -360,9 +367,7 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
             self._stats["run_phase_s"] += time.perf_counter() - t0
         for i, path, _ in to_run:  # the fastest stay for the re-timing (:mod:`~tunebench.targets.tvm.libraries`)
             self.libraries.offer(task.id, configs[i], path, results[i].latency_s if results[i].valid else None)
-        for m in results:
-            m.cost_s = m.build_s + m.run_s
-        return results  # type: ignore[return-value]
+        return [replace(m, cost_s=m.build_s + m.run_s) for m in results]  # type: ignore[union-attr]
 
     def _run_one(self, task: Task, config, path: str, build_s: float) -> Measurement:
         rc = self.settings.runner
@@ -372,11 +377,11 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
         if cooldown := float(rc.cooldown_s):
             time.sleep(cooldown)
         if not ok:
-            return Measurement(task.id, config, valid=False, error=f"run: {res}", build_s=build_s, run_s=run_s,
-                               device=self.lock.server if self.rpc else "")
+            return Measurement(task.id, config, failure_kind(res, Outcome.RUN_ERROR), error=f"run: {res}",
+                               build_s=build_s, run_s=run_s, device=self.lock.server if self.rpc else "")
         stats, verdict, attempts, server = res
         lat = stats.median if rc.statistic == "median" else stats.mean
-        return Measurement(task.id, config, valid=True, latency_s=lat, latency_std_s=stats.std,
-                           gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
-                           latency_min_s=stats.min, noisy=verdict.noisy,
-                           noise={**verdict.to_dict(), "attempts": attempts}, device=server)
+        return Measurement.timed(task.id, config, lat, latency_std_s=stats.std,
+                                 gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
+                                 latency_min_s=stats.min, noisy=verdict.noisy,
+                                 noise={**verdict.to_dict(), "attempts": attempts}, device=server)
