@@ -69,10 +69,10 @@ def test_split_large_keeps_the_order_and_the_cap():
 
 def test_two_cells_known_optimum():
     g = two_cells()
-    assert peak_memory(g, list(range(len(g))))[0] == 1 + 8 + 8 and dp.schedule(g, False)[1] == 2 + 9 + 1
+    assert peak_memory(g, list(range(len(g))))[0] == 2 + 9 + 9 and dp.schedule(g, False)[1] == 2 + 9 + 1
     order, info = _serenity(g)
     assert is_topological(g, order) and peak_memory(g, order)[0] == 12
-    assert info["windows"] == 2 and info["front_end_peak"] >= 12
+    assert info["windows"] == 3 and info["front_end_peak"] >= 12  # the input, then one window per cell
 
 
 def test_windows_exact_among_orders_that_keep_them_and_never_above_hmcos():
@@ -130,8 +130,8 @@ def test_measured_peak_equals_computed_on_stacked_cells():
     assert execute(g, order).peak_bytes == peak_memory(g, order)[0] <= info["front_end_peak"]
 
 
-@pytest.mark.parametrize("k", [1, 2])
-def test_window_groups_joins_windows(k):
+@pytest.mark.parametrize("k,count", [(1, 3), (2, 2), (3, 1)])
+def test_window_groups_joins_windows(k, count):
     order, info = _serenity(two_cells(), window_groups=k)
-    assert info.get("windows", 1) == (2 if k == 1 else 1)  # one window: the DP over the whole graph
+    assert info.get("windows", 1) == count  # one window: the DP over the whole graph (no "windows")
     assert peak_memory(two_cells(), order)[0] == 12
