@@ -92,6 +92,19 @@ def test_windows_exact_among_orders_that_keep_them_and_never_above_hmcos():
     assert windowed >= 10  # the test covers graphs with several windows
 
 
+def test_window_bound_is_a_lower_bound():
+    """On random small graphs: the bound of every window is at most its least peak (brute force)."""
+    for g in _random_cells(25):
+        stats = hmcos.HmcosStats()
+        h_order = hmcos.hmcos_schedule(g, "live", hmcos.Options(), stats)[0]
+        masks, start = dp.Masks(g), 0
+        for w in windows.group_windows(h_order, stats.node_groups):
+            seg = sum(1 << v for v in w)
+            least = dp.dp_segment(masks, start, seg, 0, None, None, dp.DPStats())[1]
+            assert windows.window_bound(g, masks, start, seg) <= least
+            start |= seg
+
+
 def test_a_window_past_the_deadline_keeps_hmcos_order():
     g = two_cells()
     stats = hmcos.HmcosStats()

@@ -9,8 +9,9 @@ windows before it, and a window's best order does not change the others'. The le
 order is the largest of the windows' least peaks. Branch and bound: the windows are taken by their
 peak in HMCOS's order, highest first, with ``M`` the largest least peak found so far; a window whose
 peak in HMCOS's order is at most ``M`` keeps its order (its least peak cannot raise ``M``); for another
-one, the DP under the hard budget of its HMCOS peak less one byte either finds its least-peak order or
-proves that HMCOS's is one. It is not exact over all orders: an order that interleaves two windows is
+one whose HMCOS peak is not above a lower bound (:func:`window_bound`) keeps it too (it is a least-peak
+order); for another one, the DP under the hard budget of its HMCOS peak less one byte either finds its
+least-peak order or proves that HMCOS's is one. It is not exact over all orders: an order that interleaves two windows is
 not searched.
 """
 
@@ -94,6 +95,20 @@ def _split(w: list[int], live: list[int], max_nodes: int) -> list[list[int]]:
     return _split(w[:cut], live[:cut], max_nodes) + _split(w[cut:], live[cut:], max_nodes)
 
 
+def window_bound(graph: Graph, masks: dp.Masks, start: int, segment: int) -> int:
+    """A lower bound of the peak of every order of ``segment`` after ``start``: the largest, over its nodes,
+    of a node's output, its inputs and what ran before the window and is read after it (all live while the
+    node runs)."""
+    done = start | segment
+    kept = {v for v in range(masks.n) if start >> v & 1 and (masks.users[v] & ~done or not masks.users[v])}
+    best = 0
+    for v in range(masks.n):
+        if segment >> v & 1:
+            held = kept | {graph.owner[p] for p in graph.preds[v]}
+            best = max(best, graph.nbytes[v] + sum(graph.nbytes[o] for o in held))
+    return best
+
+
 def window_schedule(graph: Graph, windows: list[list[int]], deadline: float | None = None,
                     stats: WindowStats | None = None, dp_stats: dp.DPStats | None = None) -> tuple[list[int], int]:
     """The windows (consecutive spans of a topological order) each reordered for its least peak, by
@@ -115,8 +130,11 @@ def window_schedule(graph: Graph, windows: list[list[int]], deadline: float | No
     for i in sorted(range(len(windows)), key=lambda j: -peaks[j]):
         if peaks[i] <= best:
             break  # every window left keeps its order: none of them can raise the peak
-        stats.solved += 1
         seg = sum(1 << v for v in windows[i])
+        if window_bound(graph, masks, starts[i], seg) >= peaks[i]:  # HMCOS's order of it is a least-peak one
+            best = max(best, peaks[i])
+            continue
+        stats.solved += 1
         try:
             got = dp.dp_segment(masks, starts[i], seg, 0, peaks[i] - 1, deadline, dp_stats)
         except dp.Timeout:
