@@ -8,9 +8,11 @@ with divide-and-conquer (①+②; on our cells only: the whole networks have no 
 soft budgeting (①+②+③), each under ``--limit`` seconds (N/A past it), and HMCOS minimizing each accounting (its own ``time_limit_s`` = ``--limit``: past it, the best
 schedule of the iterations done, marked ``timed_out``); and SERENITY with HMCOS as its front end
 (``method.front_end=hmcos``: HMCOS's peak as the DP's hard budget, its order when the DP does not finish;
-the limit covers both).
+the limit covers both), and SERENITY's DP inside HMCOS's groups (``method.front_end=hmcos_groups``: each
+window of HMCOS's order that holds whole groups reordered by the DP).
 
-    python benchmarks/hmcos_comparison.py --set ours|theirs [--only MODELS] [--limit 60] [--out PATH | --publish]
+    python benchmarks/hmcos_comparison.py --set ours|theirs [--only MODELS] [--orders ORDERS] [--limit 60]
+        [--out PATH | --publish]
 
 ``ours``: the DARTS_V2, NASNet-A, PNASNet-5 cells and RandWire's CIFAR stages (the SERENITY benchmark's
 cells); ``theirs``: the whole networks of HMCOS's evaluation (:mod:`tunebench.datasets.hmcos_nets`).
@@ -70,20 +72,21 @@ def _serenity(graph, divide_only: bool, limit: float):
     return got[0], {"states": stats.states}
 
 
-def _serenity_front_end(graph, limit: float):
-    """``method=serenity method.front_end=hmcos method.rewrite=[]`` (its own code path) under ``limit``."""
+def _serenity_front_end(graph, limit: float, front_end: str = "hmcos"):
+    """``method=serenity method.front_end=<front_end> method.rewrite=[]`` (its own code path) under ``limit``."""
     from types import SimpleNamespace
 
     from tunebench.methods import make_method
 
-    method = make_method({"name": "serenity", "front_end": "hmcos", "rewrite": [], "time_limit_s": limit})
+    method = make_method({"name": "serenity", "front_end": front_end, "rewrite": [], "time_limit_s": limit})
     method.target_info, method.info = SimpleNamespace(capacity=None), {}
     order = method._schedule_graph(graph, "")
     if order is None:
         from tunebench.methods.serenity import hmcos
 
         raise hmcos.Timeout()
-    return order, {k: method.info[k] for k in ("front_end_s", "front_end_peak", "timed_out", "dp_states")
+    return order, {k: method.info[k] for k in ("front_end_s", "front_end_peak", "timed_out", "dp_states", "windows",
+                                               "largest_window", "windows_solved", "windows_improved")
                    if k in method.info}
 
 
@@ -112,22 +115,24 @@ def _timed(graph, fn, measure: bool, label: str) -> dict:
     return row
 
 
-def bench_graph(graph, limit: float, divide_only: bool = True) -> dict:
+def bench_graph(graph, limit: float, divide_only: bool = True, orders: tuple[str, ...] = ()) -> dict:
+    """Every order of the module's text on ``graph`` (``orders``: only those named; empty: all)."""
     from tunebench.methods.serenity.orders import BASELINES
 
-    out = {"graph": graph.name, "nodes": len(graph), "edges": graph.n_edges, "orders": {}}
-    for name, order_of in BASELINES.items():
-        out["orders"][name] = _timed(graph, lambda f=order_of: (f(graph), {}), name == "program", name)
+    runs = {name: (lambda f=order_of: (f(graph), {}), name == "program", name) for name, order_of in BASELINES.items()}
     if divide_only:
-        out["orders"]["serenity_dp+dc"] = _timed(graph, lambda: _serenity(graph, True, limit), False,
-                                                 "serenity dp+dc")
-    out["orders"]["serenity_dp+dc+sb"] = _timed(graph, lambda: _serenity(graph, False, limit), True,
-                                                "serenity dp+dc+sb")
-    out["orders"]["serenity_dp+dc+sb+hmcos_front"] = _timed(graph, lambda: _serenity_front_end(graph, limit), True,
-                                                            "serenity dp+dc+sb, hmcos front end")
-    out["orders"]["hmcos"] = _timed(graph, lambda: _hmcos(graph, "live", limit), True, "hmcos")
-    out["orders"]["hmcos_own_accounting"] = _timed(graph, lambda: _hmcos(graph, "hmcos", limit), False,
-                                                   "hmcos (its accounting)")
+        runs["serenity_dp+dc"] = (lambda: _serenity(graph, True, limit), False, "serenity dp+dc")
+    runs["serenity_dp+dc+sb"] = (lambda: _serenity(graph, False, limit), True, "serenity dp+dc+sb")
+    runs["serenity_dp+dc+sb+hmcos_front"] = (lambda: _serenity_front_end(graph, limit), True,
+                                             "serenity dp+dc+sb, hmcos front end")
+    runs["serenity_hmcos_groups"] = (lambda: _serenity_front_end(graph, limit, "hmcos_groups"), True,
+                                     "serenity, DP in hmcos's groups")
+    runs["hmcos"] = (lambda: _hmcos(graph, "live", limit), True, "hmcos")
+    runs["hmcos_own_accounting"] = (lambda: _hmcos(graph, "hmcos", limit), False, "hmcos (its accounting)")
+    out = {"graph": graph.name, "nodes": len(graph), "edges": graph.n_edges, "orders": {}}
+    for key, (fn, measure, label) in runs.items():
+        if not orders or key in orders:
+            out["orders"][key] = _timed(graph, fn, measure, label)
     return out
 
 
@@ -137,15 +142,27 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=float, default=60.0, help="seconds per scheduler and graph")
     ap.add_argument("--only", default="", help="comma-separated model names of the set (default: all); the "
                                                 "result file is then hmcos_<set>_<first name>.json")
+    ap.add_argument("--orders", default="", help="comma-separated orders to run (keys of the result file's "
+                                                  "'orders', e.g. hmcos,serenity_hmcos_groups; default: all); the "
+                                                  "result file's name then ends in _orders")
     add_out_args(ap, "hmcos_<set>")
     args = ap.parse_args(argv)
     only = [m for m in args.only.split(",") if m]
+    orders = tuple(o for o in args.orders.split(",") if o)
     todo = [(m, c) for m, c in SETS[args.set] if not only or m in only]
-    name = f"hmcos_{args.set}" + (f"_{only[0]}" if only else "")
+    name = f"hmcos_{args.set}" + (f"_{only[0]}" if only else "") + ("_orders" if orders else "")
     path = out_path(ap, args, name)
     torch.set_num_threads(1)
+    from tunebench.datasets.graphs import abstract_graph
+    from tunebench.methods import make_method
+    from tunebench.methods.serenity import hmcos
+
+    # first imports (the method registry, networkx for HMCOS's post-dominators) are no graph's scheduling time
+    make_method({"name": "serenity"})
+    hmcos.hmcos_schedule(abstract_graph([(), (0,), (0,), (1, 2)], [1, 2, 2, 1], "warm_up"))
     load0 = loadavg()
-    graphs = [bench_graph(g, args.limit, args.set == "ours") for model, change in todo for g in _graphs(model, change)]
+    graphs = [bench_graph(g, args.limit, args.set == "ours", orders) for model, change in todo
+              for g in _graphs(model, change)]
     data = {"benchmark": name, **provenance(), "machine": machine_info(), "load_before": load0,
             "load_after": loadavg(), "limit_s": args.limit, "torch_threads": 1, "graphs": graphs}
     write_json(path, data)

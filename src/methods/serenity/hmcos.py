@@ -33,7 +33,8 @@ from tunebench.targets.memory.accounting import StepModel
 
 @dataclass
 class HmcosStats:
-    """What a run did: sequences, groups, iterations, DP states, groups scheduled in RPO / by DP."""
+    """What a run did: sequences, groups, iterations, DP states, groups scheduled in RPO / by DP, and the
+    hierarchy's groups as built."""
 
     sequences: int = 0
     groups: int = 0
@@ -44,6 +45,7 @@ class HmcosStats:
     memo_hits: int = 0
     peaks: list = field(default_factory=list)
     timed_out: bool = False
+    node_groups: list = field(default_factory=list)  # each node's group before any ungrouping (-1: none)
 
 
 @dataclass
@@ -244,6 +246,7 @@ class HierScheduler:
         o = self.opts
         hier = build(self.graph, self.model, o.join, o.make_groups, tuple(o.cell_ops))
         self.stats.sequences, self.stats.groups = len(hier.seqs), len(hier.groups())
+        self.stats.node_groups = [hier.group_of[hier.seq_of[v]] for v in range(len(self.graph))]
         best, budget = None, math.inf
         while o.max_iterations is None or self.stats.iterations < o.max_iterations:
             try:

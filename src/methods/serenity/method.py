@@ -6,7 +6,8 @@ time is the task's search clock) and then asks for nothing more: the loop ends t
 - ``serenity`` ([Ahn-PhD] §3.4; [Ahn-MLSys20]): identity graph rewriting (§3.4.3) when ``rewrite``
   lists rules, then the dynamic-programming scheduler (§3.4.1, Algorithm 2), split at the graph's cut
   nodes when ``divide`` (§3.4.2, Fig. 3.7), under adaptive soft budgeting when ``soft_budget``
-  (Algorithm 3, ``step_limit_s`` = its T). With rewriting, the better of the rewritten and the original
+  (Algorithm 3, ``step_limit_s`` = its T); with ``front_end``, after HMCOS's order ([Wang-DAC22]): under its
+  peak, or inside its groups (:mod:`.windows`). With rewriting, the better of the rewritten and the original
   graph's schedules is proposed (a rewrite that does not lower the peak is not kept).
 - ``program_order``, ``kahn``, ``dfs_order``, ``inductor`` (``order``: lpmf, bfs, dfs), ``brute_force``
   (at most ``max_nodes`` nodes): the baselines of :mod:`.orders`.
@@ -90,11 +91,19 @@ class SerenitySettings(MethodSettings):
                                               "(our choice; the thesis gives no value)")
     time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
                                                            "(no schedule: Table 3.2's N/A); null = never")
-    front_end: str = knob("none", choice("none", "hmcos"), "hmcos: HMCOS's order first ([Wang-DAC22], "
-                                                            "method=hmcos's defaults, within half of "
-                                                            "time_limit_s); its "
-                                                            "peak is the DP's hard budget, and its order the "
-                                                            "answer when the DP does not finish (our addition)")
+    front_end: str = knob("none", choice("none", "hmcos", "hmcos_groups"),
+                          "hmcos: HMCOS's order first ([Wang-DAC22], method=hmcos's defaults, within half of "
+                          "time_limit_s); its peak is the DP's hard budget, and its order the answer when the DP "
+                          "does not finish; hmcos_groups: HMCOS's order cut into windows that hold whole HMCOS "
+                          "groups, each window reordered by the DP (exact among the orders that keep the windows "
+                          "in HMCOS's sequence, not over all orders), no DP over the whole graph unless HMCOS "
+                          "gives no order or one window holds it all (our addition)")
+    window_groups: int = knob(1, bounded(1, 1000), "front_end=hmcos_groups: HMCOS groups per window (more: a "
+                                                   "larger DP per window, more orders searched)")
+    window_max_nodes: int | None = knob(64, opt(bounded(2, 100000)),
+                                        "front_end=hmcos_groups: a window of more nodes is split in two, "
+                                        "recursively, where the fewest bytes are live (its middle half); null "
+                                        "= never (the DP's time grows exponentially with a window's width)")
 
 
 class Serenity(ScheduleMethod):
@@ -128,7 +137,13 @@ class Serenity(ScheduleMethod):
         stats = dp.DPStats()
         capacity = (self.target_info.capacity or {}).get("bytes")
         t0 = time.perf_counter()
-        front = self._front_end(graph, prefix) if s.front_end == "hmcos" else None
+        front = self._front_end(graph, prefix) if s.front_end != "none" else None
+        if front is not None and s.front_end == "hmcos_groups":
+            from tunebench.methods.serenity.windows import group_windows, split_large
+
+            cut = split_large(graph, group_windows(front[0], front[2], s.window_groups), s.window_max_nodes)
+            if len(cut) > 1:  # one window: the DP over the whole graph, as with front_end=hmcos
+                return self._windows(graph, prefix, cut, t0, capacity)
         if front is not None and (capacity is None or front[1] <= capacity):
             capacity = front[1]  # the DP looks for an order at most as high as HMCOS's
         left = s.time_limit_s if s.time_limit_s is None else max(s.time_limit_s - (time.perf_counter() - t0), 1e-3)
@@ -152,21 +167,41 @@ class Serenity(ScheduleMethod):
             log.warning("serenity: no order of %s fits target.capacity_bytes=%d", graph.name, capacity)
         return None if got is None else got[0]
 
-    def _front_end(self, graph, prefix: str) -> tuple[list[int], int] | None:
-        """HMCOS's order of ``graph`` and its peak (live accounting), or None past half of ``time_limit_s``
-        (the other half is the DP's)."""
+    def _front_end(self, graph, prefix: str) -> tuple[list[int], int, list[int]] | None:
+        """HMCOS's order of ``graph``, its peak (live accounting) and each node's HMCOS group, or None past
+        half of ``time_limit_s`` (the other half is the DP's)."""
         from tunebench.methods.serenity import hmcos
 
         t0 = time.perf_counter()
         limit = None if self.settings.time_limit_s is None else self.settings.time_limit_s / 2
+        stats = hmcos.HmcosStats()
         try:
-            got = hmcos.hmcos_schedule(graph, "live", hmcos.Options(time_limit_s=limit))
+            got = hmcos.hmcos_schedule(graph, "live", hmcos.Options(time_limit_s=limit), stats)
         except hmcos.Timeout:
             got = None
         self.info[f"{prefix}front_end_s"] = time.perf_counter() - t0
-        if got is not None:
-            self.info[f"{prefix}front_end_peak"] = float(got[1])
-        return got
+        if got is None:
+            return None
+        self.info[f"{prefix}front_end_peak"] = float(got[1])
+        return got[0], got[1], stats.node_groups
+
+    def _windows(self, graph, prefix: str, cut: list[list[int]], t0: float, capacity) -> list[int] | None:
+        """``front_end=hmcos_groups``: HMCOS's order, cut into windows ``cut``, each reordered by the DP
+        (:mod:`.windows`); None when it does not fit ``capacity``."""
+        from tunebench.methods.serenity import dp, windows
+
+        s = self.settings
+        deadline = None if s.time_limit_s is None else t0 + s.time_limit_s
+        stats, dp_stats = windows.WindowStats(), dp.DPStats()
+        order, peak = windows.window_schedule(graph, cut, deadline, stats, dp_stats)
+        self.info.update({f"{prefix}dp_s": time.perf_counter() - t0, f"{prefix}dp_states": dp_stats.states,
+                          f"{prefix}windows": stats.windows, f"{prefix}largest_window": stats.largest,
+                          f"{prefix}windows_solved": stats.solved, f"{prefix}windows_improved": stats.improved,
+                          f"{prefix}timed_out": float(stats.timed_out)})
+        if capacity is not None and peak > capacity:
+            log.warning("serenity: no order of %s fits target.capacity_bytes=%d", graph.name, capacity)
+            return None
+        return order
 
 
 @dataclass
