@@ -6,6 +6,7 @@ from the aggregate of the methods that ran on every space."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -63,11 +64,15 @@ def test_the_shipped_sets_group_as_the_paper_and_by_gpu():
 
 
 def test_a_set_where_no_space_has_a_source_is_refused_before_any_run(tmp_path, spaces, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    assert main(["suite", "--spaces", spaces["a"], spaces["c"], "--methods", "dgp", "--budget", "10"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --methods dgp: no space has a source") and "small_c: no source" in err
-    assert not (tmp_path / "records").exists() and not (tmp_path / "suite").exists()
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with pytest.raises(SystemExit) as stop:
+        main(["suite", "--spaces", spaces["a"], spaces["c"], "--methods", "dgp", "--budget", "10"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: --methods dgp: no space has a source") and "small_c: no source" in lines[0]
+    assert os.listdir(work) == []  # no MLflow store, records or summary
 
 
 def _count_pretraining(monkeypatch) -> list:
@@ -78,12 +83,13 @@ def _count_pretraining(monkeypatch) -> list:
     def counted(self, x, y, *args, **kw):
         if kw.get("prior") is None:  # pre-training (the MAP transfer passes its prior)
             calls.append(len(y))
-        return fit(self, x, y, *args, **kw)
+        return fit(self, x, y, *args, **{**kw, "epochs": 2})  # a few epochs: the test is about who trains when
 
     monkeypatch.setattr(DeepGP, "fit", counted)
     return calls
 
 
+@pytest.mark.slow  # ~30-60 s on 2 cores: 17 tracked runs and two preparations
 def test_dgp_is_prepared_once_per_space_and_skipped_where_it_has_no_source(tmp_path, spaces, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     calls = _count_pretraining(monkeypatch)
@@ -132,3 +138,27 @@ def test_the_prepared_file_gives_the_same_model(tmp_path, spaces):
     (tmp_path / "bad.pt").write_bytes(b"not a file")
     with pytest.raises(Exception, match="method.pretrained .*bad.pt: refused"):
         load_pretrained(str(tmp_path / "bad.pt"))
+
+
+def test_the_schedule_prepares_once_after_the_sources_and_before_the_seeds():
+    units = {(n, m): {"method": {"name": m}} for n in "abc" for m in ("random", "autotvm", "dgp")}
+    del units[("c", "dgp")]
+    dgp = suite_dgp.DgpPlan("dgp", {"a": ["b"], "b": ["a"]}, {"c": "no source"}, "autotvm", folder="/x")
+    sched, order = suite_dgp.Schedule(units, 3, dgp), []
+    assert [sched.pop(), sched.pop()] == [("run", ("a", "autotvm"), 0), ("run", ("b", "autotvm"), 0)]
+    order += [("run", ("a", "autotvm"), 0), ("run", ("b", "autotvm"), 0)]
+    sched.done(order[0], ("id", [], "/r/a.jsonl"))
+    assert sched.ready[0] == ("prepare", "b")  # b's source is done: b's preparation first
+    sched.done(order[1], ("id", [], "/r/b.jsonl"))
+    while (job := sched.pop()) is not None:
+        order.append(job)
+        fn, *args = sched.call(job)
+        if job[0] == "prepare":
+            assert fn is suite_dgp.prepare and args[1] == ("/r/a.jsonl" if job[1] == "b" else "/r/b.jsonl")
+            assert args[2].startswith("/x/" + job[1] + ".")
+        elif job[1][1] == "dgp":  # after its preparation, with its file and sources
+            assert ("prepare", job[1][0]) in order and args[0]["method"]["pretrained"] == sched.prepared[job[1][0]][1]
+        sched.done(job, ("id", [], "/r/x.jsonl"))
+    assert sorted(j for j in order if j[0] == "prepare") == [("prepare", "a"), ("prepare", "b")]  # once each
+    runs = [j for j in order if j[0] == "run"]
+    assert len(runs) == len(set(runs)) == len(units) * 3  # every run once, sources included
