@@ -167,7 +167,7 @@ def run_units(units: dict, seeds: int, jobs: int, progress: Progress, dgp=None) 
     file)`` of every run (dgp's extra source runs too) and ``space -> preparation``."""
     from tunebench.report.suite_dgp import Schedule
 
-    sched, out, prepared = Schedule(units, seeds, dgp), {}, {}
+    sched, out, prepared = Schedule(units, seeds, dgp, run_one), {}, {}
 
     def finished(job, result):
         sched.done(job, result)

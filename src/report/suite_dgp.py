@@ -137,9 +137,11 @@ class Schedule:
     run; a space's preparation as soon as its sources are done (ahead of the queue); dgp's seeds on a
     space once its preparation is done."""
 
-    def __init__(self, units: dict, seeds: int, dgp: DgpPlan | None):
+    def __init__(self, units: dict, seeds: int, dgp: DgpPlan | None, run=None):
+        """``run(data, seed)``: the function of a run job (the suite's ``run_one``)."""
         from collections import deque
 
+        self.run = run
         self.data, self.dgp, self.files, self.prepared = {**units}, dgp, {}, {}
         jobs = [("run", key, seed) for key in units for seed in range(seeds)]
         self.waiting: dict[str, list] = {}
@@ -160,11 +162,9 @@ class Schedule:
 
     def call(self, job) -> tuple:
         """``(function, *arguments)`` of ``job``."""
-        from tunebench.report.suite import run_one
-
         if job[0] == "prepare":
             return (prepare, self.data[(job[1], self.dgp.method)], *self.prepared[job[1]])
-        return run_one, self.data[job[1]], job[2]
+        return self.run, self.data[job[1]], job[2]
 
     def done(self, job, result) -> None:
         """``job`` ended with ``result``: the jobs it held back may run."""
