@@ -22,9 +22,11 @@ spaces only (the second aggregate). metaschedule is not among the methods: its s
 points of a template's knob space, so it cannot run on a measured space (``target=replay`` refuses it).
 Replayed latencies do not depend on the machine's load; only the wall time does.
 
-Without dgp, ``python -m tunebench suite --spaces ...`` does the same comparison as tracked runs; this script
-keeps what only it has (dgp's source histories from autotvm's runs, the checkpoints, every seed's curve in
-one file) and scores with the suite's code (:mod:`tunebench.report.suite_score`).
+``python -m tunebench suite cpu --methods random,autotvm,chameleon,flextensor,dgp`` does the same comparison
+as tracked runs, dgp included (its groups, sources and one-time preparation: :mod:`tunebench.report.suite_dgp`,
+whose groups this script uses); this script keeps what only it has (``--dgp-sources per-seed``, the table
+of the spaces, the checkpoints, every seed's curve in one file) and scores with the suite's code
+(:mod:`tunebench.report.suite_score`).
 """
 
 from __future__ import annotations
@@ -61,14 +63,6 @@ def aggregate(done: dict, spaces: dict, budget: int, names: list[str], over: str
     methods = [m for n, m in done if n == names[0] and all((o, m) in done for o in names)]
     return {m: method_score({n: _seed_curves(done[(n, m)][0]) for n in names}, spaces, budget, over)
             for m in methods}
-
-
-def group_of(measured) -> tuple:
-    """The layer group of a measured space ([Sun-ICCV21] §4.2), as dgp groups it."""
-    from tunebench.methods.dgp.layer_groups import group_key
-
-    task = measured.meta.get("task") or {}
-    return group_key(task.get("kind", "measured"), task.get("shape") or {})
 
 
 def dgp_history(name: str, groups: dict, autotvm_runs: dict, seed: int):
@@ -179,6 +173,7 @@ def main() -> None:
     add_out_args(ap, "replay_compare")
     args = ap.parse_args()
     from tunebench.datasets.space_file import read_measured
+    from tunebench.report.suite_dgp import space_group
     from tunebench.report.suite_score import differences, method_score
 
     paths = args.spaces.split(",") if args.spaces else sorted(glob.glob(os.path.join(HERE, "..", "data", "spaces",
@@ -188,7 +183,7 @@ def main() -> None:
     spaces = {n: m.stats(unit=1e3) for n, m in measured.items()}  # latencies in ms, as the curves
     rng, load0, t0 = np.random.default_rng(0), loadavg(), time.time()
     per_space: dict = {n: {} for n in paths}
-    groups = {n: group_of(m) for n, m in measured.items()}
+    groups = {n: space_group(p) for n, p in paths.items()}  # dgp's groups, as the suite's (tunebench.report.suite_dgp)
     methods = args.methods.split(",")
     done = run_units([(n, paths[n], m, None) for m in methods if m != "dgp" for n in paths], args)
     autotvm_runs = {(n, seed): kept for (n, m), (_, _, runs) in done.items() if m == "autotvm"

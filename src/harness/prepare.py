@@ -61,6 +61,7 @@ def prepare(cfg, tracker: Tracker | None) -> Prepared:
             tracker = open_tracker(cfg)
         # records of earlier runs for transfer methods (method.history=...): read before the run starts
         history = History.load(getattr(cfg.method, "history", None), tracker.client, cfg.workdir)
+        method.preload(cfg.method, history)  # a method's prepared models (dgp's pre-trained DGP): no task's clock
     except BaseException:
         target.close()
         discard_store(created_store)

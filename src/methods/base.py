@@ -152,6 +152,11 @@ class Method(ABC):
         loop, by multi-objective metrics (the "learned front only" ADRS)."""
         return self.learned
 
+    @classmethod
+    def preload(cls, settings: MethodSettings, history) -> None:
+        """Before the run's first task (on no task's clock): read the files ``settings`` name that hold a
+        preparation (a pre-trained model) into ``history.models``. Default: nothing to read."""
+
     def report(self) -> dict:
         """What the method wants logged about the task it just tuned (called once, after the loop).
 

@@ -12,6 +12,10 @@ validated on every space, as ``run.py`` would), the seeds, the budget (at most t
 configurations: past that the score is undefined) and ``--out``. A line per finished run shows progress
 and the time left; at the end the summary is printed and written to ``--out`` (``suite.md``,
 ``suite.json`` with every run id, ``suite.png``), whole or not at all.
+
+dgp transfers from autotvm's seed-0 runs on the other spaces of its group, with its deep GP pre-trained
+once per space before its seeds run, on no seed's clock; it is not run on a space with no source, and the
+summary says which and why (:mod:`tunebench.report.suite_dgp`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import os
 import time
 
 from tunebench.errors import RunStopped, UserError
+from tunebench.report import suite_dgp
 
 DEFAULT_METHODS = "random,autotvm"
 
@@ -124,8 +129,8 @@ def _label(data: dict) -> str:
     return data["method"]["name"]
 
 
-def run_one(data: dict, seed: int) -> tuple[str, list[dict]]:
-    """One run of the suite: the run id and its records."""
+def run_one(data: dict, seed: int) -> tuple[str, list[dict], str]:
+    """One run of the suite: the run id, its records and its record file."""
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.setup.load import load_experiment
     from tunebench.records import read_records
@@ -133,11 +138,12 @@ def run_one(data: dict, seed: int) -> tuple[str, list[dict]]:
     found = {}
     run_id = run_experiment(load_experiment({**data, "seed": seed}),
                             on_start=[lambda rid, records: found.update(records=records)])
-    return run_id, read_records(found["records"])
+    return run_id, read_records(found["records"]), found["records"]
 
 
 class Progress:
-    """A line per finished run: how many are done, the time so far and an estimate of what is left."""
+    """A line per finished run: how many are done, the time so far and an estimate of what is left; a
+    line per preparation (dgp's pre-training: on no run's clock)."""
 
     def __init__(self, total: int):
         self.total, self.done, self.t0 = total, 0, time.time()
@@ -149,30 +155,52 @@ class Progress:
         print(f"[{self.done}/{self.total}] {space} {method} seed {seed}: best {best_s * 1e3:.4g} ms; "
               f"{spent:.0f} s so far, ~{left:.0f} s left", flush=True)
 
+    def prepared(self, space: str, info: dict) -> None:
+        print(f"[prepare] {space} dgp: deep GP pre-trained on {info['records']} records of "
+              f"{len(info['history'])} source run(s) in {info['fit_s']:.1f} s ({info['seconds']:.1f} s in all; "
+              f"a preparation, on no seed's clock); {time.time() - self.t0:.0f} s so far", flush=True)
 
-def run_units(units: dict, seeds: int, jobs: int, progress: Progress) -> dict:
-    """Every unit's seeds, ``jobs`` at a time: (space, method, seed) -> (run id, records)."""
-    todo = [(key, seed) for key in units for seed in range(seeds)]
-    out = {}
 
-    def finished(key, seed, result):
-        out[(*key, seed)] = result
+def run_units(units: dict, seeds: int, jobs: int, progress: Progress, dgp=None) -> tuple[dict, dict]:
+    """Every unit's seeds, ``jobs`` at a time, and dgp's preparations before its seeds
+    (:class:`~tunebench.report.suite_dgp.Schedule`): ``(space, method, seed) -> (run id, records, record
+    file)`` of every run (dgp's extra source runs too) and ``space -> preparation``."""
+    from tunebench.report.suite_dgp import Schedule
+
+    sched, out, prepared = Schedule(units, seeds, dgp, run_one), {}, {}
+
+    def finished(job, result):
+        sched.done(job, result)
+        if job[0] == "prepare":
+            prepared[job[1]] = result
+            progress.prepared(job[1], result)
+            return
+        out[(*job[1], job[2])] = result
+        if job[1] not in units:  # run only as dgp's source
+            print(f"[source] {job[1][0]} {job[1][1]} seed {job[2]}: dgp's source history", flush=True)
+            return
         valid = [r["latency_s"] for r in result[1] if r.get("valid") and r.get("latency_s") is not None]
-        progress.step(key[0], _label(units[key]), seed, min(valid) if valid else float("nan"))
+        progress.step(job[1][0], _label(units[job[1]]), job[2], min(valid) if valid else float("nan"))
 
     if jobs == 1:
-        for key, seed in todo:
-            finished(key, seed, run_one(units[key], seed))
-        return out
+        while (job := sched.pop()) is not None:
+            fn, *call = sched.call(job)
+            finished(job, fn(*call))
+        return out, prepared
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=share_cores, initargs=(ctx.Value("i", 0), jobs)) as pool:
-        futures = {pool.submit(run_one, units[key], seed): (key, seed) for key, seed in todo}
-        for f in as_completed(futures):
-            finished(*futures[f], f.result())
-    return out
+        running = {}
+        while True:
+            while len(running) < jobs and (job := sched.pop()) is not None:
+                running[pool.submit(*sched.call(job))] = job
+            if not running:
+                return out, prepared
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in ended:
+                finished(running.pop(f), f.result())
 
 
 def share_cores(counter, jobs: int) -> None:
@@ -229,14 +257,18 @@ def cmd_suite(args: argparse.Namespace) -> None:
     paths = _spaces(args)
     measured = _read_spaces(paths, args.budget)
     units = compose_units(args, paths)
+    dgp = suite_dgp.plan(units, paths, lambda m, some: compose_units(argparse.Namespace(**{**vars(args), "methods": m}),
+                                                                     some))
     setup_logging()
     logging.getLogger().setLevel(logging.WARNING)  # the progress lines, not every run's log
     methods = list(dict.fromkeys(_label(d) for d in units.values()))
     print(f"suite: {len(paths)} spaces x {len(methods)} methods x {args.seeds} seeds = "
           f"{len(units) * args.seeds} runs of {args.budget} evaluations", flush=True)
+    for n, why in (dgp.skipped if dgp else {}).items():
+        print(f"suite: dgp is not run on {n}: {why}", flush=True)
     t0, commit, progress = time.time(), git_commit(), Progress(len(units) * args.seeds)  # the code that runs
     try:
-        done = run_units(units, args.seeds, args.jobs, progress)
+        done, prepared = run_units(units, args.seeds, args.jobs, progress, dgp)
     except RunStopped as exc:  # Ctrl-C, SIGTERM: the finished runs stay tracked; no summary is written
         from tunebench.harness.commands.cli import stopped
 
@@ -251,7 +283,10 @@ def cmd_suite(args: argparse.Namespace) -> None:
                                                                 "device": m.device, "sha256_12": m.digest}
                                                             for n, m in measured.items()},
               "scores": suite_scores(runs, spaces, args.budget),
-              "run_ids": {f"{n}|{_label(units[(n, km)])}|{s}": rid for (n, km, s), (rid, _) in done.items()},
+              "run_ids": {f"{n}|{_label(units[(n, km)])}|{s}": r[0] for (n, km, s), r in done.items()
+                          if (n, km) in units},
+              "not_run": {dgp.method: dgp.skipped} if dgp and dgp.skipped else {},
+              "dgp": suite_dgp.summary(dgp, prepared, done) if dgp else None,
               "wall_s": time.time() - t0, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
               "commit": commit}
     result["markdown"] = markdown(result)

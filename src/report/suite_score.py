@@ -98,14 +98,32 @@ def differences(agg: dict[str, dict], seed: int = 0) -> list[dict]:
 
 def suite_scores(runs: dict[str, dict[str, list[SeedCurve]]], spaces: dict[str, SpaceStats], budget: int) -> dict:
     """Per space and aggregated: each method's score over evaluations and over time; the pairwise
-    differences of the aggregate over evaluations (``runs``: method -> space -> seed curves)."""
+    differences of the aggregate over evaluations (``runs``: method -> space -> seed curves). A method run
+    on some of the spaces only (dgp: the spaces with a source) is aggregated over those, and ``subsets``
+    holds, for each such set of spaces, every method's aggregate over it and their differences."""
     per_space = {n: {m: {"evals": method_score({n: by[n]}, spaces, budget),
-                         "time": method_score({n: by[n]}, spaces, budget, "time")} for m, by in runs.items()}
+                         "time": method_score({n: by[n]}, spaces, budget, "time")} for m, by in runs.items() if n in by}
                  for n in spaces}
-    agg = {m: {"evals": method_score(by, spaces, budget), "time": method_score(by, spaces, budget, "time")}
-           for m, by in runs.items()}
-    return {"per_space": per_space, "aggregate": agg,
-            "differences": differences({m: a["evals"] for m, a in agg.items()}),
+    agg = {m: _aggregate(by, spaces, budget) for m, by in runs.items()}
+    full = [m for m, by in runs.items() if set(by) == set(spaces)]
+    subsets = []
+    for names in dict.fromkeys(tuple(n for n in spaces if n in by) for by in runs.values()):
+        if set(names) != set(spaces):
+            sub = {m: _aggregate({n: by[n] for n in names}, spaces, budget)
+                   for m, by in runs.items() if set(names) <= set(by)}
+            on = [m for m, by in runs.items() if set(by) == set(names)]
+            subsets.append({"spaces": list(names), "methods_on": on, "aggregate": sub, **_differences(sub)})
+    return {"per_space": per_space, "aggregate": agg, **_differences({m: agg[m] for m in full}),
+            "subsets": subsets}
+
+
+def _aggregate(by: dict[str, list[SeedCurve]], spaces: dict[str, SpaceStats], budget: int) -> dict:
+    return {"evals": method_score(by, spaces, budget), "time": method_score(by, spaces, budget, "time"),
+            "spaces": len(by)}
+
+
+def _differences(agg: dict[str, dict]) -> dict:
+    return {"differences": differences({m: a["evals"] for m, a in agg.items()}),
             "differences_time": differences({m: a["time"] for m, a in agg.items() if a["time"]})}
 
 
@@ -123,28 +141,49 @@ def _short(commit) -> str:
 
 
 def markdown(result: dict) -> str:
-    """The summary: the aggregate per method, the per-space scores, the pairwise differences."""
+    """The summary: the aggregate per method, the per-space scores, the pairwise differences; the spaces a
+    method was not run on and why, and every method's aggregate over the spaces it was run on."""
     sc, names = result["scores"], result["spaces"]
     lines = [f"Suite: {len(names)} spaces, methods {', '.join(result['methods'])}, {result['seeds']} seeds, "
              f"budget {result['budget']} evaluations; [Willemsen-FGCS24] methodology score (0 = random "
              "search's calculated baseline, 1 = the optimum), mean over seeds [95 % bootstrap interval]. "
-             f"{result.get('date', '')}, commit {_short(result.get('commit'))}.", "",
-             "| method | score over evaluations | score over time |", "|---|---|---|"]
-    lines += [f"| {m} | {_cell(a['evals'])} | {_cell(a['time'])} |" for m, a in sc["aggregate"].items()]
+             f"{result.get('date', '')}, commit {_short(result.get('commit'))}.", ""]
+    lines += _aggregate_table(sc["aggregate"], len(names))
+    for method, skipped in (result.get("not_run") or {}).items():
+        lines += ["", f"{method} was not run on {len(skipped)} of the {len(names)} spaces:", ""]
+        lines += [f"- {n}: {why}" for n, why in skipped.items()]
     lines += ["", "Per space, score over evaluations:", "",
               "| space | configs | valid | " + " | ".join(result["methods"]) + " |",
               "|---|---|---|" + "---|" * len(result["methods"])]
     for n in names:
         info = result["space_info"][n]
         lines.append(f"| {n} | {info['configs']} | {info['valid']} | "
-                     + " | ".join(_cell(sc["per_space"][n][m]["evals"], 2) for m in result["methods"]) + " |")
+                     + " | ".join(_cell(sc["per_space"][n][m]["evals"], 2) if m in sc["per_space"][n] else "not run"
+                                  for m in result["methods"]) + " |")
+    lines += _difference_tables(sc, "the aggregate score")
+    for sub in sc.get("subsets", []):
+        lines += ["", f"On the {len(sub['spaces'])} spaces {', '.join(sub['methods_on'])} ran on "
+                  f"({', '.join(sub['spaces'])}):", ""]
+        lines += _aggregate_table(sub["aggregate"], len(sub["spaces"]))
+        lines += _difference_tables(sub, "the score on these spaces")
+    return "\n".join(lines)
+
+
+def _aggregate_table(agg: dict, n: int) -> list[str]:
+    lines = ["| method | score over evaluations | score over time | spaces |", "|---|---|---|---|"]
+    return lines + [f"| {m} | {_cell(a['evals'])} | {_cell(a['time'])} | {a.get('spaces', n)} of {n} |"
+                    for m, a in agg.items()]
+
+
+def _difference_tables(sc: dict, what: str) -> list[str]:
+    lines = []
     for title, key in (("over evaluations", "differences"), ("over time", "differences_time")):
-        if sc[key]:
-            lines += ["", f"Pairwise differences of the aggregate score {title}:", "",
+        if sc.get(key):
+            lines += ["", f"Pairwise differences of {what} {title}:", "",
                       "| pair | difference [95 % CI] | interval excludes 0 |", "|---|---|---|"]
             lines += [f"| {d['a']} − {d['b']} | {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] | "
                       f"{'yes' if d['survives'] else 'no'} |" for d in sc[key]]
-    return "\n".join(lines)
+    return lines
 
 
 def figure(result: dict):

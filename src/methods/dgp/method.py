@@ -46,7 +46,7 @@ from tunebench.methods.annealing import SimulatedAnnealing
 from tunebench.methods.autotvm.tuner import AutoTVM, throughput
 from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel
 from tunebench.methods.base import Method, TargetNeeds
-from tunebench.methods.dgp.layer_groups import group_key, group_name, task_group
+from tunebench.methods.dgp.layer_groups import group_name, history_group, task_group
 from tunebench.methods.dgp.settings import DGPSettings
 from tunebench.space import Config, Space, SplitKnob
 from tunebench.task import Measurement
@@ -107,8 +107,21 @@ def history_data(sources: list[HistoryTask], feats: TransferFeatures) -> tuple[n
     Records of MetaSchedule traces and of other templates are skipped."""
     recs = [r for t in sources for r in t.records if "trace" not in (r.get("config") or {})]
     x, kept = feats.from_dicts([r["config"] for r in recs])
-    y = np.array([float(recs[i].get("gflops") or 0.0) if recs[i].get("valid") else 0.0 for i in kept])
+    y = np.array([record_throughput(recs[i]) for i in kept])
     return x, y
+
+
+def record_throughput(rec: dict) -> float:
+    """A record's GFLOPS as :func:`~tunebench.methods.autotvm.tuner.throughput` gives a measurement's: 0 when
+    invalid, from the latency when ``gflops`` is 0 or missing (a kernel with no FLOP count: 1/latency)."""
+    if not rec.get("valid"):
+        return 0.0
+    if float(rec.get("gflops") or 0.0) > 0:
+        return float(rec["gflops"])
+    lat = rec.get("latency_s")
+    if lat is None or not math.isfinite(float(lat)) or float(lat) <= 0:
+        return 0.0
+    return (int(rec.get("flops") or 0) or 1e9) / float(lat) / 1e9
 
 
 def _rmse(pred: np.ndarray, y: np.ndarray) -> float:
@@ -147,23 +160,20 @@ class DGP(Method):
         except (TypeError, ValueError) as exc:
             raise UserError(f"method: bad simulated annealing setting: {exc}") from None
 
+    @classmethod
+    def preload(cls, settings: DGPSettings, history) -> None:
+        """``method.pretrained``: the DGP of :mod:`~tunebench.methods.dgp.prepared`, kept under the key it
+        was trained for; a task whose sources and settings give that key uses it (:meth:`_pretrained`)."""
+        if settings.pretrained:
+            from tunebench.methods.dgp.prepared import load_pretrained
+
+            key, model, _ = load_pretrained(settings.pretrained)
+            history.models[("dgp-file", key)] = model
+
     # ---- setup -----------------------------------------------------------------------------
     def setup(self, task, target_info, history, budget, rng) -> None:
         super().setup(task, target_info, history, budget, rng)
-        self.history = history if history is not None else History()
-        self.group = task_group(task)
-        self.inner: Method | None = None
-        self.measured: dict[int, float] = {}  # config index -> GFLOPS (0 = invalid)
-        self.info: dict = {"group": group_name(self.group), "pretrain_s": 0.0}
-        self.feats = TransferFeatures(self.space)
-        sources = self._sources()
-        x_hist = y_hist = None
-        if sources:
-            x_hist, y_hist = history_data(sources, self.feats)
-            if len(y_hist) < 2 or float(np.max(y_hist, initial=0.0)) <= 0:
-                log.warning("dgp %s: the history of group %s has no usable valid records; tuning it as a source",
-                            task.name, self.info["group"])
-                sources = []
+        sources, x_hist, y_hist = self._begin(task, history)
         if not sources:
             self.info["role"] = "source"
             self.inner = AutoTVM(self.source_cfg)
@@ -183,23 +193,60 @@ class DGP(Method):
         self.phase = "tuning"
         self.info.update(tuning_set_size=len(self.tuning), top_k=k)
 
+    def _begin(self, task, history) -> tuple[list[HistoryTask], np.ndarray | None, np.ndarray | None]:
+        """The task's group and features; its source tasks in ``history`` with their (features, GFLOPS),
+        no sources when the group's records hold no usable valid one."""
+        self.history = history if history is not None else History()
+        self.group = task_group(task)
+        self.inner: Method | None = None
+        self.measured: dict[int, float] = {}  # config index -> GFLOPS (0 = invalid)
+        self.info: dict = {"group": group_name(self.group), "pretrain_s": 0.0}
+        self.feats = TransferFeatures(self.space)
+        sources = self._sources()
+        if not sources:
+            return [], None, None
+        x_hist, y_hist = history_data(sources, self.feats)
+        if len(y_hist) < 2 or float(np.max(y_hist, initial=0.0)) <= 0:
+            log.warning("dgp %s: the history of group %s has no usable valid records; tuning it as a source",
+                        task.name, self.info["group"])
+            return [], None, None
+        return sources, x_hist, y_hist
+
+    def pretrain(self, task, target_info, history, budget, rng):
+        """dgp's preparation alone, as :meth:`setup` would do it with these arguments (the same draws of
+        ``rng``): ``(its key, the DGP pre-trained on the task's source records in history)``, the model also
+        kept in ``history.models``; None when the task has no source (it would be tuned as its group's source)."""
+        super().setup(task, target_info, history, budget, rng)
+        sources, x_hist, y_hist = self._begin(task, history)
+        return (self.model_key(sources), self._pretrained(sources, x_hist, y_hist)) if sources else None
+
     def _sources(self) -> list[HistoryTask]:
         def keep(t: HistoryTask) -> bool:
-            return (t.task_id != self.task.id and group_key(t.kind, t.shape) == self.group
+            return (t.task_id != self.task.id and history_group(t) == self.group
                     and (t.origin == "loaded" or t.role == "source"))
 
         return self.history.select(keep)
+
+    def model_key(self, sources) -> tuple:
+        """What a pre-trained DGP depends on: the group, the source tasks (id, records), the settings."""
+        return ("dgp", self.group, tuple((t.task_id, len(t.records)) for t in sources),
+                tuple(sorted(self.model_kw.items())), tuple(sorted(self.fit_kw.items())), self.max_history)
 
     def _pretrained(self, sources, x, y):
         """The group's pre-trained DGP (trained now, or reused from an earlier layer of this run)."""
         from tunebench.methods.dgp.model import DeepGP
 
-        key = ("dgp", self.group, tuple((t.task_id, len(t.records)) for t in sources),
-               tuple(sorted(self.model_kw.items())), tuple(sorted(self.fit_kw.items())), self.max_history)
+        key = self.model_key(sources)
         cached = self.history.models.get(key)
+        if cached is None:
+            cached = self.history.models.get(("dgp-file", repr(key)))  # method.pretrained, read by preload
         if cached is not None:
             self.info["pretrain_cached"] = 1.0
             return cached
+        if self.settings.pretrained:
+            raise UserError(f"method.pretrained={self.settings.pretrained}: holds no DGP pre-trained for task "
+                            f"{self.task.name}'s sources and settings ({len(y)} records of "
+                            f"{', '.join(t.task_id for t in sources)}); write it for these sources, or give null")
         tic = time.perf_counter()
         if len(y) > self.max_history:
             keep = self.rng.choice(len(y), self.max_history, replace=False)

@@ -29,6 +29,12 @@ class DGPSettings(MethodSettings):
                                "records to transfer from: a record file, a run folder or an MLflow run id (or a "
                                "comma-separated list). null: each group's first layer is tuned with source_tuner "
                                "([Sun-ICCV21] §4.2); docs/METHODS.md §dgp step 2")
+    pretrained: str | None = knob(None, opt(rule(lambda v: isinstance(v, str) and v.strip() != "",
+                                                 "must be a file written by dgp's preparation")),
+                                  "a file of the DGP pre-trained on this run's source records (written by "
+                                  "`python -m tunebench suite --methods ...,dgp`), read before the run's first "
+                                  "task: the pre-training is a preparation on no task's clock. null: pre-train "
+                                  "in the task's setup, on its clock (pretrain_s)")
     # ---- deep GP ([Sun-ICCV21] §3.2-3.3, §4.1) ----
     hidden_dims: int = knob(4, POS_INT, "the paper is silent; ours: 4, the smallest of a 4-8 range -- the inputs "
                                         "have 8-20 features; 2 GP layers (docs/METHODS.md §dgp step 3)")
