@@ -119,6 +119,21 @@ def judge_ratio(policy: NoisePolicy, sides: Iterable[Verdict]) -> Verdict:
     return judge(policy, **values)
 
 
+def signals_text(by_source: Iterable[tuple[str, Iterable[str]]]) -> str:
+    """``<source>: <signal>, ...; ...`` (the form of :data:`NOISE_E2E_TAG` and the leaderboard's ``noise_why``)."""
+    return "; ".join(f"{source}: {', '.join(signals)}" for source, signals in by_source)
+
+
+def parse_signals(text: str | None) -> dict[str, list[str]]:
+    """Source -> its signals, from a :func:`signals_text` (None or "": none)."""
+    out: dict[str, dict[str, None]] = {}
+    for part in (text or "").split("; "):
+        source, _, signals = part.partition(": ")
+        if source:
+            out.setdefault(source, {}).update(dict.fromkeys(x for x in signals.split(", ") if x))
+    return {source: list(found) for source, found in out.items()}
+
+
 def fired(reasons: Iterable[str]) -> list[str]:
     """The names of the signals behind ``reasons`` (a verdict's, e.g. ``"rcv 0.2 > 0.05"`` -> ``rcv``), in order,
     each once."""

@@ -31,6 +31,7 @@ import math
 
 import pandas as pd
 
+from tunebench.protocol.noise import parse_signals, signals_text
 from tunebench.protocol.stats import bootstrap_ci, ratio_of_means_ci, reduction_product_ci, verdict
 from tunebench.report.query import ACCEL_METRICS, MEMORY_METRICS, NOISE_SOURCES, RUN_TAGS, SPEEDUPS
 
@@ -194,14 +195,9 @@ def _any_noisy(flags: pd.Series) -> bool | None:
 def noise_signals(m: pd.DataFrame) -> dict[str, list[str]]:
     """Timing source -> the signals that marked it noisy in some run of ``m`` (run tags ``noise_e2e``:
     ``<source>: <signal>, ...; ...``, and ``noise_tasks``: the tasks' signals), each once, in order."""
-    out: dict[str, dict[str, None]] = {}
     texts = [t for t in (m["noise_e2e"] if "noise_e2e" in m else ()) if isinstance(t, str)]
     texts += [f"tasks: {t}" for t in (m["noise_tasks"] if "noise_tasks" in m else ()) if isinstance(t, str) and t]
-    for text in texts:
-        for part in text.split("; "):
-            source, _, signals = part.partition(": ")
-            out.setdefault(source, {}).update(dict.fromkeys(x for x in signals.split(", ") if x))
-    return {source: list(signals) for source, signals in out.items()}
+    return parse_signals("; ".join(texts))
 
 
 def noise_stats(m: pd.DataFrame, base: pd.DataFrame) -> dict:
@@ -215,7 +211,7 @@ def noise_stats(m: pd.DataFrame, base: pd.DataFrame) -> dict:
                n_noisy_measurements_mean=m["n_noisy_measurements"].mean(),
                calib_max_slowdown_max=m["calib_max_slowdown"].max(), lock_wait_s_mean=m["lock_wait_s"].mean())
     why = noise_signals(m)
-    out["noise_why"] = "; ".join(f"{source}: {', '.join(signals)}" for source, signals in why.items())
+    out["noise_why"] = signals_text(why.items())
     sources = [s for s in (*NOISE_SOURCES, "baseline_e2e") if out[f"{s}_noisy_any"]]
     sources += ["tasks"] if (tasks > 0).any() else []
     out["noisy"] = ", ".join(s + (f" ({', '.join(why[s])})" if s in why else "") for s in sources)

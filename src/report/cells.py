@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
+from tunebench.protocol.noise import parse_signals
 from tunebench.report.aggregate import finite
 from tunebench.report.query import SPEEDUPS
 
@@ -52,12 +53,8 @@ def ci_text(point, low, high, digits: int, word: str | None = "") -> str:
 
 def why(r: dict, *sources: str) -> str:
     """The signals that marked ``sources`` noisy in the row's runs (its ``noise_why``), comma-separated."""
-    found: dict[str, None] = {}
-    for part in (r.get("noise_why") or "").split("; "):
-        source, _, signals = part.partition(": ")
-        if source in sources:
-            found.update(dict.fromkeys(signals.split(", ")))
-    return ", ".join(found)
+    by_source = parse_signals(r.get("noise_why"))
+    return ", ".join(dict.fromkeys(x for source, found in by_source.items() if source in sources for x in found))
 
 
 def mark(text: str, noisy: bool, reasons: str = "") -> str:

@@ -30,7 +30,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tunebench.config.experiment import E2ESettings
-from tunebench.protocol.noise import CpuMonitor, NoisePolicy, fired, judge, judge_ratio, loadavg, settle, until_clean
+from tunebench.protocol.noise import (
+    CpuMonitor,
+    NoisePolicy,
+    fired,
+    judge,
+    judge_ratio,
+    loadavg,
+    settle,
+    signals_text,
+    until_clean,
+)
 from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
 from tunebench.targets.tvm.e2e.build import (
@@ -338,4 +348,4 @@ def noise_signals(lat: dict) -> str:
     :data:`ROW_PREFIX` (``e2e`` for the tuned row) and ``speedup_vs_<baseline>``; "" when nothing is noisy."""
     parts = [(ROW_PREFIX[row], r["verdict"]) for row, r in lat["rows"].items()]
     parts += [(f"speedup_vs_{base}", v) for base, v in lat.get("speedup_verdicts", {}).items()]
-    return "; ".join(f"{source}: {', '.join(fired(v.reasons))}" for source, v in parts if v.noisy)
+    return signals_text((source, fired(v.reasons)) for source, v in parts if v.noisy)
