@@ -146,3 +146,37 @@ def test_server_command_bad_input(tmp_path):
                              timeout=120)
         assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].startswith("error: ") and \
             says in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.parametrize("race", ['(psycopg.errors.DuplicateTable) relation "studies" already exists',
+                                  'duplicate key value violates unique constraint "pg_type_typname_nsp_index"'])
+def test_a_worker_that_loses_the_schema_race_opens_the_storage_the_winner_made(monkeypatch, race):
+    import optuna
+
+    from tunebench.methods.dse import optuna_storage
+
+    calls = []
+
+    def rdb(url):
+        calls.append(url)
+        if len(calls) == 1:
+            raise RuntimeError(race)
+        return "storage"
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", rdb)
+    monkeypatch.setattr(optuna_storage.time, "sleep", lambda s: None)
+    assert optuna_storage.open_storage("postgresql://u@h/db") == "storage" and len(calls) == 2
+
+
+def test_a_storage_that_keeps_failing_is_one_user_error(monkeypatch):
+    import optuna
+
+    from tunebench.errors import UserError
+    from tunebench.methods.dse import optuna_storage
+
+    def rdb(url):
+        raise RuntimeError("connection refused")
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", rdb)
+    with pytest.raises(UserError, match="cannot open the Optuna storage .connection refused"):
+        optuna_storage.open_storage("postgresql://u:secret@h/db")

@@ -56,7 +56,8 @@ def study_problem(value) -> str | None:
 
 def open_storage(url: str, attempts: int = 5):
     """The Optuna storage of ``url`` (a journal file or an RDB, whose schema is created if missing).
-    Two processes creating one schema at once collide on a unique key: the loser tries again."""
+    Two processes creating one schema at once collide (a unique key, or a table the other one created
+    first): the loser tries again, and then finds the schema made."""
     import optuna
     from optuna.storages.journal import JournalFileBackend
 
@@ -66,11 +67,17 @@ def open_storage(url: str, attempts: int = 5):
         try:
             return optuna.storages.RDBStorage(url)
         except Exception as exc:
-            if "unique" in str(exc).lower() and attempt + 1 < attempts:
+            if _lost_schema_race(exc) and attempt + 1 < attempts:
                 time.sleep(0.2 * (attempt + 1))
                 continue
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserError(f"method.storage={_redact(url)}: cannot open the Optuna storage ({why[:300]})") from None
+
+
+def _lost_schema_race(exc: Exception) -> bool:
+    """Whether ``exc`` is another process creating the same schema at the same moment."""
+    text = str(exc).lower()
+    return "unique" in text or "already exists" in text or "duplicatetable" in text
 
 
 def _redact(url: str) -> str:
