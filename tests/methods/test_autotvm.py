@@ -134,7 +134,7 @@ def test_xgb_model_rank_correlates_with_a_smooth_function(loss_type):
     fit_s = time.perf_counter() - t0
     rho = spearman(model.predict(test), smooth_gflops(feats(test)))
     print(f"{loss_type}: Spearman {rho:.3f} on 2000 unseen configs, fit {fit_s:.2f}s, {model.last_fit}")
-    assert rho > 0.8 and model.last_fit["n"] == 200 and fit_s < 10
+    assert rho > 0.8 and model.last_fit["n"] == 200  # its speed: benchmarks/, not here
 
 
 def test_xgb_model_invalid_measurements_are_zero_throughput():
