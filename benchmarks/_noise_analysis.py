@@ -2,8 +2,10 @@
 policy's marks against the ratios that moved.
 
 A *ratio row* is one timing of one layer: PyTorch / tuned, the geometric mean of the per-round ratios
-with its 95 % interval. It *moved* when it is further from its layer's quiet median than its interval's
-half-width. A *policy* marks a row from its recorded signals; the policies compared are the shipped
+with its 95 % interval, recomputed from the saved rounds as the harness computes it now (a Student-t
+interval of the mean log ratio). It *moved* when the interval misses its layer's quiet median (on the
+log scale: further from it than the interval's half-width). The interval constructions themselves are
+compared in :mod:`_interval_analysis`. A *policy* marks a row from its recorded signals; the policies compared are the shipped
 one against three calibration references (the user's cached one, the fastest clean calibration of
 the run, the run's first calibration), and the same without the slowdown signal (``run_*``: the thresholds the timings were made with), and the
 defaults now (``default_ratio``, ``default_absolute``).
@@ -51,20 +53,12 @@ def references(result: dict) -> dict[str, float | None]:
 
 
 def moved(timings: list[dict]) -> list[bool | None]:
-    """Per timing: its ratio left its layer's quiet median by more than its interval's half-width
-    (None where the interval is unknown)."""
-    med = {}
-    for layer in {t["layer"] for t in timings}:
-        quiet = [t["ratio"]["g"] for t in timings if t["layer"] == layer and t["condition"] == "quiet"]
-        med[layer] = statistics.median(quiet) if quiet else None
-    out = []
-    for t in timings:
-        r = t["ratio"]
-        if med[t["layer"]] is None or r["lo"] is None or not math.isfinite(r["lo"] or math.nan):
-            out.append(None)
-            continue
-        out.append(abs(r["g"] - med[t["layer"]]) > (r["hi"] - r["lo"]) / 2)
-    return out
+    """Per timing: its ratio left its layer's quiet median by more than its interval's half-width on the log
+    scale, i.e. the interval the harness computes now (from the saved rounds) misses the quiet median (None
+    where the interval is unknown)."""
+    from _interval_analysis import covers, student_t
+
+    return [None if c is None else not c for c in covers(timings, [student_t(t) for t in timings])]
 
 
 def threshold_policy(limits: dict[str, float]) -> Callable[[dict], list[str]]:
@@ -153,28 +147,13 @@ def fitted(timings: list[dict], sigs: list[dict], mv: list, names: tuple[str, ..
             "all": evaluate(timings, sigs, mv, policy)}
 
 
-def coverage(timings: list[dict]) -> dict:
-    """Per condition: how often a timing's 95 % interval of its ratio contains its layer's quiet median, for the
-    interval the harness publishes (a bootstrap over the rounds) and for a Student-t interval on the log ratios
-    of the same rounds."""
-    from scipy import stats
+def intervals(timings: list[dict], sigs: list[dict], fired: Callable[[dict], list[str]]) -> dict:
+    """The interval constructions compared (:mod:`_interval_analysis`), with the lift of the marks of
+    ``fired`` (the default policy for a ratio) and of the oracle that marks exactly the loaded blocks."""
+    from _interval_analysis import compare, more_rounds
 
-    med = {layer: statistics.median(t["ratio"]["g"] for t in timings if t["layer"] == layer and t["condition"] == "quiet")
-           for layer in {t["layer"] for t in timings if t["condition"] == "quiet"}}
-    out: dict = {}
-    for cond in dict.fromkeys(t["condition"] for t in timings):
-        boot, student = [], []
-        for t in (x for x in timings if x["condition"] == cond and x["layer"] in med):
-            ref = med[t["layer"]]
-            if t["ratio"]["lo"] is not None:
-                boot.append(t["ratio"]["lo"] <= ref <= t["ratio"]["hi"])
-            a, b = t["rows"]["torch"]["round_medians_ms"], t["rows"]["tuned"]["round_medians_ms"]
-            logs = [math.log(x / y) for x, y in zip(a, b)]
-            if len(logs) >= 2:
-                h = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-                student.append(abs(math.log(ref) - statistics.mean(logs)) <= h)
-        out[cond] = {"bootstrap": _share(boot), "student_t": _share(student)}
-    return out
+    marks = {"default_ratio": [bool(fired(s)) for s in sigs], "oracle": [t["condition"] != "quiet" for t in timings]}
+    return {"constructions": compare(timings, marks), "more_rounds": more_rounds(timings, marks["default_ratio"])}
 
 
 def analyse(result: dict) -> dict:
@@ -182,6 +161,7 @@ def analyse(result: dict) -> dict:
     refs = references(result)
     sigs = [signals(t, refs) for t in timings]
     mv = moved(timings)
+    pols = policies(result["policy"])
     dist = {}
     for name in sigs[0] if sigs else ():
         dist[name] = {cond: _quantiles([s[name] for s, t in zip(sigs, timings) if t["condition"] == cond])
@@ -194,10 +174,10 @@ def analyse(result: dict) -> dict:
     moved_share = {cond: _share([v for v, t in zip(mv, timings) if t["condition"] == cond])
                    for cond in dict.fromkeys(t["condition"] for t in timings)}
     return {"references_s": refs, "signals": dist, "ratios": ratios, "moved_share": moved_share,
-            "policies": {name: evaluate(timings, sigs, mv, f) for name, f in policies(result["policy"]).items()},
+            "policies": {name: evaluate(timings, sigs, mv, f) for name, f in pols.items()},
             "oracle_loaded": evaluate(timings, [{"loaded": float(t["condition"] != "quiet")} for t in timings], mv,
                                       threshold_policy({"loaded": 0.5})),
-            "coverage": coverage(timings),
+            "intervals": intervals(timings, sigs, pols["default_ratio"]),
             "fitted": {"ratio": fitted(timings, sigs, mv, ("rcv", "foreign_cpu", "drift")),
                        "absolute": fitted(timings, sigs, mv, ("rcv", "foreign_cpu", "drift", "slowdown_run_start"))}}
 
@@ -212,6 +192,8 @@ def _fmt(v, digits: int = 3) -> str:
 
 
 def print_report(result: dict) -> None:
+    from _interval_analysis import print_intervals
+
     a = result["analysis"]
     print(f"\nnoise marks: {len(result['timings'])} timings, {result.get('date')}, {result.get('git_commit')}; "
           f"references (s): " + ", ".join(f"{k} {_fmt(v)}" for k, v in a["references_s"].items()))
@@ -225,8 +207,7 @@ def print_report(result: dict) -> None:
         for cond, q in per.items():
             print(f"| {layer} | {cond} | {_fmt(q.get('p5'))} | {_fmt(q.get('p50'))} | {_fmt(q.get('p95'))} |")
     print("\nmoved share per condition: " + ", ".join(f"{c} {_fmt(v, 2)}" for c, v in a["moved_share"].items()))
-    print("\ncoverage of the quiet median by a timing's 95 % interval: " + "; ".join(
-        f"{c} bootstrap {_fmt(v['bootstrap'], 2)}, Student t {_fmt(v['student_t'], 2)}" for c, v in a["coverage"].items()))
+    print_intervals(a["intervals"])
     rows = dict(a["policies"])
     rows["oracle_loaded (marks exactly the loaded blocks)"] = a["oracle_loaded"]
     for kind, f in a.get("fitted", {}).items():

@@ -8,7 +8,7 @@ by the measurement protocol (docs/MEASUREMENT.md), per layer:
    fresh target, interleaved (`TVMTarget.retime`: `measure.retime.rounds` rounds of
    `measure.retime.repeat` repeats, the calibration kernel after every round; the calibration
    kernel is timed once first against the machine's quiet reference). The autotvm / metaschedule
-   latency ratio is the geometric mean of the per-round ratios with a 95 % bootstrap interval;
+   latency ratio is the geometric mean of the per-round ratios with a 95 % Student-t interval;
 2. for each method, the single-layer model with that method's best schedule is timed against
    PyTorch eager (and `torch.compile`) in interleaved rounds (`model_latencies`, the `e2e` config):
    speedup = PyTorch / TVM with a 95 % interval over the rounds, every row judged for noise;

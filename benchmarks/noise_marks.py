@@ -8,12 +8,14 @@ them (``measure``/``e2e`` defaults: the calibration kernel before and after, ``e
 row in its own worker with the target's threads). Every timing records every signal the measurement
 protocol judges (docs/MEASUREMENT.md): each row's robust CV, the foreign CPU during the rounds, the
 calibration kernel's time before and after (so its slowdown against any reference, and its drift),
-and the interleaved ratio PyTorch / tuned with its 95 % interval.
+the per-round medians, and the interleaved ratio PyTorch / tuned with its 95 % interval (as the harness
+computed it then; the analysis recomputes it from the rounds as the harness computes it now).
 
 The analysis (:mod:`_noise_analysis`; ``--analyse FILE`` re-runs it on a saved result) reports per
 signal and condition the distribution and the share of timings it marks, under the shipped policy and
 under candidate policies; and for each policy how often a marked ratio moved (left the quiet median
-of its layer by more than its interval's half-width) against an unmarked one.
+of its layer by more than its interval's half-width) against an unmarked one; and how often a single
+timing's interval, built in several ways, contains the quiet median (:mod:`_interval_analysis`).
 
 The workers and the loaders are started once; the loaders are stopped on exit (also on Ctrl-C). The
 benchmark's calibration reference lives in a temporary cache (the user's cached reference is read,
@@ -205,7 +207,7 @@ def main() -> int:
             out = json.load(fh)
     else:
         out = collect(args)
-    out["analysis"] = analyse(out)
+    out["analysis"] = {**analyse(out), "analysed": provenance()}
     print_report(out)
     if not args.analyse or args.out or args.publish:
         write_json(args.path, out)

@@ -1,10 +1,12 @@
 """benchmarks/noise_marks.py: the analysis of its timings (distributions, marks against moved ratios), the loaders,
 and its bad input."""
+import math
 import os
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
@@ -18,26 +20,33 @@ POLICY = {"cv_max": 0.05, "rounds_cv_max": 0.4, "foreign_cpu_max": 0.3, "slowdow
           "remeasure": 1}
 
 
-def timing(block, cond, g, lo, hi, foreign=0.0, rcv=0.01, calib=1e-4, drift=0.0):
-    rows = {"tuned": {"rcv": rcv, "round_medians_ms": [1.0] * 5}, "torch": {"rcv": rcv, "round_medians_ms": [g] * 5}}
-    return {"block": block, "condition": cond, "layer": "L", "foreign_cpu": foreign, "drift": drift,
+Z = [-1.0, -0.5, 0.0, 0.5, 1.0]  # round offsets: sd 0.79, so a Student-t log half-width of 0.98 * spread
+
+
+def timing(block, cond, g, spread=0.05, foreign=0.0, rcv=0.01, calib=1e-4, drift=0.0, layer="L", t_s=0.0):
+    """A timing whose 5 round ratios are ``g * exp(spread * z)`` (geometric mean ``g``)."""
+    torch = [g * math.exp(spread * z) for z in Z]
+    rows = {"tuned": {"rcv": rcv, "round_medians_ms": [1.0] * 5}, "torch": {"rcv": rcv, "round_medians_ms": torch}}
+    return {"block": block, "condition": cond, "layer": layer, "foreign_cpu": foreign, "drift": drift, "t_s": t_s,
             "calib": {"s_pre": calib, "s_post": calib * (1 + drift), "foreign_pre": foreign, "foreign_post": foreign},
-            "rows": rows, "ratio": {"g": g, "lo": lo, "hi": hi}}
+            "rows": rows, "ratio": {"g": g, "lo": None, "hi": None}}
 
 
 def result(timings):
     return {"timings": timings, "policy": POLICY, "user_cached_reference_s": 5e-5}
 
 
-def test_a_ratio_moved_when_it_leaves_the_quiet_median_by_more_than_its_half_width():
-    ts = [timing(0, "quiet", 2.0, 1.9, 2.1), timing(0, "quiet", 2.08, 2.03, 2.13), timing(0, "quiet", 1.9, 1.88, 1.92),
-          timing(1, "yes1", 3.0, 2.5, 3.5, foreign=0.9), timing(1, "yes1", 2.1, 1.5, 2.7, foreign=0.9)]
-    assert na.moved(ts) == [False, True, True, True, False]  # quiet median 2.0; half-widths 0.1, 0.05, 0.02, 0.5, 0.6
+def test_a_ratio_moved_when_the_harness_interval_misses_the_quiet_median():
+    # quiet median 2.0; log distances 0, 0.039, 0.051, 0.405, 0.049 against log half-widths 0.098, 0.020, 0.098,
+    # 0.196, 0.49; the interval is recomputed from the rounds (the saved one is ignored)
+    ts = [timing(0, "quiet", 2.0, 0.1), timing(0, "quiet", 2.08, 0.02), timing(0, "quiet", 1.9, 0.1),
+          timing(1, "yes1", 3.0, 0.2, foreign=0.9), timing(1, "yes1", 2.1, 0.5, foreign=0.9)]
+    assert na.moved(ts) == [False, True, False, True, False]
 
 
 def test_marks_are_scored_against_the_moves_and_name_their_signals():
-    ts = [timing(0, "quiet", 2.0, 1.9, 2.1), timing(0, "quiet", 2.0, 1.95, 2.05, rcv=0.3),
-          timing(1, "yes2", 3.0, 2.9, 3.1, foreign=1.3), timing(1, "yes2", 2.0, 1.0, 3.0, foreign=1.3)]
+    ts = [timing(0, "quiet", 2.0), timing(0, "quiet", 2.0, 0.025, rcv=0.3),
+          timing(1, "yes2", 3.0, 0.03, foreign=1.3), timing(1, "yes2", 2.0, 0.5, foreign=1.3)]
     sigs = [na.signals(t, na.references(result(ts))) for t in ts]
     e = na.evaluate(ts, sigs, na.moved(ts), na.threshold_policy({"rcv": 0.2, "foreign_cpu": 0.3}))
     assert e["marked_share"] == {"quiet": 0.5, "yes2": 1.0}
@@ -47,8 +56,8 @@ def test_marks_are_scored_against_the_moves_and_name_their_signals():
 
 
 def test_the_references_and_the_slowdown_against_each():
-    ts = [timing(0, "quiet", 2.0, 1.9, 2.1, calib=1e-4), timing(0, "quiet", 2.0, 1.9, 2.1, calib=1.2e-4),
-          timing(3, "quiet", 2.0, 1.9, 2.1, calib=0.9e-4), timing(1, "yes1", 2.0, 1.9, 2.1, calib=5e-4)]
+    ts = [timing(0, "quiet", 2.0, calib=1e-4), timing(0, "quiet", 2.0, calib=1.2e-4),
+          timing(3, "quiet", 2.0, calib=0.9e-4), timing(1, "yes1", 2.0, calib=5e-4)]
     refs = na.references(result(ts))
     assert refs == {"cached": 5e-5, "run_min": 0.9e-4, "run_start": pytest.approx(1.1e-4)}
     s = na.signals(ts[3], refs)
@@ -56,14 +65,14 @@ def test_the_references_and_the_slowdown_against_each():
 
 
 def test_the_whole_analysis_runs_on_a_small_result_and_prints():
-    ts = [timing(b, c, 2.0 + 0.01 * i, 1.9, 2.1, foreign=0.0 if c == "quiet" else 1.0)
+    ts = [timing(b, c, 2.0 + 0.01 * i, foreign=0.0 if c == "quiet" else 1.0)
           for i, (b, c) in enumerate([(0, "quiet"), (1, "yes1"), (2, "yes2"), (3, "quiet"), (4, "yes1"), (5, "yes2")])]
     out = result(ts)
     out["analysis"] = na.analyse(out)
     a = out["analysis"]
     assert set(a["policies"]) >= {"run_cached_ref", "default_ratio", "default_absolute"}
     assert a["oracle_loaded"]["marked_share"] == {"quiet": 0.0, "yes1": 1.0, "yes2": 1.0}
-    assert a["coverage"]["quiet"]["bootstrap"] == 1.0 and set(a["fitted"]) == {"ratio", "absolute"}
+    assert a["intervals"]["constructions"]["student_t"]["coverage"]["quiet"] == 1.0 and set(a["fitted"]) == {"ratio", "absolute"}
     na.print_report(out)
 
 
@@ -84,3 +93,38 @@ def test_bad_arguments_are_one_error_line():
                        (["--analyse", "/nonexistent.json"], "--analyse /nonexistent.json: no such file")):
         proc = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
         assert proc.returncode == 2 and text in proc.stderr, proc.stderr
+
+
+def test_the_interval_constructions_on_known_rounds():
+    import _interval_analysis as ia
+
+    t = timing(0, "quiet", 2.0, 0.1, drift=0.2)
+    g, lo, hi = ia.student_t(t)
+    assert g == pytest.approx(2.0) and math.log(hi / g) == pytest.approx(0.098, abs=0.001)
+    assert ia.t_plus_drift(t) == pytest.approx((g, lo / 1.2, hi * 1.2))  # widened by log(1 + drift) each side
+    assert ia.min_max(t) == pytest.approx((2.0, 2.0 * math.exp(-0.1), 2.0 * math.exp(0.1)))
+    b = ia.bootstrap(t)
+    assert b[1] < 2.0 < b[2] and b[2] - b[1] < hi - lo  # the percentile bootstrap: narrower
+    f = ia.fieller(t)  # a constant tuned time: Fieller is the t interval of the mean baseline time
+    a = np.array(t["rows"]["torch"]["round_medians_ms"])
+    half = 2.7764451051977987 * a.std(ddof=1) / math.sqrt(5)
+    assert f == pytest.approx((a.mean(), a.mean() - half, a.mean() + half))
+
+
+def test_more_rounds_of_one_timing_do_not_cover_a_level_that_lasts_a_timing_but_timings_as_units_do():
+    import _interval_analysis as ia
+
+    # each timing sits at its own level (log offsets 0, 0.02 in block 0; 0.2, 0.22 in block 3) with tight rounds:
+    # the quiet median (offset 0.11) is in no single timing's interval, nor in two timings' pooled rounds (t on
+    # 10 rounds, half-width ~0.008), but in the interval over the two timings as units (t on 1 df, ~0.13)
+    ts = [timing(b, "quiet", 2.0 * math.exp(off), 0.001, t_s=10 * b + i)
+          for b, offs in ((0, (0.0, 0.02)), (3, (0.2, 0.22))) for i, off in enumerate(offs)]
+    ts += [timing(1, "yes1", 5.0 * math.exp(0.02 * (i % 2)), 0.001, foreign=1.0, t_s=10 + i) for i in range(4)]
+    out = ia.more_rounds(ts, [t["condition"] != "quiet" for t in ts], ks=(1, 2))
+    assert out["pooled 5"]["coverage"]["quiet"] == 0.0 and out["pooled 10"]["coverage"]["quiet"] == 0.0
+    assert out["timings 10"]["coverage"]["quiet"] == 1.0 and out["timings 10"]["coverage"]["yes1"] == 0.0
+    assert out["timings 10"]["lift"]["oracle"] is None  # nothing quiet moved: no ratio
+    assert out["pooled 10"]["seconds"]["L"] == pytest.approx(2.0) and out["timings 10"]["groups"] == 4
+    cmp = ia.compare(ts, {"oracle": [t["condition"] != "quiet" for t in ts]})
+    assert cmp["student_t"]["coverage"] == {"quiet": 0.0, "yes1": 0.0}
+    assert cmp["bootstrap"]["lift"]["oracle"] == pytest.approx(1.0)

@@ -16,7 +16,7 @@ interleaved rounds (each round times both kernels with ``e2e.kernel_repeat`` rep
 random inputs and with the target's threads: the request the final re-timing of each task uses
 (``"retime"``). Each kernel's samples give median, minimum and CV; the
 comparison is the geometric mean over the rounds of the ratio default / tuned of the rounds' medians,
-with its 95 % bootstrap interval. A noisy attempt (robust CV, CPU used by other processes, calibration
+with its 95 % Student-t interval over the rounds. A noisy attempt (robust CV, CPU used by other processes, calibration
 drift over ``measure.noise``) is repeated up to ``measure.noise.remeasure`` times; the least noisy one
 is kept.
 

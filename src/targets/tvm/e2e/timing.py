@@ -13,8 +13,8 @@ Rows (:mod:`tunebench.targets.tvm.e2e`): ``tuned``, ``tvm_default``, ``torch`` (
    is the mean of as many back-to-back inferences as fill ``min_sample_ms``; before every block
    the previous block's thread pool is let go idle (:func:`~tunebench.protocol.noise.settle`);
 3. each row's samples give median (the reported latency), minimum, mean, std and CV; each speedup
-   is the geometric mean of the per-round ratios of medians with a 95 % bootstrap interval over
-   the rounds;
+   is the geometric mean of the per-round ratios of medians with a 95 % Student-t interval over
+   the rounds (:func:`~tunebench.protocol.stats.paired_ratio_ci`);
 4. a row is noisy when its CV, the CPU other processes used during the rounds, the calibration
    slowdown or its drift exceed ``measure.noise``; then the rounds are repeated (up to
    ``measure.noise.remeasure`` times) and the least noisy attempt is kept, its noisy rows marked.
