@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass
 
 from tunebench.methods.serenity.dp import Timeout
-from tunebench.targets.memory.accounting import StepModel
 
 BEAM = 64  # states per layer of the beam search that bounds :func:`least_peak_dp`
 _CHECK_EVERY = 512  # states between two looks at the clock
@@ -36,7 +35,8 @@ _CHECK_EVERY = 512  # states between two looks at the clock
 class SeqRunner:
     """Sequences (node lists, each run back to back) compiled for :meth:`run`."""
 
-    def __init__(self, model: StepModel, seqs: list[list[int]]):
+    def __init__(self, model, seqs: list[list[int]]):
+        """``model``: the accounting's step model (its ``nbytes``, ``users``, ``frees``, ``overlap``)."""
         self.model = model
         self.nodes = [tuple(s) for s in seqs]
         self.masks = [sum(1 << v for v in s) for s in seqs]
@@ -138,9 +138,9 @@ class Clock:
         self.deadline, self.count = deadline, 0
 
     def tick(self) -> None:
-        self.count += 1
         if self.deadline is not None and not self.count % _CHECK_EVERY and time.perf_counter() > self.deadline:
             raise Timeout()
+        self.count += 1
 
 
 @dataclass
@@ -189,10 +189,10 @@ def ordered_dp(units: Units, start: tuple, budget: float, run_other, clock: Cloc
     for _ in range(n):
         nxt: dict[int, tuple] = {}
         for mask, (peak, live, done, link, ready) in layer.items():
-            count += 1
-            if deadline is not None and not count & 511 and now() > deadline:
+            if deadline is not None and not count % _CHECK_EVERY and now() > deadline:
                 clock.count += count
                 raise Timeout()
+            count += 1
             todo = ready
             while todo:
                 bit = todo & -todo
