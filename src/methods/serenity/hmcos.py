@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from tunebench.datasets.graphs import Graph
 from tunebench.methods.serenity.dp import Timeout  # raised here when the deadline passes before a first schedule
+from tunebench.methods.serenity.hmcos_dp import Clock, SeqRunner, Units, least_peak_dp, ordered_dp
 from tunebench.methods.serenity.hmcos_hier import Hierarchy, build, top_level
 from tunebench.targets.memory.accounting import StepModel
 
@@ -105,12 +106,10 @@ class HierScheduler:
         self._rpo: dict[tuple, tuple] = {}  # (group, context) -> its RPO's peak and live bytes added
         self._groups: dict[int, tuple] = {}
         self.deadline = None if opts.time_limit_s is None else time.perf_counter() + opts.time_limit_s
+        self.clock = Clock(self.deadline)
+        self.runner: SeqRunner | None = None
 
     # ---- pieces ------------------------------------------------------------------------------
-    def _check_time(self) -> None:
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise Timeout()
-
     def run_nodes(self, nodes, done: int, live: int, peak: int, budget: float):
         """Run ``nodes`` in order: (peak, live, done) after them, or None when a step exceeds ``budget``."""
         step = self.model.step
@@ -123,48 +122,18 @@ class HierScheduler:
                 peak = up
         return peak, live, done
 
-    def dp(self, n_units: int, preds: list[int], start: State, run_unit) -> State | None:
-        """The least-peak order of ``n_units`` units (``preds``: each one's predecessors, a bitmask over
-        the units) from ``start``; ``run_unit(i, state)`` runs unit ``i`` from a state (None: over the
-        budget). A state keeps its ready units (those whose predecessors ran)."""
-        succs: list[list[int]] = [[] for _ in range(n_units)]
-        for i, mask in enumerate(preds):
-            for j in range(n_units):
-                if mask >> j & 1:
-                    succs[j].append(i)
-        ready0 = sum(1 << i for i in range(n_units) if not preds[i])
-        layer = {0: (start, ready0)}
-        for _ in range(n_units):
-            nxt: dict[int, tuple] = {}
-            for mask, (state, ready) in layer.items():
-                self._check_time()
-                todo = ready
-                while todo:
-                    bit = todo & -todo
-                    todo ^= bit
-                    i = bit.bit_length() - 1
-                    key = mask | bit
-                    old = nxt.get(key)
-                    if old is not None and old[0][0] <= state[0]:
-                        continue  # a state's peak only grows: this branch cannot beat the one kept
-                    got = run_unit(i, state)
-                    if got is None or (old is not None and old[0][0] <= got[0]):
-                        continue
-                    new_ready = ready ^ bit
-                    for j in succs[i]:
-                        if not preds[j] & ~key:
-                            new_ready |= 1 << j
-                    nxt[key] = (got, new_ready)
-            if not nxt:
-                return None
-            self.stats.states += len(nxt)
-            layer = nxt
-        return layer[(1 << n_units) - 1][0]
-
-    def run_seq(self, hier: Hierarchy, s: int, state: State, budget: float) -> State | None:
-        peak, live, done, link = state
-        got = self.run_nodes(hier.seqs[s], done, live, peak, budget)
-        return None if got is None else (*got, (link, tuple(hier.seqs[s])))
+    def dp(self, preds: list[int], start: State, seq_of: list, unit_masks: list[int], budget: float,
+           run_other=None) -> State | None:
+        """The least-peak order of the units (``preds``: each one's predecessors, a bitmask over the units;
+        ``unit_masks``: each one's nodes) from ``start``: unit ``i`` is sequence ``seq_of[i]``, or (None)
+        run by ``run_other(i, state)`` (None: over the budget); :mod:`.hmcos_dp`."""
+        units = Units.of(self.runner, preds, seq_of, unit_masks, start[2])
+        if budget == math.inf and None not in seq_of:
+            got, states = least_peak_dp(units, start, self.clock)
+        else:
+            got, states = ordered_dp(units, start, budget, run_other, self.clock)
+        self.stats.states += states
+        return got
 
     def _group(self, hier: Hierarchy, gid: int, seqs: list[int]) -> tuple:
         """(nodes in RPO, nodes as a bitmask, storages read from outside) of a group (cached)."""
@@ -197,8 +166,7 @@ class HierScheduler:
                 return peak, live + delta, done | inside, (link, rpo)
         index = {s: i for i, s in enumerate(seqs)}
         preds = [sum(1 << index[p] for p in hier.seq_preds(s) if p in index) for s in seqs]
-        got = self.dp(len(seqs), preds, (live, live, done, None),
-                      lambda i, st: self.run_seq(hier, seqs[i], st, budget))
+        got = self.dp(preds, (live, live, done, None), seqs, [self.runner.masks[s] for s in seqs], budget)
         if got is None:
             return None
         self.stats.dp_groups += 1
@@ -212,13 +180,13 @@ class HierScheduler:
         verts, preds = top_level(hier)
         groups = hier.groups()
 
-        def run_vertex(i: int, state: State):
-            kind, key = verts[i]
-            if kind == "seq":
-                return self.run_seq(hier, key, state, budget)
-            return self.run_group(hier, key, groups[key], state, budget)
+        def run_group(i: int, state: State):
+            return self.run_group(hier, verts[i][1], groups[verts[i][1]], state, budget)
 
-        got = self.dp(len(verts), preds, (0, 0, 0, None), run_vertex)
+        seq_of = [key if kind == "seq" else None for kind, key in verts]
+        masks = [self.runner.masks[key] if kind == "seq" else self._group(hier, key, groups[key])[1]
+                 for kind, key in verts]
+        got = self.dp(preds, (0, 0, 0, None), seq_of, masks, budget, run_group)
         return None if got is None else (_flatten(got[3]), got[0])
 
     def peak_sequences(self, hier: Hierarchy, order: list[int]) -> set[int]:
@@ -245,6 +213,7 @@ class HierScheduler:
         """
         o = self.opts
         hier = build(self.graph, self.model, o.join, o.make_groups, tuple(o.cell_ops))
+        self.runner = SeqRunner(self.model, hier.seqs)
         self.stats.sequences, self.stats.groups = len(hier.seqs), len(hier.groups())
         self.stats.node_groups = [hier.group_of[hier.seq_of[v]] for v in range(len(self.graph))]
         best, budget = None, math.inf
