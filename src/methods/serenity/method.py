@@ -92,12 +92,17 @@ class SerenitySettings(MethodSettings):
     time_limit_s: float | None = knob(600.0, opt(POS_NUM), "the scheduler gives up after this long per graph "
                                                            "(no schedule: Table 3.2's N/A); null = never")
     front_end: str = knob("none", choice("none", "hmcos", "hmcos_groups"),
-                          "hmcos: HMCOS's order first ([Wang-DAC22], method=hmcos's defaults, within half of "
-                          "time_limit_s); its peak is the DP's hard budget, and its order the answer when the DP "
+                          "hmcos: HMCOS's order first ([Wang-DAC22], method=hmcos's defaults, within "
+                          "front_end_share of time_limit_s); its peak is the DP's hard budget, and its order the answer when the DP "
                           "does not finish; hmcos_groups: HMCOS's order cut into windows that hold whole HMCOS "
                           "groups, each window reordered by the DP (exact among the orders that keep the windows "
                           "in HMCOS's sequence, not over all orders), no DP over the whole graph unless HMCOS "
                           "gives no order or one window holds it all (our addition)")
+    front_end_share: float = knob(0.8, rule(lambda v: isinstance(v, (int, float)) and 0 < v <= 1,
+                                            "a number in (0, 1]"),
+                                  "with front_end: the share of time_limit_s HMCOS may take; the DP gets what is "
+                                  "left of time_limit_s (HMCOS's order stands wherever the DP does not finish, so "
+                                  "the peak is never above HMCOS's when HMCOS finishes within its share)")
     window_groups: int = knob(1, bounded(1, 1000), "front_end=hmcos_groups: HMCOS groups per window (more: a "
                                                    "larger DP per window, more orders searched)")
     window_max_nodes: int | None = knob(64, opt(bounded(2, 100000)),
@@ -169,11 +174,12 @@ class Serenity(ScheduleMethod):
 
     def _front_end(self, graph, prefix: str) -> tuple[list[int], int, list[int]] | None:
         """HMCOS's order of ``graph``, its peak (live accounting) and each node's HMCOS group, or None past
-        half of ``time_limit_s`` (the other half is the DP's)."""
+        ``front_end_share`` of ``time_limit_s`` (the rest is the DP's)."""
         from tunebench.methods.serenity import hmcos
 
         t0 = time.perf_counter()
-        limit = None if self.settings.time_limit_s is None else self.settings.time_limit_s / 2
+        s = self.settings
+        limit = None if s.time_limit_s is None else s.time_limit_s * s.front_end_share
         stats = hmcos.HmcosStats()
         try:
             got = hmcos.hmcos_schedule(graph, "live", hmcos.Options(time_limit_s=limit), stats)
