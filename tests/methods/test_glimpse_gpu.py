@@ -9,7 +9,8 @@ import tvm
 
 from tunebench.errors import UserError
 from tunebench.methods.glimpse import gpu_specs
-from tunebench.methods.glimpse.gpu_validity import STATIC_SHARED_BYTES, cuda_tasks, static_labels, tag_limits
+from tunebench.methods.glimpse.gpu_validity import cuda_tasks, static_labels, tag_limits
+from tunebench.targets.tvm.gpu_limits import STATIC_SHARED_BYTES
 
 REQUIRED = ("nvidia/nvidia-titan-xp", "nvidia/geforce-rtx-2070", "nvidia/geforce-rtx-2080-ti",
             "nvidia/geforce-rtx-3090", "nvidia/nvidia-h100", "nvidia/nvidia-a100", "nvidia/nvidia-v100",

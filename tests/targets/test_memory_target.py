@@ -221,10 +221,10 @@ def test_hmcos_accounting_is_an_option_and_both_peaks_are_reported(randwire):
     its peak is at most ours; the objective follows target.accounting; the run checks the live peak."""
     import numpy as np
 
+    from tunebench.datasets.memory_accounting import peak_of
     from tunebench.harness.loop import tune_task
     from tunebench.methods import make_method
     from tunebench.methods.base import Budget
-    from tunebench.targets.memory.accounting import peak_of
     from tunebench.targets.memory.target import MemorySettings, MemoryTarget
 
     peaks = {}

@@ -93,9 +93,10 @@ def _replay_run(rows: _Rows, d: str, run: SavedRun, recs: list[dict], keep_candi
     import tvm.s_tir.meta_schedule as ms
 
     from tunebench.methods.gat.features import stat_features, tir_graph
-    from tunebench.targets.tvm.workloads.tasks import model_tasks
+    from tunebench.targets import target_with
+    from tunebench.targets.capabilities import ExtractsTasks
 
-    tasks, _ = model_tasks(run.model_config, run.target_kind)
+    tasks = target_with(run.target_kind, ExtractsTasks).model_tasks(run.model_config)
     by_id = {t.id: t for t in tasks}
     target = tvm.target.Target({"kind": run.target_kind})
     ctxs: dict = {}

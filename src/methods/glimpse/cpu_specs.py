@@ -84,15 +84,22 @@ def machine_facts() -> tuple[float, float, float, float]:
     return c["L1d"], c["L2"], c["L3"], _clock_ghz()
 
 
+def cpu_target():
+    """The class of ``target=llvm``, which describes the CPU models LLVM knows
+    (:class:`~tunebench.targets.capabilities.DescribesCPUs`)."""
+    from tunebench.targets import target_with
+    from tunebench.targets.capabilities import DescribesCPUs
+
+    return target_with("llvm", DescribesCPUs)
+
+
 @functools.cache
 def isa_facts(mcpu: str) -> dict[str, float]:
     """What LLVM says of CPU model ``mcpu`` (see the module docstring). Raises UserError for a name LLVM
     does not know, listing the catalogue."""
-    from tunebench.targets.tvm.host_isa import mcpu_features
-    from tunebench.targets.tvm.llvm import llvm_cpu
-
-    llvm_cpu(str(mcpu))  # an unknown name: the target's own one-line error
-    feats = mcpu_features(str(mcpu))
+    cpus = cpu_target()
+    cpus.cpu_model(str(mcpu))  # an unknown name: the target's own one-line error
+    feats = cpus.cpu_isa(str(mcpu))
     bits = 512 if "avx512f" in feats else 256 if "avx" in feats else 128
     return {"vector_bits": bits, "fma": float("fma" in feats), "avx512bw": float("avx512bw" in feats),
             "vnni": float("avx512vnni" in feats or "avxvnni" in feats),

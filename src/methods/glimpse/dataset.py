@@ -97,9 +97,9 @@ def run_hardware(run_dir: str) -> Hardware:
     if target.get("kind") != "llvm":
         raise UserError(f"--records {run_dir}: a target={target.get('kind')} run; measured training data comes "
                         "from target=llvm runs (GPU validity data: --gpu-static)")
-    from tunebench.targets.tvm.llvm import llvm_cpu
+    from tunebench.methods.glimpse.cpu_specs import cpu_target
 
-    mcpu = llvm_cpu(target.get("mcpu") or "native")
+    mcpu = cpu_target().cpu_model(target.get("mcpu") or "native")
     return hardware_of({"kind": "llvm", "mcpu": mcpu, "num-cores": int(target.get("num_cores") or os.cpu_count())})
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunebench.errors import UserError
-from tunebench.targets.tvm.gpu_limits import compute_capability, tag_attrs
 
 #: the csv's columns, in order
 COLUMNS = ("tag", "name", "sm_count", "cuda_cores", "base_clock_mhz", "boost_clock_mhz", "memory_gb",
@@ -61,6 +60,20 @@ class GpuSpec:
     l2_bytes: int  # 0 where the tag does not give it
 
 
+def gpu_target():
+    """The class of ``target=cuda``, which describes the GPUs TVM knows by a target tag
+    (:class:`~tunebench.targets.capabilities.DescribesGPUs`)."""
+    from tunebench.targets import target_with
+    from tunebench.targets.capabilities import DescribesGPUs
+
+    return target_with("cuda", DescribesGPUs)
+
+
+def compute_capability(arch: str) -> float:
+    """``"sm_86"`` -> 8.6 (the target's reading of a CUDA arch)."""
+    return gpu_target().compute_capability(arch)
+
+
 def csv_path() -> str:
     """The shipped table ``data/glimpse/gpus.csv``."""
     from tunebench.resources import data_dir
@@ -71,7 +84,7 @@ def csv_path() -> str:
 def _row_spec(row: dict[str, str]) -> GpuSpec:
     """A csv row joined with its tag's attributes (those of ``limits_from`` where it is set)."""
     tvm_tag = row["limits_from"].strip() or row["tag"]
-    attrs = tag_attrs(tvm_tag)
+    attrs = gpu_target().gpu_tag_attrs(tvm_tag)
     arch = str(attrs["arch"])
     base = row["base_clock_mhz"].strip()
     return GpuSpec(

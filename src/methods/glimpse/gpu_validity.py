@@ -6,8 +6,8 @@ virtual threads per dimension, or the bytes of its staged shared-memory tiles. B
 need only the limits, so they can be computed for any GPU TVM knows by a target tag: these are the
 validity labels a hardware-aware model of Glimpse learns from ([Ahn-PhD] Ch. 4).
 
-- :func:`~tunebench.targets.tvm.gpu_limits.tag_limits`: the ``verify_gpu_code`` limits of a tag (the
-  keys ``CUDATarget`` takes from a live device; the target's own module, re-exported here);
+- :func:`tag_limits`: the ``verify_gpu_code`` limits of a tag (the keys the ``cuda`` target takes from a
+  live device; what the target offers, :class:`~tunebench.targets.capabilities.DescribesGPUs`);
 - :func:`cuda_tasks`: a model's CUDA tasks with their template and space (task extraction and lowering
   need no GPU);
 - :func:`static_labels`: valid / invalid per config, from the knobs alone or from the lowered kernel.
@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tunebench.targets.tvm.gpu_limits import MAX_THREAD_DIMS, STATIC_SHARED_BYTES, nvidia_tags, tag_limits
+from tunebench.methods.glimpse.gpu_specs import gpu_target
 
-__all__ = ["MAX_THREAD_DIMS", "STATIC_SHARED_BYTES", "cuda_tasks", "nvidia_tags", "static_labels", "tag_limits"]
+
+def tag_limits(tag: str, **options) -> dict:
+    """The per-block limits of the GPU of the TVM target tag ``tag`` (the target's,
+    :meth:`~tunebench.targets.capabilities.DescribesGPUs.gpu_tag_limits`, with its ``options``)."""
+    return gpu_target().gpu_tag_limits(tag, **options)
 
 
 def cuda_tasks(model_name: str = "resnet18", kinds: tuple[str, ...] = ("conv2d",),
@@ -28,18 +32,18 @@ def cuda_tasks(model_name: str = "resnet18", kinds: tuple[str, ...] = ("conv2d",
     order, with the CUDA template of each in ``variant`` (None: the default) and its knob space
     (``task.space`` set as well).
 
-    The model is imported for the ``cuda`` target kind
-    (:func:`tunebench.targets.tvm.workloads.tasks.model_tasks`, cached in-process); nothing here needs a GPU.
+    The model is imported for the ``cuda`` target kind (what the target extracts offline,
+    :class:`~tunebench.targets.capabilities.ExtractsTasks`; cached in-process); nothing here needs a GPU.
     """
-    from tunebench.targets.tvm.templates import get_template
-    from tunebench.targets.tvm.workloads.tasks import model_tasks
+    from tunebench.targets import target_with
+    from tunebench.targets.capabilities import ExtractsTasks
 
-    tasks, _ = model_tasks({"name": model_name}, "cuda")
+    cuda = target_with("cuda", ExtractsTasks)
     out = []
-    for task in tasks:
+    for task in cuda.model_tasks({"name": model_name}):
         if task.kind not in kinds:
             continue
-        template = get_template(task.kind, "cuda", variant)
+        template = cuda.task_template(task, variant)
         task.space = template.make_space(task.mod)
         out.append((task, template, task.space))
     return out

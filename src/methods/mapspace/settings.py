@@ -48,11 +48,12 @@ class MapspaceBOSettings(MethodSettings):
         import dataclasses
 
         from tunebench.config.knobs import validate
-        from tunebench.targets.accel.settings import AccelSettings
+        from tunebench.targets import target_class
 
-        fields = {f.name for f in dataclasses.fields(AccelSettings)} - {"name", "kind", "objectives", "scale"}
+        settings_cls = target_class("accel").Settings  # the settings class of the target it maps onto
+        fields = {f.name for f in dataclasses.fields(settings_cls)} - {"name", "kind", "objectives", "scale"}
         for k, change in enumerate(self.transfer_from):
             at = join(prefix, f"transfer_from[{k}]")
             if not isinstance(change, dict) or not change or set(change) - fields:
                 raise bad(at, change, f"must change knobs of target=accel; valid keys: {', '.join(sorted(fields))}")
-            validate(dataclasses.replace(AccelSettings(), **change), at)
+            validate(dataclasses.replace(settings_cls(), **change), at)

@@ -16,7 +16,7 @@ scheduling of the hierarchical graph (:mod:`.hmcos_hier`), iterated.
   again; it ends when nothing is left to ungroup at the peak (or at ``max_iterations``). The best
   schedule found is the answer.
 
-The memory of a step is the accounting's (:class:`~tunebench.targets.memory.accounting.StepModel`).
+The memory of a step is the accounting's (:class:`~tunebench.datasets.memory_accounting.StepModel`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass, field
 
 from tunebench.datasets.graphs import Graph
+from tunebench.datasets.memory_accounting import StepModel
 from tunebench.methods.serenity.dp import Timeout  # raised here when the deadline passes before a first schedule
 from tunebench.methods.serenity.hmcos_hier import Hierarchy, build, top_level
-from tunebench.targets.memory.accounting import StepModel
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunebench.datasets.graphs import Graph
-from tunebench.targets.memory.accounting import StepModel
+from tunebench.datasets.memory_accounting import StepModel
 
 
 @dataclass
