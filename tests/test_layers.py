@@ -179,7 +179,7 @@ def test_the_backend_import_check_finds_one():
 
 #: the methods that are TVM by nature and may import ``tvm`` (a package: every module under it); the
 #: others (autotvm, glimpse, ...) reach TVM only through what the target offers
-TVM_METHODS = ("methods/metaschedule.py", "methods/gat/")
+TVM_METHODS = ("methods/tensor_programs/metaschedule.py", "methods/tensor_programs/gat/")
 
 
 def test_only_the_tvm_methods_import_tvm():

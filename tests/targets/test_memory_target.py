@@ -10,7 +10,7 @@ from tunebench.datasets.graph_rewrite import rewrite
 from tunebench.datasets.graphs import abstract_graph, peak_memory, trace_graph
 from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.errors import UserError
-from tunebench.methods.serenity import dp
+from tunebench.methods.graph_memory import dp
 from tunebench.targets.memory.execute import execute, outputs_match, reference_outputs
 from tunebench.targets.memory.plan import arena_offsets, arena_peak, offchip_traffic
 from tunebench.targets.memory.target import check_graphs
