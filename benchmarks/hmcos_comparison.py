@@ -45,7 +45,7 @@ def _graphs(name: str, change: dict) -> list:
 
 
 def _row(graph, order, seconds: float, measure: bool) -> dict:
-    from tunebench.targets.memory.accounting import peak_of
+    from tunebench.datasets.memory_accounting import peak_of
     from tunebench.targets.memory.execute import execute
     from tunebench.targets.memory.plan import arena_peak
 
