@@ -27,7 +27,7 @@ from _common import add_out_args, loadavg, out_path, provenance, run_main, write
 def volumes(task, target, encoding: str, points: int, levels: int) -> dict:
     """The lowest ``levels`` energies (pJ/MAC) with their share of ``points`` Sobol points and their
     mapping counts; the chance of reaching the lowest in 10 / 30 / 100 uniform points."""
-    from tunebench.methods.mapspace.encoding import Encoding, sobol_points
+    from tunebench.methods.accelerator_mapping.encoding import Encoding, sobol_points
 
     enc = Encoding(task.mod, encoding)
     hits: collections.Counter = collections.Counter()

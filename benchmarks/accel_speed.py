@@ -21,7 +21,7 @@ from _common import add_out_args, loadavg, out_path, provenance, run_main, write
 
 
 def evaluation_ms(target, task) -> dict:
-    from tunebench.methods.mapspace.encoding import Encoding
+    from tunebench.methods.accelerator_mapping.encoding import Encoding
 
     enc = Encoding(task.mod, "scores")
     rng = np.random.default_rng(0)

@@ -30,7 +30,7 @@ from _common import add_out_args, loadavg, machine_info, out_path, provenance, w
 
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
-from tunebench.methods.glimpse.gpu_validity import cuda_tasks
+from tunebench.methods.tensor_programs.glimpse.gpu_validity import cuda_tasks
 from tunebench.targets.base import is_static_invalid
 from tunebench.targets.tvm.gpu_limits import tag_limits
 from tunebench.targets.tvm.templates import FLEX

@@ -34,8 +34,8 @@ def main() -> None:
 
     import tvm.s_tir.meta_schedule as ms
 
-    from tunebench.methods.gat.dataset import build_dataset
-    from tunebench.methods.gat.model import GATCostModel
+    from tunebench.methods.tensor_programs.gat.dataset import build_dataset
+    from tunebench.methods.tensor_programs.gat.model import GATCostModel
 
     t0 = time.time()
     ds = build_dataset(args.records, args.workdir, keep_candidates=True)

@@ -35,10 +35,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_info, usage_error, write_json
 from glimpse_table import _runs
 
-from tunebench.methods.glimpse.dataset import groups_from_runs
-from tunebench.methods.glimpse.method import expected_improvement
-from tunebench.methods.glimpse.model import GlimpseModel
-from tunebench.methods.glimpse.train import TrainSettings, _z, prior_logp, replay_episode, replay_step, train
+from tunebench.methods.tensor_programs.glimpse.dataset import groups_from_runs
+from tunebench.methods.tensor_programs.glimpse.method import expected_improvement
+from tunebench.methods.tensor_programs.glimpse.model import GlimpseModel
+from tunebench.methods.tensor_programs.glimpse.train import (
+    TrainSettings,
+    _z,
+    prior_logp,
+    replay_episode,
+    replay_step,
+    train,
+)
 
 ARMS = ("spec", "const")
 ACQUISITIONS = ("learned", "ei")
@@ -46,7 +53,7 @@ ACQUISITIONS = ("learned", "ei")
 
 def episode(model: GlimpseModel, g, acquisition: str, init: int, steps: int, budget: int) -> list[float]:
     """Best seen / the pool's best after the ``init`` prior configs and after each of ``steps`` steps (greedy
-    :func:`~tunebench.methods.glimpse.train.replay_episode`)."""
+    :func:`~tunebench.methods.tensor_programs.glimpse.train.replay_episode`)."""
     X, y = g.config_vectors(), g.y / g.y.max()
     logp = prior_logp(model, _z(model, g), g.knobs, g.feats, g.digits)
     theta = model.theta(g.hw)

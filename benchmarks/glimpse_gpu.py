@@ -26,12 +26,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_info, provenance, write_json
 
 from tunebench.methods.annealing import index_digits
-from tunebench.methods.glimpse import gpu_data
-from tunebench.methods.glimpse.blueprint import catalogue, reconstruction_rmse
-from tunebench.methods.glimpse.encoding import entity_features
-from tunebench.methods.glimpse.gpu_validity import static_labels
-from tunebench.methods.glimpse.networks import votes_reject
-from tunebench.methods.glimpse.train import TrainSettings, train
+from tunebench.methods.tensor_programs.glimpse import gpu_data
+from tunebench.methods.tensor_programs.glimpse.blueprint import catalogue, reconstruction_rmse
+from tunebench.methods.tensor_programs.glimpse.encoding import entity_features
+from tunebench.methods.tensor_programs.glimpse.gpu_validity import static_labels
+from tunebench.methods.tensor_programs.glimpse.networks import votes_reject
+from tunebench.methods.tensor_programs.glimpse.train import TrainSettings, train
 
 THESIS_GPUS = ("nvidia/nvidia-titan-xp", "nvidia/geforce-rtx-2070", "nvidia/geforce-rtx-2080-ti",
                "nvidia/geforce-rtx-3090")

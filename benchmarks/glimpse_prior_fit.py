@@ -26,9 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_info, write_json
 from glimpse_table import _runs, layer_label
 
-from tunebench.methods.glimpse.dataset import groups_from_runs
-from tunebench.methods.glimpse.model import GlimpseModel
-from tunebench.methods.glimpse.train import prior_cross_entropy, uniform_cross_entropy
+from tunebench.methods.tensor_programs.glimpse.dataset import groups_from_runs
+from tunebench.methods.tensor_programs.glimpse.model import GlimpseModel
+from tunebench.methods.tensor_programs.glimpse.train import prior_cross_entropy, uniform_cross_entropy
 
 TOP = 0.1
 

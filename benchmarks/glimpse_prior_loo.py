@@ -28,8 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_info, write_json
 from glimpse_table import _runs
 
-from tunebench.methods.glimpse.dataset import groups_from_runs
-from tunebench.methods.glimpse.train import (
+from tunebench.methods.tensor_programs.glimpse.dataset import groups_from_runs
+from tunebench.methods.tensor_programs.glimpse.train import (
     TrainSettings,
     choose_prior_epochs,
     model_factory,

@@ -45,7 +45,7 @@ def _graphs(name: str, change: dict) -> list:
 
 
 def _row(graph, order, seconds: float, measure: bool) -> dict:
-    from tunebench.targets.memory.accounting import peak_of
+    from tunebench.datasets.memory_accounting import peak_of
     from tunebench.targets.memory.execute import execute
     from tunebench.targets.memory.plan import arena_peak
 
@@ -60,8 +60,8 @@ def _row(graph, order, seconds: float, measure: bool) -> dict:
 
 
 def _serenity(graph, divide_only: bool, limit: float):
-    from tunebench.methods.serenity import dp
-    from tunebench.methods.serenity.orders import kahn_order
+    from tunebench.methods.graph_memory import dp
+    from tunebench.methods.graph_memory.orders import kahn_order
 
     stats = dp.DPStats()
     if divide_only:
@@ -82,7 +82,7 @@ def _serenity_front_end(graph, limit: float, front_end: str = "hmcos"):
     method.target_info, method.info = SimpleNamespace(capacity=None), {}
     order = method._schedule_graph(graph, "")
     if order is None:
-        from tunebench.methods.serenity import hmcos
+        from tunebench.methods.graph_memory import hmcos
 
         raise hmcos.Timeout()
     return order, {k: method.info[k] for k in ("front_end_s", "front_end_peak", "timed_out", "dp_states", "windows",
@@ -91,7 +91,7 @@ def _serenity_front_end(graph, limit: float, front_end: str = "hmcos"):
 
 
 def _hmcos(graph, accounting: str, limit: float):
-    from tunebench.methods.serenity import hmcos
+    from tunebench.methods.graph_memory import hmcos
 
     stats = hmcos.HmcosStats()
     got = hmcos.hmcos_schedule(graph, accounting, hmcos.Options(time_limit_s=limit), stats)
@@ -101,7 +101,7 @@ def _hmcos(graph, accounting: str, limit: float):
 
 
 def _timed(graph, fn, measure: bool, label: str) -> dict:
-    from tunebench.methods.serenity import dp, hmcos
+    from tunebench.methods.graph_memory import dp, hmcos
 
     t0 = time.perf_counter()
     try:
@@ -117,7 +117,7 @@ def _timed(graph, fn, measure: bool, label: str) -> dict:
 
 def bench_graph(graph, limit: float, divide_only: bool = True, orders: tuple[str, ...] = ()) -> dict:
     """Every order of the module's text on ``graph`` (``orders``: only those named; empty: all)."""
-    from tunebench.methods.serenity.orders import BASELINES
+    from tunebench.methods.graph_memory.orders import BASELINES
 
     runs = {name: (lambda f=order_of: (f(graph), {}), name == "program", name) for name, order_of in BASELINES.items()}
     if divide_only:
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     from tunebench.datasets.graphs import abstract_graph
     from tunebench.methods import make_method
-    from tunebench.methods.serenity import hmcos
+    from tunebench.methods.graph_memory import hmcos
 
     # first imports (the method registry, networkx for HMCOS's post-dominators) are no graph's scheduling time
     make_method({"name": "serenity"})

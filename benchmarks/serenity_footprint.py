@@ -47,7 +47,7 @@ def traces(model: str) -> dict:
     from tunebench.datasets.graph_rewrite import rewrite
     from tunebench.datasets.graphs import peak_memory
     from tunebench.datasets.models import MODEL_OPTIONS
-    from tunebench.methods.serenity import dp
+    from tunebench.methods.graph_memory import dp
     from tunebench.targets.memory.execute import execute
 
     graph = load_graphs(dataclasses.replace(MODEL_OPTIONS[model]))[0]

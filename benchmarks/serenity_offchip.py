@@ -31,9 +31,9 @@ def serenity_order(graph):
     """SERENITY's choice with its default settings (:class:`SerenitySettings`: DP, divide-and-conquer,
     soft budgeting): the order of the rewritten graph when its peak is lower, else the original's."""
     from tunebench.datasets.graph_rewrite import rewrite
-    from tunebench.methods.serenity import dp
-    from tunebench.methods.serenity.method import SerenitySettings
-    from tunebench.methods.serenity.orders import kahn_order
+    from tunebench.methods.graph_memory import dp
+    from tunebench.methods.graph_memory.method import SerenitySettings
+    from tunebench.methods.graph_memory.orders import kahn_order
 
     s = SerenitySettings()
 

@@ -52,7 +52,7 @@ def _graphs(name: str, change: dict) -> list:
 
 def _time(fn, repeat: int) -> dict:
     """Median, min and max seconds of ``repeat`` calls, and the last result; N/A on a timeout."""
-    from tunebench.methods.serenity.dp import Timeout
+    from tunebench.methods.graph_memory.dp import Timeout
 
     seconds, result = [], None
     for _ in range(repeat):
@@ -67,8 +67,8 @@ def _time(fn, repeat: int) -> dict:
 
 
 def _combo(graph, divide: bool, budget: bool, limit: float):
-    from tunebench.methods.serenity import dp
-    from tunebench.methods.serenity.orders import kahn_order
+    from tunebench.methods.graph_memory import dp
+    from tunebench.methods.graph_memory.orders import kahn_order
 
     stats = dp.DPStats()
     if budget:
@@ -84,7 +84,7 @@ def bench_graph(graph, repeat: int, limit: float, variant: str = "") -> dict:
     ``variant`` labels a graph of non-default model settings."""
     from tunebench.datasets.graph_rewrite import rewrite
     from tunebench.datasets.graphs import peak_memory
-    from tunebench.methods.serenity.orders import BASELINES
+    from tunebench.methods.graph_memory.orders import BASELINES
     from tunebench.targets.memory.execute import execute
     from tunebench.targets.memory.plan import arena_peak, offchip_traffic
 

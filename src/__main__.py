@@ -25,40 +25,47 @@ def _leaderboard(args: argparse.Namespace) -> None:
     print(run_leaderboard(args), flush=True)
 
 
+# a method family's commands live with the family (the tensor programs': GAT's and Glimpse's training), as a
+# backend's live with its target (rpc); each is given the MLflow tracking of its --workdir
+
+
 def _dataset_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.commands.gat import add_build_options
+    from tunebench.methods.tensor_programs.gat.commands import add_build_options
 
     add_build_options(parser)
 
 
 def _dataset(args: argparse.Namespace) -> None:
-    from tunebench.harness.commands.gat import cmd_build
+    from tunebench.harness.commands.cli import command_tracking
+    from tunebench.methods.tensor_programs.gat.commands import cmd_build
 
-    cmd_build(args)
+    cmd_build(args, command_tracking(args.workdir))
 
 
 def _gat_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.commands.gat import add_train_options
+    from tunebench.methods.tensor_programs.gat.commands import add_train_options
 
     add_train_options(parser)
 
 
 def _gat(args: argparse.Namespace) -> None:
-    from tunebench.harness.commands.gat import cmd_train
+    from tunebench.harness.commands.cli import command_tracking
+    from tunebench.methods.tensor_programs.gat.commands import cmd_train
 
-    cmd_train(args)
+    cmd_train(args, command_tracking(args.workdir))
 
 
 def _glimpse_options(parser: argparse.ArgumentParser) -> None:
-    from tunebench.harness.commands.glimpse import add_options
+    from tunebench.methods.tensor_programs.glimpse.commands import add_options
 
     add_options(parser)
 
 
 def _glimpse(args: argparse.Namespace) -> None:
-    from tunebench.harness.commands.glimpse import cmd_train
+    from tunebench.harness.commands.cli import command_tracking
+    from tunebench.methods.tensor_programs.glimpse.commands import cmd_train
 
-    cmd_train(args)
+    cmd_train(args, command_tracking(args.workdir))
 
 
 def _server_options(parser: argparse.ArgumentParser) -> None:

@@ -340,7 +340,7 @@ def test_the_crafted_file_would_run_code_without_weights_only(tmp_path):
 
 
 def test_malicious_dataset_is_refused_by_the_cli(tmp_path):
-    from tunebench.methods.gat.dataset import DATASET_FORMAT
+    from tunebench.methods.tensor_programs.gat.dataset import DATASET_FORMAT
 
     marker = tmp_path / "pwned"
     evil = evil_file(tmp_path / "evil.pt", marker, DATASET_FORMAT)
@@ -363,8 +363,8 @@ def test_malicious_pretrained_checkpoint_is_refused(tmp_path):
     MetaSchedule's ``CostModel.load`` on the method's Python cost model."""
     from types import SimpleNamespace
 
-    from tunebench.methods.gat.method import GAT, make_py_cost_model
-    from tunebench.methods.gat.model import CHECKPOINT_FORMAT, GATCostModel
+    from tunebench.methods.tensor_programs.gat.method import GAT, make_py_cost_model
+    from tunebench.methods.tensor_programs.gat.model import CHECKPOINT_FORMAT, GATCostModel
 
     marker = tmp_path / "pwned"
     evil = evil_file(tmp_path / "evil.pt", marker, CHECKPOINT_FORMAT)
@@ -377,7 +377,12 @@ def test_malicious_pretrained_checkpoint_is_refused(tmp_path):
 
 
 def test_checkpoint_keys_and_shapes_are_checked(tmp_path):
-    from tunebench.methods.gat.model import CHECKPOINT_FORMAT, GATCostModel, load_tensor_file, save_tensor_file
+    from tunebench.methods.tensor_programs.gat.model import (
+        CHECKPOINT_FORMAT,
+        GATCostModel,
+        load_tensor_file,
+        save_tensor_file,
+    )
 
     path = str(tmp_path / "m.pt")
     GATCostModel(variant="mhsa", epochs=1).save(path)
@@ -396,8 +401,8 @@ def test_checkpoint_keys_and_shapes_are_checked(tmp_path):
 
 
 def test_dataset_round_trip_and_shape_checks(tmp_path):
-    from tunebench.methods.gat.dataset import load_dataset, save_dataset
-    from tunebench.methods.gat.features import NODE_DIM, STAT_DIM
+    from tunebench.methods.tensor_programs.gat.dataset import load_dataset, save_dataset
+    from tunebench.methods.tensor_programs.gat.features import NODE_DIM, STAT_DIM
 
     rng = np.random.default_rng(0)
     graphs = [(rng.normal(size=(n, NODE_DIM)).astype(np.float32), rng.integers(0, n, size=(2, 2 * n)))

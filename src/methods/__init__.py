@@ -1,6 +1,9 @@
-"""Tuning methods, grouped by family: ``autotvm/``, ``chameleon/``, ``dgp/``, ``gat/``, ``flextensor/``,
-``glimpse/`` (hardware-spec-aware tuning), ``mfgp/`` (multi-fidelity GP BO), ``dse/`` (FPGA DSE baselines), ``serenity/`` (graph schedulers for
-``target=memory``), plus random search, exhaustive search and MetaSchedule.
+"""Tuning methods, grouped by the problem they solve, each under its paper's name: ``tensor_programs/``
+(schedules of tensor programs on TVM targets: autotvm, chameleon, flextensor, dgp, glimpse, gat,
+metaschedule), ``fpga_dse/`` (FPGA design-space exploration: ann, bt, dac19, nsga2, motpe; ``mfgp/``: cgp,
+dcgp, fpl18, mes), ``accelerator_mapping/`` (mappings on ``target=accel``: mapspace_bo, loma, salsa),
+``graph_memory/`` (execution orders on ``target=memory``: serenity, hmcos and the scheduling baselines). The
+methods for any target stay here: random search, exhaustive search, and the shared simulated annealing.
 :data:`METHODS` registers each by name; ``make_method(settings)`` builds the one its settings name."""
 
 from __future__ import annotations
@@ -10,28 +13,28 @@ from collections.abc import Mapping
 from tunebench.config.load import typed
 from tunebench.config.plugins import GROUPS, EntryPoints, install, load_class
 from tunebench.errors import UserError
-from tunebench.methods.autotvm.tuner import AutoTVM
+from tunebench.methods.accelerator_mapping.bo import MapspaceBO
+from tunebench.methods.accelerator_mapping.zigzag_mappers import LOMA, SALSA
 from tunebench.methods.base import Budget, Method, TargetNeeds
-from tunebench.methods.chameleon.tuner import Chameleon
-from tunebench.methods.dgp.method import DGP
-from tunebench.methods.dse.ann import ANN
-from tunebench.methods.dse.bt import BoostedTrees
-from tunebench.methods.dse.dac19 import DAC19
-from tunebench.methods.dse.motpe import MOTPE
-from tunebench.methods.dse.nsga2 import NSGA2
 from tunebench.methods.exhaustive import Exhaustive
-from tunebench.methods.flextensor.tuner import FlexTensor
-from tunebench.methods.gat.method import GAT
-from tunebench.methods.glimpse.method import Glimpse
-from tunebench.methods.mapspace.bo import MapspaceBO
-from tunebench.methods.mapspace.zigzag_mappers import LOMA, SALSA
-from tunebench.methods.metaschedule import MetaSchedule
-from tunebench.methods.mfgp.cgp import CGP
-from tunebench.methods.mfgp.dcgp import DCGP
-from tunebench.methods.mfgp.fpl18 import FPL18
-from tunebench.methods.mfgp.mes import MES
+from tunebench.methods.fpga_dse.ann import ANN
+from tunebench.methods.fpga_dse.bt import BoostedTrees
+from tunebench.methods.fpga_dse.dac19 import DAC19
+from tunebench.methods.fpga_dse.mfgp.cgp import CGP
+from tunebench.methods.fpga_dse.mfgp.dcgp import DCGP
+from tunebench.methods.fpga_dse.mfgp.fpl18 import FPL18
+from tunebench.methods.fpga_dse.mfgp.mes import MES
+from tunebench.methods.fpga_dse.motpe import MOTPE
+from tunebench.methods.fpga_dse.nsga2 import NSGA2
+from tunebench.methods.graph_memory.method import SCHEDULE_METHODS
 from tunebench.methods.random_search import RandomSearch
-from tunebench.methods.serenity.method import SCHEDULE_METHODS
+from tunebench.methods.tensor_programs.autotvm.tuner import AutoTVM
+from tunebench.methods.tensor_programs.chameleon.tuner import Chameleon
+from tunebench.methods.tensor_programs.dgp.method import DGP
+from tunebench.methods.tensor_programs.flextensor.tuner import FlexTensor
+from tunebench.methods.tensor_programs.gat.method import GAT
+from tunebench.methods.tensor_programs.glimpse.method import Glimpse
+from tunebench.methods.tensor_programs.metaschedule import MetaSchedule
 from tunebench.targets.base import TargetInfo
 
 METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, "metaschedule": MetaSchedule,

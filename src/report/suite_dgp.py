@@ -1,6 +1,6 @@
 """dgp in the suite ([Sun-ICCV21]; docs/METHODS.md §dgp): where it runs, its sources, its preparation.
 
-dgp transfers within a group (:mod:`tunebench.methods.dgp.layer_groups`): a TVM layer's group is its
+dgp transfers within a group (:mod:`tunebench.methods.tensor_programs.dgp.layer_groups`): a TVM layer's group is its
 operator, kernel, padding and stride; a Kernel Tuner cache's is the same kernel with the same knobs
 measured on another GPU. On a space, dgp's sources are the other spaces of the suite in its group, and
 their history is autotvm's seed-0 run on each of them (the paper's source layers are tuned by AutoTVM;
@@ -8,7 +8,7 @@ one source history for every seed, as a user has one). A space alone in its grou
 would be autotvm there, so it is not run on it, and the summary says so with the reason.
 
 The preparation: once per space, after its sources' autotvm runs, the deep GP is pre-trained on their
-records, as seed 0's run would set it up, and written to a file (:mod:`tunebench.methods.dgp.prepared`)
+records, as seed 0's run would set it up, and written to a file (:mod:`tunebench.methods.tensor_programs.dgp.prepared`)
 that every seed's run reads before its clock starts (``method.pretrained``): source tuning and
 pre-training are on no seed's clock, as [Sun-ICCV21] accounts them ("The DGP preparation step is
 task-independent", §3.2). The files go to ``records/suite_dgp/`` of the working folder.
@@ -44,7 +44,7 @@ class DgpPlan:
 def space_group(path: str) -> tuple:
     """The group dgp gives the space in ``path``: that of the task ``target=replay`` makes of it."""
     from tunebench.datasets.models import MeasuredModel
-    from tunebench.methods.dgp.layer_groups import task_group
+    from tunebench.methods.tensor_programs.dgp.layer_groups import task_group
     from tunebench.targets.replay import ReplaySettings, ReplayTarget
 
     return task_group(ReplayTarget(ReplaySettings()).load_tasks(MeasuredModel(path=path))[0][0])
@@ -52,7 +52,7 @@ def space_group(path: str) -> tuple:
 
 def source_spaces(groups: dict[str, tuple]) -> tuple[dict[str, list[str]], dict[str, str]]:
     """Each space's sources (the other spaces of its group) and, for a space with none, why."""
-    from tunebench.methods.dgp.layer_groups import group_name
+    from tunebench.methods.tensor_programs.dgp.layer_groups import group_name
 
     sources = {n: [o for o in groups if o != n and groups[o] == g] for n, g in groups.items()}
     skipped = {n: f"no source: no other space of the set is in its group ({group_name(groups[n])})"
@@ -94,7 +94,7 @@ def prepare(data: dict, history: str, path: str) -> dict:
     from tunebench.harness.tuning import task_rng
     from tunebench.history import History
     from tunebench.methods import make_method
-    from tunebench.methods.dgp.prepared import save_pretrained
+    from tunebench.methods.tensor_programs.dgp.prepared import save_pretrained
     from tunebench.targets import make_target
 
     tic = time.perf_counter()

@@ -64,6 +64,17 @@ def target_class(kind) -> type[Target]:
     return TARGETS[kind]
 
 
+def target_with(kind, capability: type) -> type[Target]:
+    """The target class of ``kind``, which has ``capability`` (a protocol of
+    :mod:`tunebench.targets.capabilities` asked of the class); :class:`UserError` naming the kinds that have it
+    otherwise. How a method reaches what a target offers without a target built (its offline commands)."""
+    cls = target_class(kind)
+    if not issubclass(cls, capability):
+        having = ", ".join(k for k, c in TARGETS.items() if issubclass(c, capability))
+        raise UserError(f"target kind={kind!r} does not offer {capability.__name__}; valid: {having}")
+    return cls
+
+
 def make_target(settings, measure=None) -> Target:
     """The target for its settings (``target=<name>``); ``measure``: the experiment's measurement
     settings (:class:`~tunebench.config.experiment.MeasureSettings`), given only to a target that times

@@ -10,6 +10,14 @@ TimesKernels)`` (or ``issubclass`` of the class, before one is built), never a f
 - :class:`MeasuresSpaces`: ``space_facts``, ``space_tools`` (TVM targets);
 - :class:`HasRunSteps`: ``run_steps`` (TVM targets: the end-to-end step).
 
+What a method needs of a target besides measurements is a capability too, so that no method imports a
+target's modules. These are asked of the target's class (``issubclass(target_class(kind), DescribesCPUs)``),
+since the methods' offline commands (training sets, model training) build no target:
+
+- :class:`DescribesCPUs`: ``cpu_model``, ``cpu_isa`` (llvm);
+- :class:`DescribesGPUs`: ``gpu_tag_attrs``, ``gpu_tag_limits``, ``compute_capability`` (cuda);
+- :class:`ExtractsTasks`: ``model_tasks``, ``task_template`` (TVM targets).
+
 A target without a capability gets what the harness does without it: no calibration, re-timing or peak (the
 reported best is the best measured); the output check "not performed"; every proposed config measured; no
 true front from a table; no metrics of its own; no space files; no steps of its own.
@@ -106,3 +114,51 @@ class HasRunSteps(Protocol):
     def run_steps(self, cfg, imported) -> list[RunStep]:
         """The target's steps (``cfg``: the :class:`~tunebench.config.experiment.ExperimentConfig`;
         ``imported``: what ``load_tasks`` returned beside the tasks)."""
+
+
+@runtime_checkable
+class DescribesCPUs(Protocol):
+    """The target compiles for the CPU models LLVM knows (``target=llvm``): what a method that describes a CPU
+    by its specification asks of a model's name (Glimpse's Blueprint, ``tunebench.methods`` ``glimpse``)."""
+
+    @staticmethod
+    def cpu_model(name: str) -> str:
+        """The CPU model ``name`` stands for (``native``: this machine's); UserError for one LLVM does not know."""
+
+    @staticmethod
+    def cpu_isa(mcpu: str) -> frozenset[str]:
+        """The ISA features LLVM enables for the CPU model ``mcpu`` (``avx2``, ``fma``, ...)."""
+
+
+@runtime_checkable
+class DescribesGPUs(Protocol):
+    """The target compiles for the GPUs TVM knows by a target tag (``target=cuda``): their attributes and
+    per-block limits, without a GPU (Glimpse's datasheets and validity labels)."""
+
+    @staticmethod
+    def gpu_tag_attrs(tag: str) -> dict:
+        """The attributes of ``tag`` (``arch``, ``max_threads_per_block``, ...); UserError for an unknown tag."""
+
+    @staticmethod
+    def gpu_tag_limits(tag: str, max_vthread: int = 8, static_shared: bool = True) -> dict:
+        """The per-block limits a config of ``tag``'s GPU must stay within (the keys the target checks):
+        ``max_vthread`` virtual threads per axis; ``static_shared``: shared memory capped at what a block
+        allocates statically."""
+
+    @staticmethod
+    def compute_capability(arch: str) -> float:
+        """``"sm_86"`` -> 8.6."""
+
+
+@runtime_checkable
+class ExtractsTasks(Protocol):
+    """The target's tasks of a model without a target built (no device probed) and the template that makes a
+    task's knob space (TVM targets): for methods that build training sets offline from recorded runs."""
+
+    @classmethod
+    def model_tasks(cls, model) -> list[Task]:
+        """The tasks of ``model`` (a model's settings or its config mapping) for this target kind, in model order."""
+
+    @classmethod
+    def task_template(cls, task: Task, variant: str | None = None):
+        """The template of ``task``'s kind in ``variant`` (None: the default): its ``make_space``, ``check``, ..."""

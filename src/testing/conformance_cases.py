@@ -23,8 +23,8 @@ import zlib
 
 from tunebench.explicit_space import ExplicitSpace
 from tunebench.history import History
-from tunebench.methods.autotvm.tuner import throughput
 from tunebench.methods.base import TargetNeeds
+from tunebench.methods.tensor_programs.autotvm.tuner import throughput
 from tunebench.records import record_line
 from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
 from tunebench.task import Task

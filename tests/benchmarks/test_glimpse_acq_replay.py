@@ -12,9 +12,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "methods"))
 import glimpse_acq_replay as gar
 
 from test_glimpse import HELD_OUT, TRAIN_HW, _gflops, _info, _task
-from tunebench.methods.glimpse.blueprint import hardware_of
-from tunebench.methods.glimpse.dataset import group_from_values
-from tunebench.methods.glimpse.train import TrainSettings, _z, prior_logp, train
+from tunebench.methods.tensor_programs.glimpse.blueprint import hardware_of
+from tunebench.methods.tensor_programs.glimpse.dataset import group_from_values
+from tunebench.methods.tensor_programs.glimpse.train import TrainSettings, _z, prior_logp, train
 
 
 def _pool(hw, n=20):
@@ -43,7 +43,7 @@ def test_episodes_start_from_the_prior_s_configs_and_climb_to_the_pool_s_best(tm
             assert len(curve) == 17 and all(b >= a for a, b in zip(curve, curve[1:]))
             assert curve[-1] == 1.0  # 4 + 16 = every config of the pool seen
             assert e["acquisition_prior"] == "held-out"
-    from tunebench.methods.glimpse.model import GlimpseModel
+    from tunebench.methods.tensor_programs.glimpse.model import GlimpseModel
 
     model = GlimpseModel.load(str(tmp_path / "glimpse_spec_s0.pt"))
     g = pool[0]

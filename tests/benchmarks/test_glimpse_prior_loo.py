@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "methods"))
 import glimpse_prior_loo as gpl
 
 from test_glimpse import _groups
-from tunebench.methods.glimpse.train import TrainSettings
+from tunebench.methods.tensor_programs.glimpse.train import TrainSettings
 
 
 def test_every_hardware_is_left_out_once_and_scored_where_it_was_chosen():

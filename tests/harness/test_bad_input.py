@@ -353,8 +353,8 @@ def _bad_checkpoints(folder) -> dict[str, str]:
     """Files that are no pretrained model of ``method=gat`` (its defaults) -> the text its error names."""
     import torch
 
-    from tunebench.methods.gat.dataset import DATASET_FORMAT
-    from tunebench.methods.gat.model import GATCostModel, save_tensor_file
+    from tunebench.methods.tensor_programs.gat.dataset import DATASET_FORMAT
+    from tunebench.methods.tensor_programs.gat.model import GATCostModel, save_tensor_file
 
     (folder / "empty.pt").write_bytes(b"")
     (folder / "text.pt").write_text("not a checkpoint\n")

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from tunebench.config.experiment import RetimeSettings
 from tunebench.errors import UserError
 from tunebench.harness.experiment import run_experiment
-from tunebench.methods.autotvm.settings import AutoTVMSettings
+from tunebench.methods.tensor_programs.autotvm.settings import AutoTVMSettings
 from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG
 

@@ -153,7 +153,7 @@ def test_server_command_bad_input(tmp_path):
 def test_a_worker_that_loses_the_schema_race_opens_the_storage_the_winner_made(monkeypatch, race):
     import optuna
 
-    from tunebench.methods.dse import optuna_storage
+    from tunebench.methods.fpga_dse import optuna_storage
 
     calls = []
 
@@ -172,7 +172,7 @@ def test_a_storage_that_keeps_failing_is_one_user_error(monkeypatch):
     import optuna
 
     from tunebench.errors import UserError
-    from tunebench.methods.dse import optuna_storage
+    from tunebench.methods.fpga_dse import optuna_storage
 
     def rdb(url):
         raise RuntimeError("connection refused")

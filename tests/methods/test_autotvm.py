@@ -10,8 +10,8 @@ from tunebench.harness import experiment, tuning
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.methods.annealing import SimulatedAnnealing, index_digits, random_walk
-from tunebench.methods.autotvm.tuner import AutoTVM
-from tunebench.methods.autotvm.xgb_model import KnobFeatures, XGBCostModel, average_recall
+from tunebench.methods.tensor_programs.autotvm.tuner import AutoTVM
+from tunebench.methods.tensor_programs.autotvm.xgb_model import KnobFeatures, XGBCostModel, average_recall
 from tunebench.records import read_records
 from tunebench.run_store import RECORD_TAG
 from tunebench.space import ChoiceKnob, Space, SplitKnob

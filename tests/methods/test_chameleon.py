@@ -10,8 +10,8 @@ from test_autotvm import run_fake
 from tunebench.config.load import plain
 from tunebench.errors import UserError
 from tunebench.methods import make_method
-from tunebench.methods.autotvm.settings import AutoTVMSettings
-from tunebench.methods.chameleon.settings import ChameleonSettings, PPOSettings
+from tunebench.methods.tensor_programs.autotvm.settings import AutoTVMSettings
+from tunebench.methods.tensor_programs.chameleon.settings import ChameleonSettings, PPOSettings
 
 SMALL = {"plan_size": 16, "iteration_opt": 5, "episode_rl": 32, "step_rl": 60}
 
@@ -31,7 +31,7 @@ def test_the_settings_extend_autotvm_with_the_thesis_settings():
 
 
 def test_keyword_overrides_type_a_ppo_mapping_onto_the_ppo_settings():
-    from tunebench.methods.chameleon.tuner import Chameleon
+    from tunebench.methods.tensor_programs.chameleon.tuner import Chameleon
 
     method = Chameleon(ChameleonSettings(ppo=PPOSettings(hidden=32)), ppo={"lr": 0.01})
     assert (method.ppo.lr, method.ppo.hidden, method.ppo.gamma) == (0.01, 32, 0.9)
@@ -107,7 +107,7 @@ def test_sample_synthesis_on_a_measured_space_takes_the_nearest_listed_config():
     """A listed (measured) space may not hold the per-knob mode: the valid candidate sharing the most
     knob values with it is taken instead of failing."""
     from tunebench.explicit_space import ExplicitSpace
-    from tunebench.methods.chameleon.sampling import mode_config
+    from tunebench.methods.tensor_programs.chameleon.sampling import mode_config
     from tunebench.space import ChoiceKnob
 
     knobs = [ChoiceKnob("a", (0, 1)), ChoiceKnob("b", (0, 1)), ChoiceKnob("c", (0, 1))]

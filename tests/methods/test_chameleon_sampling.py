@@ -1,8 +1,8 @@
-"""CHAMELEON's adaptive sampling and sample synthesis (tunebench.methods.chameleon.sampling)."""
+"""CHAMELEON's adaptive sampling and sample synthesis (tunebench.methods.tensor_programs.chameleon.sampling)."""
 import numpy as np
 import pytest
 
-from tunebench.methods.chameleon.sampling import adaptive_sample, knee_k, meta_search, mode_config
+from tunebench.methods.tensor_programs.chameleon.sampling import adaptive_sample, knee_k, meta_search, mode_config
 from tunebench.space import ChoiceKnob, Space
 
 
@@ -62,7 +62,7 @@ def test_fewer_candidates_than_the_smallest_k_are_all_sampled(n):
 
 
 def test_agent_moves_stay_inside_the_space():
-    from tunebench.methods.chameleon.agent import apply_moves
+    from tunebench.methods.tensor_programs.chameleon.agent import apply_moves
 
     space = _space()
     corner = space.from_dict({"a": 1, "b": 8, "c": 1}).index
@@ -78,7 +78,7 @@ def test_agent_learns_to_move_toward_higher_fitness():
     """A synthetic fitness (minus the distance of the knob indices to a target): after a few rounds of
     episodes the agent's end states score clearly better than those of the same agent that does not learn
     (Adam step size 0), which wander as the initial policy does."""
-    from tunebench.methods.chameleon.agent import PPOExplorer, PPOSettings
+    from tunebench.methods.tensor_programs.chameleon.agent import PPOExplorer, PPOSettings
 
     space = Space([ChoiceKnob(f"k{j}", tuple(range(8))) for j in range(4)])
     target = np.array([6, 1, 5, 2])
@@ -103,7 +103,7 @@ def test_agent_learns_to_move_toward_higher_fitness():
 def test_the_episodes_numpy_policy_is_the_networks_forward():
     import torch
 
-    from tunebench.methods.chameleon.agent import ActorCritic, log_softmax
+    from tunebench.methods.tensor_programs.chameleon.agent import ActorCritic, log_softmax
 
     torch.manual_seed(0)
     net = ActorCritic(6, 4, 32)
@@ -116,7 +116,7 @@ def test_the_episodes_numpy_policy_is_the_networks_forward():
 
 
 def test_chosen_log_prob_is_log_softmax_taken_exactly():
-    from tunebench.methods.chameleon.agent import chosen_log_prob, log_softmax
+    from tunebench.methods.tensor_programs.chameleon.agent import chosen_log_prob, log_softmax
 
     rng = np.random.default_rng(3)
     logits = (rng.standard_normal((40, 16, 7, 3)) * 4).astype(np.float32)
@@ -128,7 +128,7 @@ def test_chosen_log_prob_is_log_softmax_taken_exactly():
 def test_the_explorer_gives_the_same_episodes_with_and_without_the_feature_table(monkeypatch):
     """The space's whole feature table (kept when small) changes nothing: same visited configs, same fitness,
     same end states and the same network after the update, for a seed."""
-    from tunebench.methods.chameleon import agent as agent_mod
+    from tunebench.methods.tensor_programs.chameleon import agent as agent_mod
 
     space = Space([ChoiceKnob(f"k{j}", tuple(range(6))) for j in range(4)])
 

@@ -8,7 +8,7 @@ import pytest
 
 from tunebench.errors import UserError
 from tunebench.history import History
-from tunebench.methods.dgp.layer_groups import count_conv_groups, group_key, group_name, layer_groups
+from tunebench.methods.tensor_programs.dgp.layer_groups import count_conv_groups, group_key, group_name, layer_groups
 
 # [Sun-ICCV21] §4.2 (docs/REFERENCES.md): "VGG-16 has 1 group, while ResNet-18, AlexNet, and MobileNet-v1 have 4, 3, and 4"
 PAPER_GROUPS = {"vgg16": 1, "resnet18": 4, "alexnet": 3, "mobilenet_v1": 4}
@@ -40,7 +40,7 @@ def test_group_key_uses_kind_kernel_padding_and_stride():
 
 
 def test_transfer_features_agree_for_indices_and_record_dicts():
-    from tunebench.methods.dgp.method import LOG2_SCALE, TransferFeatures
+    from tunebench.methods.tensor_programs.dgp.method import LOG2_SCALE, TransferFeatures
     from tunebench.space import ChoiceKnob, Space, SplitKnob
 
     space = Space([SplitKnob("tile_f", 16, 2), SplitKnob("tile_x", 12, 2), ChoiceKnob("order", ("a", "b", "c"))])
@@ -69,7 +69,7 @@ def _toy_data(n, shift=0.0, seed=0):
 
 
 def test_deep_gp_learns_and_map_moves_only_as_far_as_lambda_allows():
-    from tunebench.methods.dgp.model import DeepGP
+    from tunebench.methods.tensor_programs.dgp.model import DeepGP
 
     x, y = _toy_data(200)
     model = DeepGP(x, hidden_dims=3, num_inducing=16, seed=0).fit(x, y, epochs=30, lr=0.03, batch_size=100)
@@ -120,7 +120,7 @@ def test_history_loads_record_files_run_folders_and_run_ids(tiny_cfg, tmp_path):
 def test_bad_dgp_settings_are_one_line_errors():
     from tunebench.config.load import plain
     from tunebench.methods import make_method
-    from tunebench.methods.dgp.settings import DGPSettings
+    from tunebench.methods.tensor_programs.dgp.settings import DGPSettings
 
     cfg = plain(DGPSettings())
     make_method(cfg)

@@ -13,7 +13,7 @@ from tunebench.datasets.operators import OPERATORS, input_shapes, output_shape, 
 from tunebench.errors import UserError
 from tunebench.harness.setup.compose import compose_config
 from tunebench.methods import make_method
-from tunebench.methods.flextensor.moves import Moves
+from tunebench.methods.tensor_programs.flextensor.moves import Moves
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.tvm.templates import get_template
 from tunebench.targets.tvm.templates.flex import FlexCpu, loop_nest
@@ -400,11 +400,11 @@ def test_the_published_operator_csvs_load_as_one_table():
 
 
 def test_the_numpy_q_network_trains_as_pytorch_does():
-    """:class:`~tunebench.methods.flextensor.qnet.MLP` against the same layers in PyTorch with
+    """:class:`~tunebench.methods.tensor_programs.flextensor.qnet.MLP` against the same layers in PyTorch with
     ``torch.optim.Adadelta``: the same outputs, the same losses and the same weights after 30 steps."""
     import torch
 
-    from tunebench.methods.flextensor.qnet import MLP
+    from tunebench.methods.tensor_programs.flextensor.qnet import MLP
 
     torch.manual_seed(3)
     net = MLP((7, 16, 16, 5), lr=0.5)

@@ -172,7 +172,7 @@ def test_mfbo_rejects_single_objective_targets_and_bad_values():
 
 def test_mfbo_settings_declare_each_default_once():
     """The four methods share MFBOSettings; each class changes only what its method does differently."""
-    from tunebench.methods.mfgp.settings import CGPSettings, DCGPSettings, FPL18Settings, MESSettings
+    from tunebench.methods.fpga_dse.mfgp.settings import CGPSettings, DCGPSettings, FPL18Settings, MESSettings
 
     cgp, dcgp, fpl18, mes = CGPSettings(), DCGPSettings(), FPL18Settings(), MESSettings()
     assert (cgp.model, cgp.chaining, cgp.acquisition, cgp.deep_kernel, cgp.optimizer) == ("icm", "nargp", "eipv", None,
@@ -206,9 +206,9 @@ def test_mfbo_bad_settings_are_one_line(cfg, needle):
 
 def test_dse_settings_defaults_and_checks(tmp_path):
     """ann, bt and dac19 share their initial-design knobs; every DSE baseline's bad value is a one-line error."""
-    from tunebench.methods.dse.ann import ANN, ANNSettings
-    from tunebench.methods.dse.bt import BTSettings
-    from tunebench.methods.dse.dac19 import DAC19Settings
+    from tunebench.methods.fpga_dse.ann import ANN, ANNSettings
+    from tunebench.methods.fpga_dse.bt import BTSettings
+    from tunebench.methods.fpga_dse.dac19 import DAC19Settings
 
     assert {(s.n_init, s.max_init_fraction) for s in (ANNSettings(), BTSettings(), DAC19Settings())} == {(48, 0.25)}
     ann = ANN(n_init=8, hidden=[32, 16])

@@ -16,7 +16,7 @@ def candidates():
     import tvm
     import tvm.s_tir.meta_schedule as ms
 
-    from tunebench.methods.metaschedule import import_metaschedule
+    from tunebench.methods.tensor_programs.metaschedule import import_metaschedule
     from tunebench.targets.tvm.workloads.tasks import model_tasks
 
     import_metaschedule()  # the tensor intrinsics, without scanning sys.modules per stack frame
@@ -42,7 +42,7 @@ def _count_blocks(func, prefix: str) -> int:
 
 
 def test_graph_on_real_tir(candidates):
-    from tunebench.methods.gat.features import NODE_DIM, NODE_FEATURES, tir_graph
+    from tunebench.methods.tensor_programs.gat.features import NODE_DIM, NODE_FEATURES, tir_graph
 
     _task, _ctx, cands = candidates
     x, e = tir_graph(cands[0].sch.mod["main"])
@@ -81,7 +81,7 @@ def test_graph_of_replayed_trace_equals_candidate(candidates):
     """The dataset builder replays recorded traces: the replayed schedule must give the same features."""
     import tvm
 
-    from tunebench.methods.gat.features import tir_graph
+    from tunebench.methods.tensor_programs.gat.features import tir_graph
     from tunebench.space import trace_to_json
 
     task, _ctx, cands = candidates
@@ -92,7 +92,7 @@ def test_graph_of_replayed_trace_equals_candidate(candidates):
 
 
 def test_stat_features(candidates):
-    from tunebench.methods.gat.features import STAT_DIM, stat_features
+    from tunebench.methods.tensor_programs.gat.features import STAT_DIM, stat_features
 
     _task, ctx, cands = candidates
     s = stat_features(ctx, cands)
@@ -105,8 +105,8 @@ def test_stat_features(candidates):
 @pytest.mark.parametrize("variant,layer", [("gat", "graphconv"), ("mhsa", "graphconv"), ("gnn_mlp", "graphconv"),
                                            ("gat", "gcn"), ("gat", "gat"), ("gat", "sage")])
 def test_network_shapes(variant, layer):
-    from tunebench.methods.gat.features import NODE_DIM, STAT_DIM
-    from tunebench.methods.gat.model import GATNet, to_batch
+    from tunebench.methods.tensor_programs.gat.features import NODE_DIM, STAT_DIM
+    from tunebench.methods.tensor_programs.gat.model import GATNet, to_batch
 
     rng = np.random.default_rng(0)
     graphs = [(rng.normal(size=(n, NODE_DIM)).astype(np.float32),
@@ -133,8 +133,8 @@ def test_bad_variant_is_one_line_error():
 
 
 def test_training_loss_decreases_and_checkpoint_roundtrip(candidates, tmp_path):
-    from tunebench.methods.gat.features import candidate_features
-    from tunebench.methods.gat.model import GATCostModel
+    from tunebench.methods.tensor_programs.gat.features import candidate_features
+    from tunebench.methods.tensor_programs.gat.model import GATCostModel
 
     _task, ctx, cands = candidates
     stats, graphs = candidate_features(ctx, cands)
@@ -148,7 +148,7 @@ def test_training_loss_decreases_and_checkpoint_roundtrip(candidates, tmp_path):
     m2 = GATCostModel.load(path)
     assert np.allclose(m.predict(stats, graphs), m2.predict(stats, graphs), atol=1e-5)
     # MetaSchedule's CostModel.load on the method's Python cost model reads the same checkpoint
-    from tunebench.methods.gat.method import make_py_cost_model
+    from tunebench.methods.tensor_programs.gat.method import make_py_cost_model
 
     pcm = make_py_cost_model(GATCostModel(lr=2e-4, epochs=7, batch_size=8))
     pcm.load(path)

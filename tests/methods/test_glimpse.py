@@ -9,13 +9,13 @@ import pytest
 
 from tunebench.config.experiment import Budget
 from tunebench.errors import UserError
-from tunebench.methods.glimpse.blueprint import PCA, catalogue, hardware_of, reconstruction_rmse
-from tunebench.methods.glimpse.cpu_specs import catalogue_features, cpu_features
-from tunebench.methods.glimpse.dataset import group_from_values
-from tunebench.methods.glimpse.method import Glimpse, beam_configs
-from tunebench.methods.glimpse.model import GlimpseModel
-from tunebench.methods.glimpse.train import TrainSettings, prior_cross_entropy, train, train_prior
 from tunebench.methods.random_search import RandomSearch
+from tunebench.methods.tensor_programs.glimpse.blueprint import PCA, catalogue, hardware_of, reconstruction_rmse
+from tunebench.methods.tensor_programs.glimpse.cpu_specs import catalogue_features, cpu_features
+from tunebench.methods.tensor_programs.glimpse.dataset import group_from_values
+from tunebench.methods.tensor_programs.glimpse.method import Glimpse, beam_configs
+from tunebench.methods.tensor_programs.glimpse.model import GlimpseModel
+from tunebench.methods.tensor_programs.glimpse.train import TrainSettings, prior_cross_entropy, train, train_prior
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
@@ -147,7 +147,7 @@ def test_missing_corrupt_and_foreign_pretrained_files_are_refused(trained, tmp_p
 def test_the_blueprint_knob_must_match_how_the_model_was_trained(trained):
     """``method.blueprint`` is checked against the model's Blueprint mode: a spec model under
     ``blueprint=constant`` (and constant without a model) is refused with one line naming both."""
-    from tunebench.methods.glimpse.model import GlimpseModel
+    from tunebench.methods.tensor_programs.glimpse.model import GlimpseModel
 
     assert GlimpseModel.load(trained).blueprint_mode == "spec"
     assert Glimpse(pretrained=trained, blueprint="spec").settings.blueprint == "spec"
@@ -195,7 +195,7 @@ def test_a_model_for_other_knobs_is_refused_before_the_run(trained, tmp_path):
 
 
 def test_the_prior_fits_a_held_out_hardware_better_than_a_uniform_prior(trained):
-    from tunebench.methods.glimpse.train import prior_cross_entropy, prior_targets
+    from tunebench.methods.tensor_programs.glimpse.train import prior_cross_entropy, prior_targets
 
     task = _task(128, 56)
     rng = np.random.default_rng(7)
@@ -238,7 +238,7 @@ def test_the_acquisition_trains_on_the_prior_of_h_without_the_episodes_hardware(
     acquisition (its weights differ from training on H's own prior; H itself is the same)."""
     import torch
 
-    from tunebench.methods.glimpse.train import held_out_priors, model_factory, prior_logp
+    from tunebench.methods.tensor_programs.glimpse.train import held_out_priors, model_factory, prior_logp
 
     groups = _groups(n_configs=16)
     s = TrainSettings(prior_epochs=20, acq_batches=3, acq_episodes=2, steps=4, validity_epochs=2)

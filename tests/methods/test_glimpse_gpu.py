@@ -8,8 +8,9 @@ import pytest
 import tvm
 
 from tunebench.errors import UserError
-from tunebench.methods.glimpse import gpu_specs
-from tunebench.methods.glimpse.gpu_validity import STATIC_SHARED_BYTES, cuda_tasks, static_labels, tag_limits
+from tunebench.methods.tensor_programs.glimpse import gpu_specs
+from tunebench.methods.tensor_programs.glimpse.gpu_validity import cuda_tasks, static_labels, tag_limits
+from tunebench.targets.tvm.gpu_limits import STATIC_SHARED_BYTES
 
 REQUIRED = ("nvidia/nvidia-titan-xp", "nvidia/geforce-rtx-2070", "nvidia/geforce-rtx-2080-ti",
             "nvidia/geforce-rtx-3090", "nvidia/nvidia-h100", "nvidia/nvidia-a100", "nvidia/nvidia-v100",
@@ -168,9 +169,9 @@ def test_knob_and_lowered_labels_agree(conv3x3):
 
 def test_static_validity_trains_the_ensemble_that_the_method_uses(conv3x3):
     from tunebench.methods.annealing import index_digits
-    from tunebench.methods.glimpse.gpu_data import gpu_hardware, static_groups_for
-    from tunebench.methods.glimpse.networks import votes_reject
-    from tunebench.methods.glimpse.train import TrainSettings, train
+    from tunebench.methods.tensor_programs.glimpse.gpu_data import gpu_hardware, static_groups_for
+    from tunebench.methods.tensor_programs.glimpse.networks import votes_reject
+    from tunebench.methods.tensor_programs.glimpse.train import TrainSettings, train
 
     task, template, space = conv3x3
     indices = space.sample(np.random.default_rng(1), 400)
@@ -179,7 +180,7 @@ def test_static_validity_trains_the_ensemble_that_the_method_uses(conv3x3):
     assert len(groups) == 2 and all(g.y is None and 0 < g.valid.sum() < len(g.valid) for g in groups)
     model = train(groups, TrainSettings(validity_epochs=200))
     assert set(model.pcas) == {"gpu"} and set(model.validity_dims) >= {"tile_f", "tile_y", "tile_x"}
-    from tunebench.methods.glimpse.encoding import entity_features
+    from tunebench.methods.tensor_programs.glimpse.encoding import entity_features
 
     z = model.z(task.kind, task.shape, task.flops, gpu_hardware(RTX3090))
     votes = model.invalid_votes([k.name for k in space.knobs], entity_features(space), z)

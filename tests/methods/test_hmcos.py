@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from tunebench.datasets.graphs import abstract_graph, is_topological, peak_memory, random_dag
-from tunebench.methods.serenity import dp, hmcos
-from tunebench.methods.serenity.hmcos_hier import build
-from tunebench.methods.serenity.orders import program_order, rpo_order
-from tunebench.targets.memory.accounting import StepModel, peak_of
+from tunebench.datasets.memory_accounting import StepModel, peak_of
+from tunebench.methods.graph_memory import dp, hmcos
+from tunebench.methods.graph_memory.hmcos_hier import build
+from tunebench.methods.graph_memory.orders import program_order, rpo_order
 
 
 def _graph(preds, nbytes, ops=None, name="g"):

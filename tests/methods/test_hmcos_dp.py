@@ -1,4 +1,4 @@
-"""HMCOS's fast DPs (:mod:`tunebench.methods.serenity.hmcos_dp`) give the plain DP's answer: the same order
+"""HMCOS's fast DPs (:mod:`tunebench.methods.graph_memory.hmcos_dp`) give the plain DP's answer: the same order
 and peak, ties included, on random DAGs with and without groups, under both accountings."""
 
 import math
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tunebench.datasets.graphs import abstract_graph, random_dag
-from tunebench.methods.serenity import hmcos
-from tunebench.methods.serenity.hmcos_dp import Clock, SeqRunner, Units, least_peak_dp, ordered_dp, run_unit
-from tunebench.targets.memory.accounting import StepModel
+from tunebench.methods.graph_memory import hmcos
+from tunebench.methods.graph_memory.hmcos_dp import Clock, SeqRunner, Units, least_peak_dp, ordered_dp, run_unit
+from tunebench.datasets.memory_accounting import StepModel
 
 
 class PlainScheduler(hmcos.HierScheduler):

@@ -11,7 +11,7 @@ import torch
 
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
-from tunebench.methods.mapspace.encoding import Encoding, floor_divisor
+from tunebench.methods.accelerator_mapping.encoding import Encoding, floor_divisor
 from tunebench.targets.accel.mapspace import LEVELS
 from tunebench.targets.accel.settings import AccelSettings
 from tunebench.targets.accel.target import make_mapspace

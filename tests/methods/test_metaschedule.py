@@ -53,8 +53,8 @@ import pytest
 from tunebench.config.load import typed
 from tunebench.errors import UserError
 from tunebench.methods import make_method
-from tunebench.methods.gat.settings import GATSettings
-from tunebench.methods.metaschedule import MetaScheduleSettings
+from tunebench.methods.tensor_programs.gat.settings import GATSettings
+from tunebench.methods.tensor_programs.metaschedule import MetaScheduleSettings
 
 gat = typed(GATSettings, {"name": "gat", "variant": "mhsa", "population_size": 32}, "method")
 ms = typed(MetaScheduleSettings, {"name": "metaschedule", "cost_model": "random"}, "method")
@@ -93,7 +93,7 @@ def test_frozen_modules_are_known_to_inspect_and_frames_read_the_same(monkeypatc
             sys.modules.pop(name, None)
         return [(f.filename, f.lineno, f.function, f.code_context) for f in module.stack]
 
-    from tunebench.methods.metaschedule import _know_frozen_modules
+    from tunebench.methods.tensor_programs.metaschedule import _know_frozen_modules
 
     monkeypatch.setattr(inspect, "modulesbyfile", {k: v for k, v in inspect.modulesbyfile.items()
                                                    if not k.startswith("<frozen ")})  # as in a fresh process

@@ -1,4 +1,4 @@
-"""Models and acquisition functions of tunebench.methods.mfgp ([Sun-PhD] Ch. 3, docs/REFERENCES.md): brute-force checks."""
+"""Models and acquisition functions of tunebench.methods.fpga_dse.mfgp ([Sun-PhD] Ch. 3, docs/REFERENCES.md): brute-force checks."""
 
 import math
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from tunebench.methods.mfgp import acquisition as acq
-from tunebench.methods.mfgp.chain import FidelityChain
-from tunebench.methods.mfgp.designs import nested_random, rted
-from tunebench.methods.mfgp.models import ICMGP, FitSettings, IndependentGP
-from tunebench.methods.mfgp.objectives import ObjectiveScaler, capacity_key, penalize_invalid
+from tunebench.methods.fpga_dse.mfgp import acquisition as acq
+from tunebench.methods.fpga_dse.mfgp.chain import FidelityChain
+from tunebench.methods.fpga_dse.mfgp.designs import nested_random, rted
+from tunebench.methods.fpga_dse.mfgp.models import ICMGP, FitSettings, IndependentGP
+from tunebench.methods.fpga_dse.mfgp.objectives import ObjectiveScaler, capacity_key, penalize_invalid
 
 torch.set_num_threads(1)
 
@@ -77,7 +77,7 @@ def test_models_fit_toy_functions():
 
 
 def test_deep_kernel_architecture():
-    from tunebench.methods.mfgp.models import deep_features
+    from tunebench.methods.fpga_dse.mfgp.models import deep_features
 
     net = deep_features(5)
     sizes = [layer.out_features for layer in net if isinstance(layer, torch.nn.Linear)]

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from tunebench.datasets.graphs import abstract_graph, all_topological_orders, is_topological, peak_memory, random_dag
-from tunebench.methods.serenity import dp
-from tunebench.methods.serenity.orders import BASELINES, brute_force, kahn_order
+from tunebench.methods.graph_memory import dp
+from tunebench.methods.graph_memory.orders import BASELINES, brute_force, kahn_order
 
 
 def _dags(count: int):

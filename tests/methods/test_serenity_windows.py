@@ -10,7 +10,7 @@ import torch
 
 from tunebench.datasets.graphs import abstract_graph, all_topological_orders, is_topological, peak_memory, random_dag
 from tunebench.methods import make_method
-from tunebench.methods.serenity import dp, hmcos, windows
+from tunebench.methods.graph_memory import dp, hmcos, windows
 
 
 def _graph(preds, nbytes, ops, name="g"):

@@ -76,7 +76,7 @@ def test_a_set_where_no_space_has_a_source_is_refused_before_any_run(tmp_path, s
 
 
 def _count_pretraining(monkeypatch) -> list:
-    from tunebench.methods.dgp.model import DeepGP
+    from tunebench.methods.tensor_programs.dgp.model import DeepGP
 
     calls, fit = [], DeepGP.fit
 
@@ -125,8 +125,8 @@ def _tasks_json(work, run_id: str) -> dict:
 
 
 def test_the_prepared_file_gives_the_same_model(tmp_path, spaces):
-    from tunebench.methods.dgp.model import DeepGP
-    from tunebench.methods.dgp.prepared import load_pretrained, save_pretrained
+    from tunebench.methods.tensor_programs.dgp.model import DeepGP
+    from tunebench.methods.tensor_programs.dgp.prepared import load_pretrained, save_pretrained
 
     rng = np.random.default_rng(0)
     x, y = rng.random((30, 3)).astype(np.float32), rng.random(30)

@@ -10,7 +10,7 @@ import yaml
 from tunebench.config.knobs import validate
 from tunebench.datasets.models import MODEL_OPTIONS, LayersModel
 from tunebench.errors import UserError
-from tunebench.methods.mapspace.zigzag_mappers import config_of_temporal_mapping
+from tunebench.methods.accelerator_mapping.zigzag_mappers import config_of_temporal_mapping
 from tunebench.targets.accel.settings import AccelSettings
 from tunebench.targets.accel.target import AccelTarget
 from tunebench.targets.accel.zigzag_model import accelerator_data, mapping_data, workload_data

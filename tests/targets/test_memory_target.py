@@ -10,7 +10,7 @@ from tunebench.datasets.graph_rewrite import rewrite
 from tunebench.datasets.graphs import abstract_graph, peak_memory, trace_graph
 from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.errors import UserError
-from tunebench.methods.serenity import dp
+from tunebench.methods.graph_memory import dp
 from tunebench.targets.memory.execute import execute, outputs_match, reference_outputs
 from tunebench.targets.memory.plan import arena_offsets, arena_peak, offchip_traffic
 from tunebench.targets.memory.target import check_graphs
@@ -221,10 +221,10 @@ def test_hmcos_accounting_is_an_option_and_both_peaks_are_reported(randwire):
     its peak is at most ours; the objective follows target.accounting; the run checks the live peak."""
     import numpy as np
 
+    from tunebench.datasets.memory_accounting import peak_of
     from tunebench.harness.loop import tune_task
     from tunebench.methods import make_method
     from tunebench.methods.base import Budget
-    from tunebench.targets.memory.accounting import peak_of
     from tunebench.targets.memory.target import MemorySettings, MemoryTarget
 
     peaks = {}

@@ -178,7 +178,7 @@ def test_the_leaderboard_scores_replay_runs_by_the_methodology(tmp_path, cache_f
 def test_a_space_file_tells_methods_the_device_it_was_measured_on():
     """The replayed task's target info carries the recorded TVM target (glimpse's Blueprint reads it); a
     Kernel Tuner cache records none."""
-    from tunebench.methods.glimpse.blueprint import hardware_of
+    from tunebench.methods.tensor_programs.glimpse.blueprint import hardware_of
 
     target = ReplayTarget(ReplaySettings())
     task = target.load_tasks(MeasuredModel(path="spaces/llvm_dense_1x512x1000.jsonl"))[0][0]
@@ -193,9 +193,9 @@ def test_glimpse_with_its_model_runs_unchanged_on_a_measured_space(tmp_path):
     """A Glimpse model trained on three shipped 3x3 convolution spaces (their records labelled as two CPU
     variants), then tuning the fourth on replay: its prior conditions on the recorded device."""
     from tunebench.datasets.space_file import read_measured
-    from tunebench.methods.glimpse.blueprint import hardware_of
-    from tunebench.methods.glimpse.dataset import group_from_values
-    from tunebench.methods.glimpse.train import TrainSettings, train
+    from tunebench.methods.tensor_programs.glimpse.blueprint import hardware_of
+    from tunebench.methods.tensor_programs.glimpse.dataset import group_from_values
+    from tunebench.methods.tensor_programs.glimpse.train import TrainSettings, train
 
     names = ["llvm_conv2d_1x128x28x28x128x3x1x1x1", "llvm_conv2d_1x512x7x7x512x3x1x1x1",
              "llvm_conv2d_1x64x56x56x64x3x1x1x1"]

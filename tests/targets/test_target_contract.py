@@ -11,7 +11,8 @@ import pytest
 
 from conftest import TESTS, measure_settings, target_settings
 from tunebench.datasets.models import MODEL_OPTIONS
-from tunebench.targets import TARGETS, capabilities, make_target
+from tunebench.errors import UserError
+from tunebench.targets import TARGETS, capabilities, make_target, target_with
 from tunebench.targets.base import STAT_KEYS, Target, TargetInfo
 from tunebench.targets.capabilities import TimesKernels
 from tunebench.targets.fpga.table_target import TableTarget
@@ -57,8 +58,9 @@ CORE = {"measure", "load_tasks", "check_model", "nominal_info", "info_fields", "
 
 #: each shipped target's capabilities
 CAPABILITIES = {
-    "llvm": {"TimesKernels", "ChecksOutputs", "MeasuresSpaces", "HasRunSteps"},
-    "cuda": {"TimesKernels", "ChecksOutputs", "StaticChecks", "MeasuresSpaces", "HasRunSteps"},
+    "llvm": {"TimesKernels", "ChecksOutputs", "MeasuresSpaces", "HasRunSteps", "DescribesCPUs", "ExtractsTasks"},
+    "cuda": {"TimesKernels", "ChecksOutputs", "StaticChecks", "MeasuresSpaces", "HasRunSteps", "DescribesGPUs",
+             "ExtractsTasks"},
     "fpga_open": {"ChecksOutputs"}, "vivado": {"ChecksOutputs"}, "table": {"ChecksOutputs", "HasTables"},
     "memory": {"ChecksOutputs", "ReportsMetrics"}, "accel": {"ChecksOutputs", "ReportsMetrics"}, "replay": set(),
 }
@@ -75,6 +77,15 @@ def test_the_core_contract_is_small_and_capabilities_are_declared_by_methods():
     assert not any(issubclass(Target, getattr(capabilities, n)) for n in names)
     for kind, expected in CAPABILITIES.items():
         assert {n for n in names if issubclass(TARGETS[kind], getattr(capabilities, n))} == expected, kind
+
+
+def test_target_with_a_capability_names_those_that_have_it():
+    """What a method asks of a target class without building one (its offline commands): the class of a kind
+    with the capability, else one line naming the kinds that have it."""
+    assert target_with("cuda", capabilities.ExtractsTasks) is TARGETS["cuda"]
+    assert target_with("llvm", capabilities.DescribesCPUs).cpu_model("haswell") == "haswell"
+    with pytest.raises(UserError, match=r"kind='table' does not offer ExtractsTasks; valid: llvm, cuda"):
+        target_with("table", capabilities.ExtractsTasks)
 
 
 def test_only_a_target_that_times_kernels_gets_the_measurement_settings(tmp_path):

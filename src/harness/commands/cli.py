@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import sys
-
-from tunebench.errors import UserError
 
 
 def fail(msg: str, code: int = 2) -> None:
@@ -23,37 +19,17 @@ def stopped(exc) -> None:
     raise SystemExit(exc.exit_code)
 
 
-def check_out(path: str, flag: str = "--out", folder: bool = False) -> None:
-    """Fail now, before any long work and creating nothing, where ``path`` cannot be written: for a file, a
-    folder; for a ``folder``, a file or a folder this user cannot write; for either, one whose nearest
-    existing folder above is a file or not writable (UserError naming ``flag``)."""
-    full = os.path.abspath(path)
-    if folder and os.path.exists(full):
-        if not os.path.isdir(full):
-            raise UserError(f"{flag}={path}: is a file; give a folder")
-        if not os.access(full, os.W_OK | os.X_OK):
-            raise UserError(f"{flag}={path}: cannot be written (not a writable folder)")
-        return
-    if not folder and os.path.isdir(full):
-        raise UserError(f"{flag}={path}: is a folder; give a file name")
-    above = os.path.dirname(full)
-    while not os.path.exists(above):
-        above = os.path.dirname(above)
-    if not os.path.isdir(above) or not os.access(above, os.W_OK | os.X_OK):
-        raise UserError(f"{flag}={path}: cannot be written ({above} is not a writable folder)")
+def command_tracking(workdir: str):
+    """``track(experiment, run_name, params, what)``: the MLflow run of a command that is not an experiment,
+    in ``workdir``'s store (:func:`~tunebench.harness.tracking.command_run.command_run`, a context manager
+    yielding the tracker). What the command line gives a method family's command (``gat train``, ``glimpse
+    train``) to log its work, which the family, below the harness, cannot import."""
+    def track(experiment: str, run_name: str, params: dict, what: str):
+        from tunebench.harness.tracking.command_run import command_run
+        from tunebench.harness.tracking.tracker import Tracker
 
-
-def count(lo: int, hi: int):
-    """An argparse type: an integer in [lo, hi], else one line naming the value and the range."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be an integer in [{lo}, {hi}]")
-        return value
-    return parse
+        return command_run(Tracker(None, experiment, workdir), run_name, params, what)
+    return track
 
 
 def setup_logging() -> None:

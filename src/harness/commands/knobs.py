@@ -8,9 +8,9 @@ import argparse
 import os
 import sys
 
+from tunebench.config.arguments import check_out
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.knobs import knob_docs
-from tunebench.harness.commands.cli import check_out
 
 INTRO = """# Knobs
 

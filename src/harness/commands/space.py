@@ -20,9 +20,9 @@ import os
 import platform
 import time
 
+from tunebench.config.arguments import check_out
 from tunebench.config.experiment import MAX_TRIALS
 from tunebench.errors import UserError
-from tunebench.harness.commands.cli import check_out
 
 log = logging.getLogger(__name__)
 STATE = ".measuring.json"

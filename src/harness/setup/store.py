@@ -1,6 +1,6 @@
 """The config groups, registered with Hydra's ConfigStore: the experiment's schema and one option per
 registered method, model and target (their settings classes), so that ``method=autotvm`` composes
-:class:`~tunebench.methods.autotvm.settings.AutoTVMSettings` with its defaults and Hydra checks the
+:class:`~tunebench.methods.tensor_programs.autotvm.settings.AutoTVMSettings` with its defaults and Hydra checks the
 type of every override. YAML options in ``conf/<group>/`` (the budget presets, a user's own options)
 sit beside them."""
 

@@ -153,7 +153,7 @@ class MemoryTarget(Target):
         if not is_topological(graph, order):
             raise ValueError("not a topological order of the graph")
         base = task.mod
-        from tunebench.targets.memory.accounting import peak_of
+        from tunebench.datasets.memory_accounting import peak_of
 
         s = self.settings
         program = peak_of(base, base.program_order(), s.accounting)

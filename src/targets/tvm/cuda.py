@@ -7,15 +7,18 @@ import platform
 from tunebench.errors import UserError
 from tunebench.space import TraceConfig
 from tunebench.targets.tvm.gpu_limits import compute_capability, device_limits, tag_attrs, tag_limits, tightest
+from tunebench.targets.tvm.offline import OfflineTasks
 from tunebench.targets.tvm.settings import CUDASettings
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.variants import VARIANTS
 
 
-class CUDATarget(TVMTarget):
+class CUDATarget(OfflineTasks, TVMTarget):
     """``target=cuda``: a CUDA GPU (or one behind ``target.rpc``); configs that break the GPU's limits
     (the device's, and those of ``target.tag`` where it is set) are rejected before they are built
-    (:meth:`static_check`); PyTorch baselines run on the GPU with TF32 off."""
+    (:meth:`static_check`); PyTorch baselines run on the GPU with TF32 off. Besides the TVM targets'
+    capabilities it describes the GPUs TVM knows by a tag (:class:`~tunebench.targets.capabilities.DescribesGPUs`)
+    and extracts tasks offline (:class:`~tunebench.targets.capabilities.ExtractsTasks`)."""
 
     kind = "cuda"
     Settings = CUDASettings
@@ -24,6 +27,9 @@ class CUDATarget(TVMTarget):
     gpu = True
     torch_device = "cuda"
     tf32_baseline = True
+    gpu_tag_attrs = staticmethod(tag_attrs)
+    gpu_tag_limits = staticmethod(tag_limits)
+    compute_capability = staticmethod(compute_capability)
 
     def run_tags(self) -> dict[str, str]:
         return {"precision": "float32 (TF32 off)", "threads": "GPU"}

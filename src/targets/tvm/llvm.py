@@ -6,7 +6,8 @@ import os
 import platform
 
 from tunebench.errors import UserError
-from tunebench.targets.tvm.host_isa import cpuinfo_field, fits_triple, host_problem, triple_cpus
+from tunebench.targets.tvm.host_isa import cpuinfo_field, fits_triple, host_problem, mcpu_features, triple_cpus
+from tunebench.targets.tvm.offline import OfflineTasks
 from tunebench.targets.tvm.settings import LLVMSettings
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.variants import VARIANTS
@@ -64,12 +65,17 @@ def remote_cpu(settings: LLVMSettings, info: dict, rpc: dict) -> tuple[str, int]
     return llvm_cpu(mcpu), int(threads)
 
 
-class LLVMTarget(TVMTarget):
-    """``target=llvm``: this machine's CPU (or a CPU behind ``target.rpc``) through TVM's LLVM backend."""
+class LLVMTarget(OfflineTasks, TVMTarget):
+    """``target=llvm``: this machine's CPU (or a CPU behind ``target.rpc``) through TVM's LLVM backend.
+    Besides the TVM targets' capabilities it describes CPU models
+    (:class:`~tunebench.targets.capabilities.DescribesCPUs`) and extracts tasks offline
+    (:class:`~tunebench.targets.capabilities.ExtractsTasks`)."""
 
     kind = "llvm"
     Settings = LLVMSettings
     templates = VARIANTS["llvm"]
+    cpu_model = staticmethod(llvm_cpu)
+    cpu_isa = staticmethod(mcpu_features)
 
     def _threads(self) -> int:
         return int(self.settings.num_cores or os.cpu_count() or 1)

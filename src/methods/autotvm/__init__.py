@@ -1,5 +1,0 @@
-"""AutoTVM's XGBTuner ([AutoTVM]): the tuner and its XGBoost cost model (simulated annealing: ``methods.annealing``)."""
-
-from tunebench.methods.autotvm.tuner import AutoTVM
-
-__all__ = ["AutoTVM"]

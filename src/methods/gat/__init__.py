@@ -1,6 +1,0 @@
-"""GTuner ([Sun-PhD] Ch. 5): MetaSchedule's search with the GAT cost model, its graph and statistical
-features, and the training sets built from recorded runs."""
-
-from tunebench.methods.gat.method import GAT
-
-__all__ = ["GAT"]

@@ -1,0 +1,187 @@
+"""CHAMELEON's adaptive exploration ([Ahn-PhD] Ch. 2, §2.4.2, Tables 2.2 and 2.4): a PPO actor-critic that
+moves every knob of a config by -1, 0 or +1 per step, rewarded by the cost model's predicted fitness.
+
+- State: the config's feature vector (``Space.features``); action: one of (-1, 0, +1) per knob, applied to
+  the knob's entity index and clipped to the knob's range (the "configuration updater"), so every move
+  stays inside the space.
+- Network: a first layer shared by the actor (3 logits per knob) and the critic (one value), as the thesis
+  describes; widths ``hidden`` (our choice: 64; the thesis explored sizes, gives none).
+- One :meth:`PPOExplorer.explore` call runs ``len(starts)`` episodes in parallel from the given configs for
+  ``steps`` steps (``episode_rl`` 128 and ``step_rl`` 500 in Table 2.2), scores every visited config with
+  ``fitness`` (the reward), then updates the agent with PPO: GAE advantages (discount 0.9, GAE 0.99),
+  ``epochs`` 3 passes of the clipped objective (clip 0.3) + value loss (coefficient 1.0) - entropy bonus
+  (0.1), Adam 1e-3 (Table 2.4). Rewards are standardized per call (our choice: the cost model's scale
+  differs by task).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from tunebench.explicit_space import ExplicitSpace
+from tunebench.methods.annealing import index_digits, place_values
+from tunebench.methods.tensor_programs.chameleon.settings import PPOSettings
+from tunebench.methods.torch_threads import one_thread
+
+MOVES = np.array([-1, 0, 1])
+FEATURE_TABLE_MAX = 1 << 24  # float32 values of a space's whole feature table the explorer keeps (64 MiB)
+
+
+def apply_moves(space, index: int, moves) -> int:
+    """The config reached from ``index`` by adding ``moves`` (one of -1, 0, +1 per knob) to the knobs'
+    entity indices, each clipped to its knob's range (a pruned space: ``index`` itself when the
+    config reached is not in it)."""
+    digits = np.clip(np.asarray(space.digits(int(index))) + np.asarray(moves, dtype=np.int64), 0, space.dims - 1)
+    if isinstance(space, ExplicitSpace) and not space.contains_digits(digits):
+        return int(index)
+    return space.index_of_digits(digits)
+
+
+def apply_moves_batch(space, indices: np.ndarray, moves: np.ndarray) -> np.ndarray:
+    """:func:`apply_moves` for every row: ``indices`` (n,), ``moves`` (n, n_knobs) -> (n,) int64."""
+    digits = np.clip(index_digits(space, indices) + moves, 0, space.dims - 1)
+    if isinstance(space, ExplicitSpace):  # a config reached that is not listed: no move
+        listed = space.positions(digits)
+        return np.where(listed >= 0, listed, np.asarray(indices, dtype=np.int64))
+    return digits @ place_values(space)
+
+
+class ActorCritic(nn.Module):
+    """Shared first layer, then an actor head (3 logits per knob) and a critic head (a value)."""
+
+    def __init__(self, n_features: int, n_knobs: int, hidden: int):
+        super().__init__()
+        self.n_knobs = n_knobs
+        self.shared = nn.Sequential(nn.Linear(n_features, hidden), nn.Tanh())
+        self.actor = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 3 * n_knobs))
+        self.critic = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.shared(x)
+        return self.actor(h).view(-1, self.n_knobs, 3), self.critic(h).squeeze(-1)
+
+    def frozen(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """:meth:`forward` with the current weights, in NumPy (float32 in, float32 out): the episodes' many
+        small forward passes without PyTorch's per-call overhead."""
+        (w0, b0), (w1, b1), (w2, b2), (w3, b3), (w4, b4) = (
+            (lin.weight.detach().numpy().T.copy(), lin.bias.detach().numpy().copy())
+            for lin in (self.shared[0], self.actor[0], self.actor[2], self.critic[0], self.critic[2]))
+
+        def forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            h = np.tanh(x @ w0 + b0)
+            logits = (np.tanh(h @ w1 + b1) @ w2 + b2).reshape(-1, self.n_knobs, 3)
+            return logits, (np.tanh(h @ w3 + b3) @ w4 + b4)[:, 0]
+
+        return forward
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def chosen_log_prob(logits: np.ndarray, acts: np.ndarray) -> np.ndarray:
+    """The log-probability of ``acts`` (one of 3 moves per knob) summed over knobs: ``logits`` (..., n_knobs,
+    3) -> (...). The same float32 values as taking :func:`log_softmax`'s entries, written out for 3 moves
+    (NumPy's reductions over a length-3 axis of a large array are slow)."""
+    z = logits - np.maximum(np.maximum(logits[..., 0], logits[..., 1]), logits[..., 2])[..., None]
+    e = np.exp(z)
+    chosen = np.take_along_axis(z, acts[..., None], axis=-1)[..., 0]
+    return (chosen - np.log(e[..., 0] + e[..., 1] + e[..., 2])).sum(-1)
+
+
+def gae(rewards: np.ndarray, values: np.ndarray, last_value: np.ndarray, gamma: float, lam: float):
+    """Advantages and returns [T, B] by generalized advantage estimation (no terminal states)."""
+    adv = np.zeros_like(rewards)
+    running = np.zeros_like(last_value)
+    nxt = last_value
+    for t in reversed(range(rewards.shape[0])):
+        running = rewards[t] + gamma * nxt - values[t] + gamma * lam * running
+        adv[t], nxt = running, values[t]
+    return adv, adv + values
+
+
+class PPOExplorer:
+    """The agent and its episodes over ``space`` (module docstring).
+
+    The episodes run on a NumPy copy of the network (it does not change during them), and the visited
+    configs are scored once, all together, when the episodes end: the reward enters only the update. The
+    update evaluates the network once per distinct visited state (episodes revisit states: a space of a
+    few thousand configs, 64,000 steps) and spreads the outputs to the steps; the loss is the same.
+    """
+
+    def __init__(self, space, settings: PPOSettings | None = None, seed: int = 0):
+        self.space, self.s = space, settings if settings is not None else PPOSettings()
+        torch.manual_seed(seed)
+        self.net = ActorCritic(space.n_features, len(space.knobs), self.s.hidden)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=self.s.lr)
+        self.rng = np.random.default_rng(seed)
+        self._table: np.ndarray | None = None
+
+    def _features(self, indices) -> np.ndarray:
+        """The configs' feature rows: from the whole space's table where it is small enough to hold
+        (:data:`FEATURE_TABLE_MAX` values, computed on first use), else computed; the same float32 rows."""
+        if self._table is None and self.space.size * self.space.n_features <= FEATURE_TABLE_MAX:
+            self._table = np.asarray(self.space.features(range(self.space.size)), dtype=np.float32)
+        if self._table is not None:
+            return self._table[np.asarray(indices, dtype=np.int64)]
+        return np.asarray(self.space.features(indices), dtype=np.float32)
+
+    @one_thread()
+    def explore(self, starts: list[int], fitness: Callable[[np.ndarray], np.ndarray], steps: int) -> dict[int, float]:
+        """Run the episodes, learn from them, and return every visited config with its fitness."""
+        policy, n_knobs = self.net.frozen(), len(self.space.knobs)
+        states = np.asarray(starts, dtype=np.int64)
+        seen = np.empty((steps + 1, len(states)), dtype=np.int64)
+        acts = np.empty((steps, len(states), n_knobs), dtype=np.int64)
+        logps = np.empty((steps, len(states)), dtype=np.float32)
+        vals = np.empty((steps, len(states)), dtype=np.float32)
+        noise = np.log(-np.log(self.rng.random((steps, len(states), n_knobs, 3))))  # every step's Gumbel draw
+        logits = np.empty((steps, len(states), n_knobs, 3), dtype=np.float32)
+        for t in range(steps):
+            seen[t] = states
+            logits[t], vals[t] = policy(self._features(states))
+            acts[t] = np.argmax(logits[t] - noise[t], axis=-1)  # Gumbel-max: a draw from softmax(logits)
+            states = apply_moves_batch(self.space, states, MOVES[acts[t]])
+        seen[steps] = states
+        logps[:] = chosen_log_prob(logits, acts)
+        rewards, visited = self._score(seen[1:], fitness)
+        rewards = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-8)
+        adv, ret = gae(rewards, vals, policy(self._features(states))[1], self.s.gamma, self.s.gae_lambda)
+        self._update(seen[:-1].reshape(-1), acts.reshape(-1, n_knobs), logps.reshape(-1), adv.reshape(-1),
+                     ret.reshape(-1))
+        self.last_states = states.tolist()
+        return visited
+
+    @staticmethod
+    def _score(reached: np.ndarray, fitness) -> tuple[np.ndarray, dict[int, float]]:
+        """The fitness of every step's reached config (each distinct config scored once) and the visited
+        configs with their fitness, in the order they were first reached."""
+        flat = reached.reshape(-1)
+        uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+        fit = np.asarray(fitness(uniq), dtype=np.float64)
+        order = np.argsort(first)
+        return fit[inverse].reshape(reached.shape), dict(zip(uniq[order].tolist(), fit[order].tolist()))
+
+    def _update(self, states, acts, old_logp, adv, ret) -> None:
+        uniq, inverse = np.unique(states, return_inverse=True)
+        x = torch.as_tensor(self._features(uniq))
+        rows, knobs = torch.as_tensor(inverse)[:, None], torch.arange(acts.shape[1])[None, :]
+        acts, old_logp = torch.as_tensor(acts), torch.as_tensor(old_logp)
+        adv, ret = torch.as_tensor(adv, dtype=torch.float32), torch.as_tensor(ret, dtype=torch.float32)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        for _ in range(self.s.epochs):
+            logits, v = self.net(x)
+            logp_all = torch.log_softmax(logits, dim=-1)
+            entropy = -(logp_all.exp() * logp_all).sum((-1, -2))
+            ratio = torch.exp(logp_all[rows, knobs, acts].sum(-1) - old_logp)
+            policy = -torch.min(ratio * adv, ratio.clamp(1 - self.s.clip, 1 + self.s.clip) * adv).mean()
+            loss = (policy + self.s.value_coef * ((v[inverse] - ret) ** 2).mean()
+                    - self.s.entropy_coef * entropy[inverse].mean())
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
