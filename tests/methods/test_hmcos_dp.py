@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tunebench.datasets.graphs import abstract_graph, random_dag
+from tunebench.datasets.memory_accounting import StepModel
 from tunebench.methods.graph_memory import hmcos
 from tunebench.methods.graph_memory.hmcos_dp import Clock, SeqRunner, Units, least_peak_dp, ordered_dp, run_unit
-from tunebench.datasets.memory_accounting import StepModel
 
 
 class PlainScheduler(hmcos.HierScheduler):
