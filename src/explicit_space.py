@@ -92,31 +92,47 @@ class ExplicitSpace(Space):
             self._digit_array = np.asarray(self._rows, dtype=np.int64).reshape(len(self._rows), len(self.knobs))
         return self._digit_array
 
-    def lines(self, knob: int) -> list[np.ndarray]:
-        """Per listed config, the listed configs that differ from it in knob ``knob`` only (itself
-        included), as index arrays: the moves of a one-knob random walk."""
-        cache = self.__dict__.setdefault("_lines", {})
-        if knob not in cache:
-            groups: dict[tuple, list[int]] = {}
-            for i, r in enumerate(self._rows):
-                groups.setdefault(r[:knob] + r[knob + 1:], []).append(i)
-            arrays = {key: np.asarray(v, dtype=np.int64) for key, v in groups.items()}
-            cache[knob] = [arrays[r[:knob] + r[knob + 1:]] for r in self._rows]
-        return cache[knob]
+    def _line_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The one-knob lines of every listed config, for :meth:`walk`: ``(members, start, length, pos)``.
+        For knob ``k`` and config ``i``, the listed configs that differ from ``i`` in knob ``k`` only (``i``
+        included), in index order, are ``members[start[k, i]:start[k, i] + length[k, i]]``; ``i`` is at
+        ``pos[k, i]`` among them."""
+        if getattr(self, "_walk_tables", None) is None:
+            digits, n, n_knobs = self.digit_array(), self.size, len(self.knobs)
+            members = np.empty(n_knobs * n, dtype=np.int64)
+            start, length, pos = (np.empty((n_knobs, n), dtype=np.int64) for _ in range(3))
+            for k in range(n_knobs):
+                others = np.delete(digits, k, axis=1)
+                group = (np.unique(others, axis=0, return_inverse=True)[1].reshape(-1) if others.shape[1]
+                         else np.zeros(n, dtype=np.int64))  # the line: the configs equal but in knob k
+                order = np.argsort(group, kind="stable")  # by line, index order within one
+                line = group[order]  # lines are numbered 0.. in this order
+                first = np.flatnonzero(np.r_[True, np.diff(line) != 0])
+                counts = np.diff(np.r_[first, n])
+                members[k * n:(k + 1) * n] = order
+                start[k, order] = k * n + first[line]
+                length[k, order] = counts[line]
+                pos[k, order] = np.arange(n) - first[line]
+            self._walk_tables = (members, start, length, pos)
+        return self._walk_tables
 
     def walk(self, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """:meth:`random_walk` of many points: each gets one knob chosen uniformly among the knobs with
-        more than one entity and moves to another listed config along it (stays where there is none)."""
+        more than one entity and moves to another listed config along it, chosen uniformly (stays where
+        there is none). The draws: the knobs (one array), then one ``integers(length - 1)`` per point that
+        moves, in order (an array of bounds gives the numbers that one call per point gives)."""
         movable = np.flatnonzero(self.dims > 1)
         out = np.asarray(indices, dtype=np.int64).copy()
         if len(movable) == 0:
             return out
-        for j, k in enumerate(movable[rng.integers(len(movable), size=len(out))]):
-            line = self.lines(int(k))[out[j]]
-            if len(line) > 1:
-                pick = int(rng.integers(len(line) - 1))
-                others = line[line != out[j]]
-                out[j] = others[pick]
+        knobs = movable[rng.integers(len(movable), size=len(out))]
+        members, start, length, pos = self._line_tables()
+        lengths = length[knobs, out]
+        moves = np.flatnonzero(lengths > 1)
+        if len(moves):
+            k, at = knobs[moves], out[moves]
+            pick = rng.integers(lengths[moves] - 1)  # one of the line's other configs
+            out[moves] = members[start[k, at] + pick + (pick >= pos[k, at])]
         return out
 
     def __repr__(self) -> str:

@@ -37,3 +37,37 @@ def test_positions_is_index_of_digits_vectorized():
     want = [sp.index_of_digits(r) if sp.contains_digits(r) else -1 for r in every.tolist()]
     assert sp.positions(every).tolist() == want
     assert sorted(p for p in want if p >= 0) == [0, 1, 2, 3]
+
+
+def _walk_one_by_one(sp, indices, rng):
+    """The walk as one loop over the points (one draw per point that moves): what ``walk`` must equal."""
+    movable = np.flatnonzero(sp.dims > 1)
+    out = np.asarray(indices, dtype=np.int64).copy()
+    for j, k in enumerate(movable[rng.integers(len(movable), size=len(out))]):
+        digits = sp._rows[out[j]]
+        line = [i for i, r in enumerate(sp._rows) if r[:k] + r[k + 1:] == digits[:k] + digits[k + 1:]]
+        if len(line) > 1:
+            pick = int(rng.integers(len(line) - 1))
+            out[j] = [i for i in line if i != out[j]][pick]
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_walk_equals_one_draw_per_point(seed):
+    """The vectorized walk moves every point where the per-point loop moves it, with the same draws (the
+    generator is left in the same state): a seeded search walks the same path."""
+    gen = np.random.default_rng(seed)
+    knobs = [ChoiceKnob("a", (1, 2, 3, 4)), ChoiceKnob("b", (0, 1, 2)), NumericKnob("c", (4, 8, 16)),
+             ChoiceKnob("d", ("x",))]
+    every = [(a, b, c, 0) for a in range(4) for b in range(3) for c in range(3)]
+    rows = [every[i] for i in gen.choice(len(every), 20, replace=False)]  # a sparse listing: short lines
+    sp = ExplicitSpace(knobs, rows)
+    mine, ref = np.random.default_rng(seed + 10), np.random.default_rng(seed + 10)
+    points = gen.integers(sp.size, size=64)
+    a, b = points, points
+    for _ in range(30):
+        a, b = sp.walk(a, mine), _walk_one_by_one(sp, b, ref)
+        assert a.tolist() == b.tolist()
+    assert mine.random() == ref.random()
+    alone = ExplicitSpace(knobs[:1], [(0,), (2,)])  # one knob: every config on one line
+    assert alone.walk(np.array([0, 1, 1]), np.random.default_rng(0)).tolist() == [1, 0, 0]

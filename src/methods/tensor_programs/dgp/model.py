@@ -22,6 +22,7 @@ scaling during the transfer, so a new layer's larger throughputs show as larger 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 from gpytorch.mlls import DeepApproximateMLL, VariationalELBO
 from gpytorch.models.deep_gps import DeepGPLayer
+from linear_operator.operators import MatmulLinearOperator, SumLinearOperator
 
 from tunebench.methods.torch_threads import one_thread
 
@@ -51,6 +53,39 @@ class _L2Pull:
         return self.l2 * sum(float(((p - a) ** 2).sum()) for p, a in zip(self.params, self.anchor))
 
 
+class _Strategy(gpytorch.variational.VariationalStrategy):
+    """GPyTorch's whitened variational strategy that, while ``mean_only`` is set (in eval mode), leaves the
+    predictive covariance lazy: ``K_XZ K_ZZ^{-1/2} (S - I) K_ZZ^{-1/2} K_ZX`` as a product of operators, not
+    the dense ``(S - I) K_ZZ^{-1/2} K_ZX`` that GPyTorch computes for every prediction. The predictive mean
+    is computed by GPyTorch's own lines, so it is the same to the bit; the covariance, if read, is the same
+    matrix (evaluated later, not bit for bit). Its parameters and buffers are GPyTorch's (the same state dict)."""
+
+    mean_only = False
+
+    def _compute_predictive_updates(self, chol, induc_data_covar, inducing_values, variational_inducing_covar,
+                                    prior_covar, diag=True):
+        if not self.mean_only or self.training:
+            return super()._compute_predictive_updates(chol, induc_data_covar, inducing_values,
+                                                       variational_inducing_covar, prior_covar, diag)
+        interp_term = chol.solve(induc_data_covar.type(chol.dtype))  # as VariationalStrategy's eval branch
+        interp_term = interp_term.type(induc_data_covar.dtype)
+        mean_update = (interp_term.mT @ inducing_values.unsqueeze(-1)).squeeze(-1)
+        middle_term = prior_covar.mul(-1)
+        if variational_inducing_covar is not None:
+            middle_term = SumLinearOperator(variational_inducing_covar, middle_term)
+        return mean_update, MatmulLinearOperator(interp_term.mT, MatmulLinearOperator(middle_term, interp_term))
+
+
+@contextlib.contextmanager
+def mean_only(layer: DeepGPLayer):
+    """Inside, ``layer`` (in eval mode) computes its predictive mean without the dense covariance update."""
+    layer.variational_strategy.mean_only = True
+    try:
+        yield
+    finally:
+        layer.variational_strategy.mean_only = False
+
+
 class GPLayer(DeepGPLayer):
     """One GP layer: ``input_dims`` -> ``output_dims`` (None: a single output); ``inducing`` of shape
     (output_dims, m, input_dims), or (m, input_dims) for a single output."""
@@ -58,7 +93,7 @@ class GPLayer(DeepGPLayer):
     def __init__(self, input_dims: int, output_dims: int | None, inducing: torch.Tensor, linear_mean: bool):
         batch = torch.Size([]) if output_dims is None else torch.Size([output_dims])
         dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.shape[-2], batch_shape=batch)
-        strategy = gpytorch.variational.VariationalStrategy(self, inducing, dist, learn_inducing_locations=True)
+        strategy = _Strategy(self, inducing, dist, learn_inducing_locations=True)
         super().__init__(strategy, input_dims, output_dims)
         self.mean_module = (gpytorch.means.LinearMean(input_dims, batch_shape=batch) if linear_mean
                             else gpytorch.means.ConstantMean(batch_shape=batch))
@@ -218,18 +253,24 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
     # ---- prediction ------------------------------------------------------------------------
     @one_thread()
     @torch.no_grad()
-    def predict_mean(self, x: np.ndarray, samples: int = 16, seed: int = 0, chunk: int = 4096) -> np.ndarray:
+    def predict_mean(self, x: np.ndarray, samples: int = 16, seed: int = 0, chunk: int = 4096,
+                     lean: bool = True) -> np.ndarray:
         """Predictive mean in the original units (n,), float64: the mean over ``samples`` draws
-        propagated through the layers, drawn with a fixed ``seed`` (same x -> same value)."""
+        propagated through the layers, drawn with a fixed ``seed`` (same x -> same value). ``lean``: the
+        same numbers computed without GPyTorch's operator bookkeeping and the output layer's covariance
+        (:mod:`~tunebench.methods.tensor_programs.dgp.fast_predict`); False: GPyTorch's own path."""
+        from tunebench.methods.tensor_programs.dgp.fast_predict import mean_of
+
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         out = []
         state = torch.random.get_rng_state()
         torch.manual_seed(seed)
+        quick = mean_only(self.output) if lean else contextlib.nullcontext()
         try:
-            with gpytorch.settings.num_likelihood_samples(int(samples)):
+            with gpytorch.settings.num_likelihood_samples(int(samples)), quick:
                 for i in range(0, len(xt), chunk):
-                    dist = self(xt[i:i + chunk])
-                    out.append(dist.mean.mean(0))
+                    mean = mean_of(self, xt[i:i + chunk], samples) if lean else None
+                    out.append((self(xt[i:i + chunk]).mean if mean is None else mean).mean(0))
         finally:
             torch.random.set_rng_state(state)
         mean = torch.cat(out).double().numpy() if out else np.zeros(0)
