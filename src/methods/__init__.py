@@ -24,6 +24,7 @@ from tunebench.methods.flextensor.tuner import FlexTensor
 from tunebench.methods.gat.method import GAT
 from tunebench.methods.glimpse.method import Glimpse
 from tunebench.methods.mapspace.bo import MapspaceBO
+from tunebench.methods.mapspace.timeloop_random import TimeloopRandom
 from tunebench.methods.mapspace.zigzag_mappers import LOMA, SALSA
 from tunebench.methods.metaschedule import MetaSchedule
 from tunebench.methods.mfgp.cgp import CGP
@@ -39,7 +40,8 @@ METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, 
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
                                     "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon,
                                     "flextensor": FlexTensor, "mapspace_bo": MapspaceBO, "glimpse": Glimpse,
-                                    "loma": LOMA, "salsa": SALSA, **SCHEDULE_METHODS}
+                                    "loma": LOMA, "salsa": SALSA, "timeloop_random": TimeloopRandom,
+                                    **SCHEDULE_METHODS}
 
 
 #: names of the methods registered from an option's ``cls`` (their option is the user's YAML, which

@@ -1,1 +1,7 @@
-"""Mapspace search on DNN accelerators: ``mapspace_bo`` ([Dinh-MLArchSys23]) and ZigZag's mappers."""
+"""Mapspace search on DNN accelerators: ``mapspace_bo`` ([Dinh-MLArchSys23]), Timeloop's random-pruned mapper
+(``timeloop_random``, [Parashar-ISPASS19]) and ZigZag's mappers."""
+
+
+def objective_value(m) -> float:
+    """The single objective a measurement reports (its only entry; TVM-like targets: latency)."""
+    return float(next(iter(m.objectives.values()))) if m.objectives else float(m.latency_s)
