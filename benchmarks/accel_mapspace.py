@@ -1,17 +1,21 @@
 """[Dinh-MLArchSys23] §III re-measured on ``target=accel`` (ZigZag's model of a Gemmini-like accelerator):
-``mapspace_bo`` against the Timeloop-style random mapper (``method=random`` on the raw mapspace), the
-encoding without the GP (``encoding_sobol``: ``mapspace_bo``'s Sobol initial design for every trial) and
+``mapspace_bo`` against random search on the raw mapspace (``method=random``: uniform draws, invalid ones
+counted), Timeloop's random-pruned mapper (``method=timeloop_random``, with its victory condition and without
+it, ``timeloop_random_to_budget``), the encoding without the GP (``encoding_sobol``: ``mapspace_bo``'s Sobol initial design for every trial) and
 ZigZag's LOMA and SALSA, on the paper's matrix product and convolution (``model=accel_paper``), and per layer of
 ResNet-18 (``--resnet18``).
 
 Each (task, method, seed) is one ``tune_task`` of the harness's loop on the real target, energy per MAC
 (pJ) the objective. Per run: the best-so-far curve, the best at 20/30/50/100/420/600/4000 evaluations,
-the share of invalid draws (random), evaluations to beat a value. Printed: mean +- std over the seeds.
+the share of invalid draws (random), evaluations to beat a value; a run that stopped by itself (Timeloop's
+victory condition) keeps its best at every larger checkpoint. Printed: mean +- std over the seeds, with
+Student's t 95 % intervals of the mean (``ci95``) and, for Timeloop's mapper, the trial of its last
+improvement and why it stopped.
 
 Usage: python benchmarks/accel_mapspace.py [--seeds 5] [--bo-trials 100] [--random-trials 4000]
            [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1 [--layers FIRST:LAST]]
            [--transfer --transfer-samples 24] [--salsa-trials 3]
-           [--product M N K] [--seed-start 0] [--only mapspace_bo_scores random loma salsa ...]
+           [--product M N K] [--seed-start 0] [--only mapspace_bo_scores random timeloop_random loma ...]
            [--out PATH | --publish]
   default output: benchmarks/results/local/accel_mapspace.json (untracked).
 """
@@ -41,20 +45,45 @@ def tune(task, target, method: dict, trials: int, seed: int) -> dict:
     start = time.perf_counter()
     r = tune_task(task, make_method(method), target, Budget(trials), np.random.default_rng(seed))
     curve = [float(v) for v in r.best_so_far]
+    # a method that stopped by itself (Timeloop's victory condition) keeps its best for every larger budget
+    reach = trials if r.stop_reason == "exhausted" and curve else len(curve)
     return {"method": method, "seed": seed, "trials": len(r.measurements), "invalid": r.n_invalid,
             "wall_s": time.perf_counter() - start, "best": curve[-1] if curve else None,
-            "at": {n: curve[n - 1] for n in CHECKPOINTS if n <= len(curve)},
+            "stop_reason": r.stop_reason,
+            "at": {n: curve[min(n, len(curve)) - 1] for n in CHECKPOINTS if n <= reach},
             "curve": curve if len(curve) <= 100 else curve[:100] + curve[100::20],
             "report": {k: v for k, v in r.report.items() if k != "sobol_st"}}
 
 
+def interval95(vals: list[float]) -> list[float]:
+    """Student's t 95 % interval of the mean of ``vals`` (its two ends; the mean twice for one value)."""
+    from scipy.stats import t
+
+    m = float(np.mean(vals))
+    if len(vals) < 2:
+        return [m, m]
+    half = float(t.ppf(0.975, len(vals) - 1) * np.std(vals, ddof=1) / np.sqrt(len(vals)))
+    return [m - half, m + half]
+
+
 def summary(runs: list[dict]) -> dict:
-    out = {}
+    """Per checkpoint: [mean, population std] and its 95 % interval (``ci95``); the invalid share; for
+    ``timeloop_random``, the trial of the last improvement (median, mean) and why the runs stopped."""
+    out: dict = {"ci95": {}}
     for n in CHECKPOINTS:
         vals = [r["at"][n] for r in runs if n in r["at"]]
         if vals:
             out[n] = [float(np.mean(vals)), float(np.std(vals))]
+            out["ci95"][n] = interval95(vals)
     out["invalid_share"] = float(np.mean([r["invalid"] / max(r["trials"], 1) for r in runs]))
+    last = [r["report"]["last_improvement"] for r in runs if "last_improvement" in r["report"]]
+    if last:
+        out["last_improvement"] = {"median": float(np.median(last)), "mean": float(np.mean(last))}
+        it = [r["report"]["last_improvement_iteration"] for r in runs]
+        out["last_improvement_iteration"] = {"median": float(np.median(it)), "mean": float(np.mean(it))}
+        out["trials_used"] = {"median": float(np.median([r["trials"] for r in runs])),
+                              "max": max(r["trials"] for r in runs)}
+        out["stops"] = {k: sum(r["report"]["stop"] == k for r in runs) for k in {r["report"]["stop"] for r in runs}}
     return out
 
 
@@ -90,6 +119,10 @@ def paper(args, target, tasks) -> dict:
         runs = [tune(task, target, {"name": "random"}, args.random_trials, s) for s in seeds]
         res["random"] = {"runs": runs, "summary": summary(runs)}
         print(task.name, "random", summary(runs), flush=True)
+        for name, method in TIMELOOP.items():
+            tl = [tune(task, target, dict(method), args.random_trials, s) for s in seeds]
+            res[name] = {"runs": tl, "summary": summary(tl)}
+            print(task.name, name, summary(tl), flush=True)
         loma = tune(task, target, {"name": "loma"}, args.bo_trials, 0)
         res["loma"] = {"runs": [loma], "summary": summary([loma])}
         print(task.name, "loma", loma["best"], loma["report"], flush=True)
@@ -104,6 +137,12 @@ def paper(args, target, tasks) -> dict:
     return out
 
 
+#: Timeloop's random-pruned mapper with its default termination (victory after 500 valid mappings without
+#: improvement), and without the victory condition (it runs to the trial budget)
+TIMELOOP = {"timeloop_random": {"name": "timeloop_random"},
+            "timeloop_random_to_budget": {"name": "timeloop_random", "victory_condition": 0}}
+
+
 def chosen(args, target, task, seeds) -> dict:
     """``--only``: the named methods alone (``mapspace_bo_<encoding>``, ``random``, ``loma``, ``salsa``), each
     over ``seeds`` (LOMA once: it is deterministic)."""
@@ -111,6 +150,8 @@ def chosen(args, target, task, seeds) -> dict:
     for name in args.only:
         if name.startswith("mapspace_bo_"):
             method, trials = {"name": "mapspace_bo", "order_encoding": name.split("_")[-1]}, args.bo_trials
+        elif name.startswith("timeloop_random"):
+            method, trials = dict(TIMELOOP[name]), args.random_trials
         else:
             method = {"name": name}
             trials = {"random": args.random_trials, "salsa": args.salsa_trials}.get(name, args.bo_trials)
@@ -170,7 +211,8 @@ def main() -> int:
                     help="an M x N x K matrix product (dense layer: batch M, out_features N, in_features K) in "
                          "place of model=accel_paper's two problems")
     ap.add_argument("--only", nargs="+", default=None,
-                    choices=["mapspace_bo_scores", "mapspace_bo_categorical", "random", "loma", "salsa"],
+                    choices=["mapspace_bo_scores", "mapspace_bo_categorical", "random", "loma", "salsa",
+                             *TIMELOOP],
                     help="run only these methods")
     ap.add_argument("--bo-trials", type=int, default=100)
     ap.add_argument("--random-trials", type=int, default=4000)

@@ -14,6 +14,7 @@ from tunebench.config.load import typed
 from tunebench.config.plugins import GROUPS, EntryPoints, install, load_class
 from tunebench.errors import UserError
 from tunebench.methods.accelerator_mapping.bo import MapspaceBO
+from tunebench.methods.accelerator_mapping.timeloop_random import TimeloopRandom
 from tunebench.methods.accelerator_mapping.zigzag_mappers import LOMA, SALSA
 from tunebench.methods.base import Budget, Method, TargetNeeds
 from tunebench.methods.exhaustive import Exhaustive
@@ -42,7 +43,8 @@ METHODS: dict[str, type[Method]] = {"random": RandomSearch, "autotvm": AutoTVM, 
                                     "nsga2": NSGA2, "motpe": MOTPE, "cgp": CGP, "dcgp": DCGP, "fpl18": FPL18,
                                     "dac19": DAC19, "mes": MES, "gat": GAT, "chameleon": Chameleon,
                                     "flextensor": FlexTensor, "mapspace_bo": MapspaceBO, "glimpse": Glimpse,
-                                    "loma": LOMA, "salsa": SALSA, **SCHEDULE_METHODS}
+                                    "loma": LOMA, "salsa": SALSA, "timeloop_random": TimeloopRandom,
+                                    **SCHEDULE_METHODS}
 
 
 #: names of the methods registered from an option's ``cls`` (their option is the user's YAML, which

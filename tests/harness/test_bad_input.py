@@ -209,6 +209,10 @@ RUN_CASES = [
     (["method=mapspace_bo", "target=accel", "method.n_candidates=100000000"],
      "method.n_candidates=100000000: must be an integer in [1, 65536]"),
     (["method=loma", "target=accel", "method.lpf_limit=12"], "method.lpf_limit=12: must be an integer in [1, 8]"),
+    (["method=timeloop_random", "target=accel", "method.max_permutations_per_if_visit=0"],
+     "method.max_permutations_per_if_visit=0: must be a positive integer"),
+    (["method=timeloop_random", "target=accel", "method.victory_condition=-1"], "method.victory_condition=-1"),
+    (["method=timeloop_random"], "method=timeloop_random cannot run on target=llvm"),
     # model=dosa_firesim: DOSA's recorded mappings on target=accel
     (["model=dosa_firesim"], "model=dosa_firesim and target=llvm do not go together"),
     (["model=dosa_firesim", "target=accel", "method=mapspace_bo"], "model=dosa_firesim's tasks are recorded mappings"),

@@ -106,7 +106,7 @@ def test_mapspace_methods_and_energy_are_refused_before_a_run():
 
     info = AccelTarget.nominal_info(AccelSettings(), DosaModel())
     assert info.fidelities == ("zigzag", "firesim") and not info.details["mapspace"]
-    for name in ("mapspace_bo", "loma", "salsa"):
+    for name in ("mapspace_bo", "loma", "salsa", "timeloop_random"):
         assert METHODS[name].needs.problems(info)
     for name in ("random", "exhaustive", "autotvm", "chameleon", "flextensor", "dgp", "glimpse"):
         assert not METHODS[name].needs.problems(info), name

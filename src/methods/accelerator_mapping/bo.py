@@ -16,17 +16,13 @@ import time
 
 import numpy as np
 
+from tunebench.methods.accelerator_mapping import objective_value
 from tunebench.methods.accelerator_mapping.encoding import Encoding, sobol_points
 from tunebench.methods.accelerator_mapping.sensitivity import sobol_report
 from tunebench.methods.accelerator_mapping.settings import MapspaceBOSettings
 from tunebench.methods.accelerator_mapping.surrogate import fit_gp, fit_multitask_gp, score_candidates
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.space import Config
-
-
-def objective_value(m) -> float:
-    """The single objective a measurement reports (its only entry; TVM-like targets: latency)."""
-    return float(next(iter(m.objectives.values()))) if m.objectives else float(m.latency_s)
 
 
 class MapspaceBO(Method):
