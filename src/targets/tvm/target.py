@@ -190,7 +190,13 @@ class TVMTarget(BatchMeasure, TimingProtocol, OutputCheck, Target):
 
         rel = template_file(get_template(task.kind, self.kind, task.template).source_class(task.mod))
         return {"template": task.template, "template_file": rel, "template_sha256": template_source_digest(rel),
-                "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision}
+                "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision,
+                "device": self.device_facts()}
+
+    def device_facts(self) -> dict:
+        """The device a space is measured on, as space files record it: its name (a GPU's, or the CPU model)
+        and, for a GPU, its driver version; measurements from two devices that differ here are not merged."""
+        return {"name": self.device["name"], **({"driver": self.device.get("driver")} if self.gpu else {})}
 
     def space_tools(self) -> dict:
         return {"tvm": tvm_version()}
