@@ -1,4 +1,4 @@
-"""Every GPU claim of the project re-measured on one GPU: about 21 minutes of caps on an H100, TVM's import included:
+"""Every GPU claim of the project re-measured on one GPU: about 24 minutes of caps on an H100, TVM's import included:
 more than one 10-minute call of a lent GPU machine, so there it runs in parts (``--only``) joined by ``--merge``.
 
 Parts, in this order, each in its own process with its own time cap (a part past its cap is killed and
@@ -59,7 +59,8 @@ CAPS = {"peak": 40, "trial_rate": 200, "resnet18_autotvm": 380, "resnet18_metasc
         "dgp_vs_autotvm": 150, "gpu_tests": 150}  # seconds per part on the GPU. Measured on an H100 (2026-11-27, commit 24800eb): peak 34 s,
 # resnet18_autotvm 363 s (part start 16 s, target start 17 s, 19 tasks' search and protocol 184 s, the kernel choice
 # 63 s, the end-to-end rows 68 s), vgg16_dense 158 s; gpu_tests had not finished its first test at 45 s. The trial_rate,
-# metaschedule, winograd and dgp caps are estimates (trial_rate: 7 tasks of at most 15 s search clock each, with protocol). Their sum (1650 s) is the default overall budget: more than one 600-s call, so a lent
+# metaschedule, winograd and dgp caps are estimates (trial_rate: 7 tasks of at most 15 s search clock each, with the
+# protocol). Their sum (1850 s) is the default overall budget: more than one 600-s call, so a lent
 # GPU machine runs the suite in parts (--only) over calls, joined by --merge (docs/BENCHMARKS.md)
 DRY_CAPS = {"peak": 90, "trial_rate": 240, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "resnet18_winograd": 300, "vgg16_dense": 180,
             "dgp_vs_autotvm": 300, "gpu_tests": 180}  # on a shared 2-core machine (the dry run took 142 s in all on 2026-11-27, load 1.0)
