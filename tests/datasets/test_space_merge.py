@@ -94,8 +94,8 @@ def test_gpu_parts_merge_only_with_the_same_gpu_model_and_driver(sittings, tmp_p
     head = space_file_lines(sittings[0])[0]
     gpu = {"target": {**head["target"], "kind": "cuda"}}
 
-    def part(i: int, name: str, **device) -> str:
-        return _rewritten(sittings[i], str(tmp_path / name), **gpu, device=device)
+    def part(i: int, file: str, **device) -> str:
+        return _rewritten(sittings[i], str(tmp_path / file), **gpu, device=device)
 
     h100 = {"name": "NVIDIA H100 80GB HBM3", "driver": "12080"}
     a, b = part(0, "a.jsonl", **h100), part(1, "b.jsonl", **h100)
@@ -104,9 +104,9 @@ def test_gpu_parts_merge_only_with_the_same_gpu_model_and_driver(sittings, tmp_p
 
     main(["space", "merge", "--out", str(out), a, b])
     assert device_of(space_file_lines(str(out))[0]) == {"GPU": "NVIDIA H100 80GB HBM3", "driver": "12080"}
-    for name, device, says in (("driver.jsonl", {**h100, "driver": "12040"}, "driver 12040"),
+    for file, device, says in (("driver.jsonl", {**h100, "driver": "12040"}, "driver 12040"),
                                ("model.jsonl", {**h100, "name": "NVIDIA H200"}, "GPU NVIDIA H200")):
-        code, err = _main(["space", "merge", "--out", str(tmp_path / "no.jsonl"), a, part(1, name, **device)], capsys)
+        code, err = _main(["space", "merge", "--out", str(tmp_path / "no.jsonl"), a, part(1, file, **device)], capsys)
         assert code == 2 and len(err) == 1 and says in err[0] and "from one device" in err[0]
     nodriver = part(0, "nodriver.jsonl", name=h100["name"])
     code, err = _main(["space", "merge", "--out", str(tmp_path / "no.jsonl"), nodriver, b], capsys)
