@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-PART_TITLES = {"gpu_tests": "GPU tests", "peak": "Measured peak", "resnet18_autotvm": "ResNet-18 end to end, autotvm",
+from _gpu_rate import rate_markdown
+
+PART_TITLES = {"gpu_tests": "GPU tests", "peak": "Measured peak", "trial_rate": "Trials per second, ResNet-18 3×3 convolutions", "resnet18_autotvm": "ResNet-18 end to end, autotvm",
                "resnet18_metaschedule": "ResNet-18 end to end, metaschedule",
                "resnet18_winograd": "ResNet-18 end to end, autotvm, winograd template",
                "vgg16_dense": "VGG-16 dense layers vs PyTorch", "dgp_vs_autotvm": "dgp vs autotvm, VGG-16 conv layers"}
@@ -128,7 +130,7 @@ def _dgp(r: dict) -> list[str]:
     return lines
 
 
-RENDER = {"gpu_tests": _tests, "peak": _peak, "resnet18_autotvm": _e2e, "resnet18_metaschedule": _e2e, "resnet18_winograd": _e2e,
+RENDER = {"gpu_tests": _tests, "peak": _peak, "trial_rate": rate_markdown, "resnet18_autotvm": _e2e, "resnet18_metaschedule": _e2e, "resnet18_winograd": _e2e,
           "vgg16_dense": _dense, "dgp_vs_autotvm": _dgp}
 
 

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+from _gpu_rate import part_trial_rate
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = ("e2e", "tvm_default", "torch", "torch_compile", "torch_tf32")  # e2e metric prefixes (tuned first)
 BASELINES = ("tvm_default", "torch", "torch_compile", "torch_tf32")
@@ -236,7 +238,7 @@ def part_dgp(p: dict) -> dict:
     return out
 
 
-PARTS = {"gpu_tests": part_gpu_tests, "peak": part_peak,
+PARTS = {"gpu_tests": part_gpu_tests, "peak": part_peak, "trial_rate": part_trial_rate,
          "resnet18_autotvm": lambda p: part_e2e(p, "autotvm"),
          "resnet18_metaschedule": lambda p: part_e2e(p, "metaschedule"),
          "resnet18_winograd": lambda p: part_e2e(p, "autotvm", p["winograd_overrides"], "winograd"),

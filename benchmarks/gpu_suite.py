@@ -1,4 +1,4 @@
-"""Every GPU claim of the project re-measured on one GPU: about 21 minutes of caps on an H100, TVM's import included:
+"""Every GPU claim of the project re-measured on one GPU: about 24 minutes of caps on an H100, TVM's import included:
 more than one 10-minute call of a lent GPU machine, so there it runs in parts (``--only``) joined by ``--merge``.
 
 Parts, in this order, each in its own process with its own time cap (a part past its cap is killed and
@@ -8,6 +8,8 @@ short window spends its seconds on numbers:
 
 1. ``peak``: the GPU's measured FP32 FMA throughput and memory bandwidth (the harness's peak
    microbenchmarks, ``TVMTarget.peak``, in a fresh machine cache that the later parts reuse);
+   ``trial_rate``: trials per second on ResNet-18's 3×3 convolutions and where a trial's time goes
+   (compile, upload, run, protocol, overlap; ``_gpu_rate.py``);
 2. ``resnet18_autotvm``, ``resnet18_metaschedule``: ResNet-18 end to end at a small trial count through
    the harness (``run_experiment``): the tuned model (each task the faster of its tuned and TVM's default
    kernel, with both kernels' latencies and which one was taken) against TVM's default build, PyTorch
@@ -50,15 +52,17 @@ from dataclasses import dataclass, field
 
 from _common import add_out_args, loadavg, out_path, provenance, run_main, write_json
 from _gpu_md import markdown
+from _gpu_rate import RESNET18_3X3
 
 NAME = "gpu_suite"
-CAPS = {"peak": 40, "resnet18_autotvm": 380, "resnet18_metaschedule": 380, "resnet18_winograd": 380, "vgg16_dense": 170,
+CAPS = {"peak": 40, "trial_rate": 200, "resnet18_autotvm": 380, "resnet18_metaschedule": 380, "resnet18_winograd": 380, "vgg16_dense": 170,
         "dgp_vs_autotvm": 150, "gpu_tests": 150}  # seconds per part on the GPU. Measured on an H100 (2026-11-27, commit 24800eb): peak 34 s,
 # resnet18_autotvm 363 s (part start 16 s, target start 17 s, 19 tasks' search and protocol 184 s, the kernel choice
-# 63 s, the end-to-end rows 68 s), vgg16_dense 158 s; gpu_tests had not finished its first test at 45 s. The metaschedule,
-# winograd and dgp caps are estimates. Their sum (1650 s) is the default overall budget: more than one 600-s call, so a lent
+# 63 s, the end-to-end rows 68 s), vgg16_dense 158 s; gpu_tests had not finished its first test at 45 s. The trial_rate,
+# metaschedule, winograd and dgp caps are estimates (trial_rate: 7 tasks of at most 15 s search clock each, with the
+# protocol). Their sum (1850 s) is the default overall budget: more than one 600-s call, so a lent
 # GPU machine runs the suite in parts (--only) over calls, joined by --merge (docs/BENCHMARKS.md)
-DRY_CAPS = {"peak": 90, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "resnet18_winograd": 300, "vgg16_dense": 180,
+DRY_CAPS = {"peak": 90, "trial_rate": 240, "resnet18_autotvm": 300, "resnet18_metaschedule": 480, "resnet18_winograd": 300, "vgg16_dense": 180,
             "dgp_vs_autotvm": 300, "gpu_tests": 180}  # on a shared 2-core machine (the dry run took 142 s in all on 2026-11-27, load 1.0)
 MIN_PART_S = 15.0  # a part is started only with this much of the overall budget left
 # A part that ends early leaves its unused seconds to the next parts: each may run to its own cap, or longer as long
@@ -90,6 +94,7 @@ GPU_PLAN = {
     "winograd_overrides": ["target.template=winograd"],
     "dense_layers": VGG_DENSE, "dense_trials": 8, "dense_rounds": 5,
     "dgp_layers": VGG_CONV[1:], "dgp_trials": 8,
+    "rate_layers": RESNET18_3X3, "rate_trials": 64, "rate_seconds": 15, "rate_batch": 16, "rate_overrides": [],
     "dgp_overrides": {"autotvm": ["method.plan_size=8"],
                       "dgp": ["method.tuning_set_size=8", "method.top_k=4", "method.source_tuner.plan_size=8"]},
 }
@@ -104,6 +109,9 @@ DRY_PLAN = {
     "winograd_overrides": [],  # llvm has no Winograd template: the dry run checks the part's code path only
     "dense_layers": [{"in_features": 256, "out_features": 128}], "dense_trials": 2, "dense_rounds": 2,
     "dgp_layers": TINY_CONV, "dgp_trials": 4,
+    # the build pool and the overlap on llvm (a CPU's default is off: the code path is what the dry run checks)
+    "rate_layers": TINY_CONV, "rate_trials": 8, "rate_seconds": 60, "rate_batch": 4,
+    "rate_overrides": ["target.builder.overlap=true"],
     "dgp_overrides": {"autotvm": ["method.plan_size=2"],
                       "dgp": ["method.tuning_set_size=2", "method.top_k=2", "method.source_tuner.plan_size=2",
                               "method.pretrain_epochs=5"]},

@@ -158,7 +158,7 @@ COMMANDS = {
     "check-method": ("the method conformance suite on your method: check-method package.module:Class "
                      "(docs/USAGE.md §Your own method)", _check_method_options, _check_method),
     "space": ("measure a model's task spaces into versioned files for target=replay: space measure --out DIR "
-              "[--sample N] [--max-factor F] model=... target=llvm", _space_options, _space),
+              "[--sample N] [--max-factor F] model=... target=llvm | space merge --out FILE A B ...", _space_options, _space),
     "suite": ("score methods on a set of measured spaces, N seeds at a fixed budget, replayed: suite {cpu,gpu,all} | "
               "--spaces FILE... [--methods random,autotvm] [--seeds 5] [--budget 100] [--jobs 1]",
               _suite_options, _suite),

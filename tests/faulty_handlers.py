@@ -29,3 +29,19 @@ def handle_wrong_first_check(name, request):
         _checked.append(request.index)
         res = dataclasses.replace(res, max_abs_err=1.0, rel_err=0.5)
     return res
+
+
+#: seconds the fake slow compile of :func:`handle_slow_build` adds to every build
+SLOW_BUILD_S = 0.6
+
+
+def handle_slow_build(name, request):
+    """The real handler with a slow compile: every build first sleeps :data:`SLOW_BUILD_S` (as a GPU kernel's
+    NVRTC/nvcc compile takes its time), and configs whose index is divisible by 3 then fail to build."""
+    if name == "build":
+        import time
+
+        time.sleep(SLOW_BUILD_S)
+        if request.index % 3 == 0:
+            raise RuntimeError(f"injected build failure for config {request.index}")
+    return real_handle(name, request)

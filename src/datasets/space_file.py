@@ -9,7 +9,9 @@ A file is JSON lines (``.jsonl``, or gzipped ``.jsonl.gz``). The first line is t
   the TVM target, threads, precision), ``knobs`` (the template's knobs as ``Space.describe()`` gives them),
   ``subspace`` (how the measured configs were chosen: all, ``max_factor``, ``sample``), ``space_size``
   (configs of the whole template space), ``configs`` (lines that follow: a shorter file is truncated);
-- where and when: ``machine`` (CPU model, logical CPUs, host), ``commit``, ``date``, ``tvm``, ``run_id``.
+- where and when: ``machine`` (CPU model, logical CPUs, host), ``device`` (the measured device's name and, for a
+  GPU, its driver version), ``commit``, ``date``, ``tvm``, ``run_id``; a file merged from several sittings
+  (``python -m tunebench space merge``) lists each in ``sittings``.
 
 Each further line is one measured configuration: ``digits`` (entity index per knob), ``config`` (its knob
 values), ``latency_s`` (median of the repeats; null when it failed), ``latency_std_s``, ``latency_min_s``,
@@ -185,10 +187,20 @@ def read_space_file(path: str, raw: bytes | None = None) -> MeasuredSpace:
     space = ExplicitSpace(knobs, [d for d, _ in parsed])
     if space.size != len(parsed):
         raise UserError(f"model.path={path}: a configuration is listed twice")
-    return MeasuredSpace(name=str(head["name"]), device=str(head["machine"].get("cpu", "?")), space=space,
+    device = (head.get("device") or {}).get("name") if isinstance(head.get("device"), dict) else None
+    return MeasuredSpace(name=str(head["name"]), device=str(device or head["machine"].get("cpu", "?")), space=space,
                          rows=[r for _, r in parsed], origin=os.path.abspath(path),
                          digest=hashlib.sha256(raw).hexdigest()[:12], flops=int(head["task"].get("flops", 0)),
                          meta=head)
+
+
+def space_file_lines(path: str) -> tuple[dict, list[dict]]:
+    """The header and the measured-config lines of the space file at ``path``, as written, after the checks
+    of :func:`read_space_file` (UserError on a missing, corrupt or edited file)."""
+    raw = open(path, "rb").read() if os.path.isfile(path) else None
+    read_space_file(path, raw)
+    items = _lines(raw, path)
+    return items[0], items[1:]
 
 
 def read_measured(path: str) -> MeasuredSpace:

@@ -11,6 +11,8 @@ from tunebench.targets.capabilities import ReportsMetrics
 from tunebench.task import Task
 
 PHASES = ("build_phase_s", "run_phase_s", "check_s", "protocol_s", "lock_wait_s")
+#: where the trials' time went (:func:`time_split`), logged per task (``<task_id>.time_*``) and per run
+TIME_SPLIT = ("time_compile_s", "time_upload_s", "time_run_s", "time_protocol_s", "time_overlap_s")
 
 
 @dataclass
@@ -72,6 +74,17 @@ def task_metrics(task: Task, result, best, checks, check: bool, protocol, calib)
     return metrics
 
 
+def time_split(stats: dict, stats0: dict) -> dict:
+    """Where the time between two snapshots of ``target.stats`` went: compiling (the build phases),
+    uploading libraries to a remote device (0 locally), timing the candidates (the run phases less uploads and
+    noisy timings timed again), the protocol (calibration, re-timing, output checks) and the overlap
+    (seconds during which compiling and timing ran at once: the phases add up to the wall time plus it)."""
+    d = {k: float(stats.get(k, 0.0)) - float(stats0.get(k, 0.0))
+         for k in ("build_phase_s", "run_phase_s", "upload_s", "retiming_s", "protocol_s", "check_s", "overlap_s")}
+    return dict(zip(TIME_SPLIT, (d["build_phase_s"], d["upload_s"], d["run_phase_s"] - d["upload_s"] - d["retiming_s"],
+                                 d["protocol_s"] + d["check_s"] + d["retiming_s"], d["overlap_s"])))
+
+
 def log_task_metrics(tracker, task: Task, metrics: dict, n_trials: int, totals: RunTotals) -> None:
     """Log a task's metrics (curves' last step for ``best_*``); a task whose best could not be checked
     joins the run's :data:`UNCHECKED_TAG` (never counted as passed)."""
@@ -111,12 +124,15 @@ def run_metrics(totals: RunTotals, target, protocol, wall: float, phase0: dict) 
     """The run's metrics: clocks, counts, phases, the harness's overhead share; and, where the target
     times kernels, noise counts and the tasks' throughput against the machine's peak."""
     phase = {k: target.stats[k] - phase0[k] for k in PHASES}
-    # overhead = wall time in none of the phases (waiting for another process's lock is no phase of ours)
+    split = time_split(target.stats, phase0)
+    # overhead = wall time in none of the phases (waiting for another process's lock is no phase of ours);
+    # the seconds during which building and timing overlapped count once
+    busy = sum(phase.values()) - split["time_overlap_s"]
     out = {"search_time_s": totals.search_s, "n_measurements": totals.n_meas, "n_invalid": totals.n_invalid,
            "n_static_invalid": totals.n_static_invalid,
            "static_invalid_fraction": totals.n_static_invalid / totals.n_proposed if totals.n_proposed else 0.0,
-           "n_tasks": len(totals.summaries), "wall_s": wall, **phase,
-           "harness_overhead_share": max(0.0, wall - sum(phase.values())) / max(wall, 1e-9)}
+           "n_tasks": len(totals.summaries), "wall_s": wall, **phase, **split,
+           "harness_overhead_share": max(0.0, wall - busy) / max(wall, 1e-9)}
     if any(s["method_report"] for s in totals.summaries):  # search time without source tuning / pre-training
         out["search_time_excl_source_s"] = totals.search_s - totals.excluded_search_s
     if totals.all_tuned and math.isfinite(totals.latency_s):

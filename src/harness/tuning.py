@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tunebench.harness.loop import tune_task
-from tunebench.harness.metrics import RunTotals, log_task_metrics, note_unchecked, task_metrics, task_summary
+from tunebench.harness.metrics import (
+    RunTotals,
+    log_task_metrics,
+    note_unchecked,
+    task_metrics,
+    task_summary,
+    time_split,
+)
 from tunebench.harness.observers import HistoryFeed, ProgressRow, RecordWriter
 from tunebench.harness.run_files import append_checks, write_tasks_json
 from tunebench.methods import Method, make_method
@@ -77,6 +84,7 @@ def tune_one(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
     method = make_method(cfg.method)
     observers = _observers(run, task, method, row, prior_recs)
     earlier = run.entries.get(task.id)
+    stats0 = dict(run.target.stats)
     t0 = time.monotonic()
     pre = None if earlier else protocol.before_task(f"task {task.name}")
     protocol_s = time.monotonic() - t0
@@ -93,6 +101,7 @@ def tune_one(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
     if tags:
         run.tracker.set_tags(tags)
     metrics = task_metrics(task, result, best, checks, cfg.check_correctness, protocol, (pre, after))
+    metrics.update(time_split(run.target.stats, stats0))
     log_task_metrics(run.tracker, task, metrics, len(result.measurements), run.totals)
     run.progress.finish_task(row, result, best, protocol_s)
     run.totals.add(task, result, best)

@@ -18,8 +18,10 @@ from typing import Any, ClassVar
 from tunebench.config.experiment import ModelSettings, TargetSettings
 from tunebench.task import STATIC_INVALID, Measurement, Outcome, Task
 
-# cumulative wall seconds a target reports in ``Target.stats`` (every target has every key)
-STAT_KEYS = ("build_phase_s", "run_phase_s", "check_s", "tool_s", "protocol_s", "lock_wait_s")
+# cumulative wall seconds a target reports in ``Target.stats`` (every target has every key): ``upload_s`` and
+# ``retiming_s`` are parts of ``run_phase_s``; ``overlap_s`` is how much of the build and run phases ran at once
+STAT_KEYS = ("build_phase_s", "run_phase_s", "check_s", "tool_s", "protocol_s", "lock_wait_s", "upload_s",
+             "retiming_s", "overlap_s")
 
 
 def static_invalid(task: Task, config, reason: str, fidelity: str | None = None) -> Measurement:

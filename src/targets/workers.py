@@ -24,7 +24,8 @@ import signal
 import threading
 import time
 import traceback
-from concurrent.futures import CancelledError, ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,15 @@ class WorkerPool:
         futures = [self._executor.submit(self._one, name, p, timeout_s) for p in payloads]
         return [_result(f) for f in futures]
 
+    def completed(self, name: str, payloads: list, timeout_s: float) -> Iterator[tuple[int, tuple[bool, Any, float]]]:
+        """Run ``name`` on every payload like :meth:`map`, but yield ``(position, (ok, result_or_error,
+        wall_s))`` as each request finishes (in the order they finish), so that a caller can use the first
+        results while the others still run. Every request is submitted at once; the iterator ends when
+        all have been yielded (one the pool's close cancelled is yielded as an error)."""
+        futures = {self._executor.submit(self._one, name, p, timeout_s): i for i, p in enumerate(payloads)}
+        for future in as_completed(futures):
+            yield futures[future], _result(future)
+
     def pids(self) -> list[int]:
         return [w.pid for w in self.workers if w.pid is not None]
 
@@ -215,7 +225,6 @@ class WorkerPool:
         self._executor.shutdown(wait=False, cancel_futures=True)
         for w in self.workers:
             w.close()
-
 
 
 def _result(future) -> tuple[bool, Any, float]:

@@ -90,6 +90,23 @@ def test_markdown_report_has_every_part_its_spread_and_the_kernel_taken():
     assert "## Measured peak" not in md  # a part without a result has no section
 
 
+def test_trial_rate_section_reports_the_rate_its_goal_and_the_time_split():
+    task = {"task": "conv2d_1", "trials": 64, "trials_per_s": 3.2, "time_compile_s": 30.0, "time_upload_s": 0.0,
+            "time_run_s": 12.5, "time_protocol_s": 4.0, "time_overlap_s": 9.0}
+    rate = {"trials": 448, "invalid": 12, "layers": 7, "method": "random", "batch_size": 16, "build_workers": 16,
+            "overrides": [], "trials_per_s": 3.5, "trials_per_wall_s": 2.9, "wall_s": 154.0,
+            "split": {"time_compile_s": 200.0, "time_upload_s": 0.0, "time_run_s": 80.0, "time_protocol_s": 30.0,
+                      "time_overlap_s": 60.0},
+            "goal": {"trials_per_s": 3.0, "host_cores": 16, "cores_here": 16, "met": True}, "tasks": [task]}
+    md = _gpu_md.markdown(_suite_out({"trial_rate": {"status": "done", "wall_s": 160, "cap_s": 200, "result": rate}}))
+    assert "## Trials per second, ResNet-18 3×3 convolutions" in md
+    assert "**3.50 trials/s** of search clock (2.90 per wall second); goal ≥ 3 on a 16-core GPU host" in md
+    assert "(16 cores here): met." in md and "overlap saved 60.0" in md
+    assert "| conv2d_1 | 64 | 3.20 | 30.0 | 12.5 | 4.0 | 9.0 |" in md
+    assert "not met" in _gpu_md.markdown(_suite_out({"trial_rate": {
+        "status": "done", "wall_s": 1, "cap_s": 2, "result": {**rate, "goal": {**rate["goal"], "met": False}}}}))
+
+
 def test_an_exhausted_budget_skips_every_part_and_still_writes_both_files(tmp_path):
     out = tmp_path / "suite.json"
     proc = subprocess.run([sys.executable, SUITE, "--dry-run", "--budget-s", "5", "--work", str(tmp_path / "w"),
@@ -126,6 +143,9 @@ def test_dry_run_runs_every_part_on_llvm(tmp_path):
         assert r["rows"]["e2e"]["median"] > 0 and "torch" in r["speedups"] and "tvm_default" in r["speedups"]
         assert all(t["kernel"] in ("tuned", "default") for t in r["tasks"])
         assert all(t["tuned_ms"]["median"] > 0 and t["default_ms"]["median"] > 0 for t in r["tasks"])
+    rate = parts["trial_rate"]["result"]
+    assert rate["trials"] > 0 and rate["trials_per_s"] > 0 and rate["split"]["time_compile_s"] > 0
+    assert rate["overrides"] == ["target.builder.overlap=true"] and rate["split"]["time_overlap_s"] >= 0
     layer = parts["vgg16_dense"]["result"]["layers"][0]
     assert layer["tuned"]["gbps"] > 0 and layer["speedup_vs_torch"]["geomean"] > 0
     assert set(parts["dgp_vs_autotvm"]["result"]["methods"]) == {"autotvm", "dgp"}

@@ -14,7 +14,7 @@ from tunebench.records import record_line
 from tunebench.targets.base import is_static_invalid, static_invalid
 from tunebench.targets.fpga.flow import StageResult
 from tunebench.targets.memory.target import WrongOutput
-from tunebench.targets.tvm.target import failure_kind
+from tunebench.targets.tvm.batch import failure_kind
 from tunebench.targets.workers import TIMEOUT
 from tunebench.task import Measurement, Outcome
 from tunebench.testing.fakes import FakeTarget

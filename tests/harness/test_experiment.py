@@ -37,6 +37,10 @@ def test_run_logs_params_tags_metrics_curves_and_records(tiny_cfg):
     assert m[f"{tid}.trials"] == 6 and m[f"{tid}.check_ok"] == 1.0
     assert m[f"{tid}.best_latency_ms"] > 0 and m[f"{tid}.best_gflops"] > 0 and m[f"{tid}.search_s"] > 0
     assert m["n_measurements"] == 6 and 0 <= m["harness_overhead_share"] < 1
+    # where the trials' time went, per task and per run: compile, upload (none locally), run, protocol, overlap
+    for key in ("time_compile_s", "time_run_s", "time_protocol_s"):
+        assert m[f"{tid}.{key}"] > 0 and m[key] >= m[f"{tid}.{key}"]
+    assert m[f"{tid}.time_upload_s"] == m["time_upload_s"] == 0.0 and m["time_overlap_s"] == 0.0  # llvm: no overlap
     # end-to-end rows of the same run: tuned model (output checked against PyTorch), TVM default, PyTorch
     assert m["e2e_latency_ms"] > 0 and m["e2e_rel_err"] <= 1e-4 and m["e2e_latency_std_ms"] >= 0
     assert m["tvm_default_latency_ms"] > 0 and m["torch_latency_ms"] > 0

@@ -37,6 +37,22 @@ def test_pool_runs_in_parallel_and_keeps_order():
         pool.close()
 
 
+def test_completed_yields_each_result_as_it_finishes_with_its_position():
+    """``completed`` hands out a fast request's result before a slow one's, each with its position; errors,
+    crashes and timeouts come out as errors, like ``map``'s."""
+    pool = WorkerPool(H, 2)
+    try:
+        pool.start()
+        got = list(pool.completed("sleep", [1.5, 0.1, 0.2], 10))
+        assert [i for i, _ in got] == [1, 2, 0]  # the 0.1 s and 0.2 s requests end before the 1.5 s one
+        assert all(ok and res == [1.5, 0.1, 0.2][i] for i, (ok, res, _) in got)
+        got = dict(pool.completed("raise", [1, 2], 10))
+        assert sorted(got) == [0, 1] and not got[0][0] and "bad config 1" in got[0][1]
+        assert list(pool.completed("echo", [], 10)) == []
+    finally:
+        pool.close()
+
+
 def _gone(pid: int) -> bool:
     """The process has exited (a zombie not yet reaped counts as gone)."""
     try:

@@ -1,7 +1,8 @@
 """``python -m tunebench space measure --out DIR [--sample N] [--max-factor F] [overrides ...]``: measure
 every task's space (or the part of it ``--max-factor`` bounds, or a uniform ``--sample``) under the
 measurement protocol and write one versioned space file per task (:mod:`tunebench.datasets.space_file`)
-for ``target=replay``.
+for ``target=replay``. ``space merge`` joins the files of one space measured in several sittings
+(:mod:`tunebench.harness.commands.space_merge`).
 
 The measuring is one ordinary tuning run with ``method=exhaustive`` (its MLflow run and records folder
 in the working directory, the device lock, noise marks, the best config's output check). ``DIR`` holds
@@ -23,6 +24,7 @@ import time
 from tunebench.config.arguments import check_out
 from tunebench.config.experiment import MAX_TRIALS
 from tunebench.errors import UserError
+from tunebench.harness.commands.space_merge import add_merge_parser, cmd_merge
 
 log = logging.getLogger(__name__)
 STATE = ".measuring.json"
@@ -42,6 +44,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                         help="only configs whose split factors after the outermost are <= this; default: all")
     parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz instead of .jsonl")
     parser.add_argument("overrides", nargs="*", help="run.py overrides: model=..., target=..., seed=, measure.*")
+    add_merge_parser(sub)
 
 
 def machine() -> dict:
@@ -83,9 +86,13 @@ def _state(out: str, here: dict, overrides: list[str]) -> dict | None:
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    """Measure (or resume measuring) the spaces, then write the files; one ``space measure`` per folder."""
+    """Measure (or resume measuring) the spaces, then write the files; one ``space measure`` per folder
+    (``space merge``: :func:`~tunebench.harness.commands.space_merge.cmd_merge`)."""
     from tunebench.harness.commands.cli import setup_logging
 
+    if args.action == "merge":
+        cmd_merge(args)
+        return
     _check_args(args)
     check_out(args.out, "--out", folder=True)
     setup_logging()  # the run's log lines (a task's trials, noise verdicts), as run.py shows them
@@ -169,7 +176,7 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
         by_task: dict[str, dict[int, dict]] = {}
         for rec in read_records(record_path):
             by_task.setdefault(rec["task_id"], {})[int(rec["index"])] = rec
-        common = {**where, "date": _utc(min(r["timestamp"] for t in by_task.values() for r in t.values())),
+        common = {**where, "device": target.device_facts(), "date": _utc(min(r["timestamp"] for t in by_task.values() for r in t.values())),
                   **target.space_tools(), "run_id": run_id,
                   "subspace": {"max_factor": cfg.method.max_factor, "sample": cfg.method.sample, "seed": cfg.seed}}
         entries = read_tasks_json(os.path.dirname(record_path))

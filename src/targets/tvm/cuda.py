@@ -8,6 +8,7 @@ from tunebench.errors import UserError
 from tunebench.space import TraceConfig
 from tunebench.targets.tvm.gpu_limits import compute_capability, device_limits, tag_attrs, tag_limits, tightest
 from tunebench.targets.tvm.offline import OfflineTasks
+from tunebench.targets.tvm.remote import driver_version
 from tunebench.targets.tvm.settings import CUDASettings
 from tunebench.targets.tvm.target import TVMTarget
 from tunebench.targets.tvm.variants import VARIANTS
@@ -60,6 +61,7 @@ class CUDATarget(OfflineTasks, TVMTarget):
             raise UserError(f"target=cuda: no CUDA GPU found (tvm.cuda({self.device_id}).exist is False); "
                             "use target=llvm on this machine")
         self._set_gpu({"name": dev.device_name, "compute_version": dev.compute_version,
+                       "driver_version": driver_version(dev),
                        "max_threads_per_block": dev.max_threads_per_block,
                        "max_shared_memory_per_block": dev.max_shared_memory_per_block,
                        "warp_size": dev.warp_size, "max_thread_dimensions": list(dev.max_thread_dimensions)},
@@ -87,7 +89,7 @@ class CUDATarget(OfflineTasks, TVMTarget):
         self.limits = limits
         self._verdicts: dict[tuple[str, int], str | None] = {}  # static_check's, for these limits
         self.device = {"kind": "cuda", "name": gpu["name"], "compute_version": gpu["compute_version"],
-                       "host": host, **({"tag": tag} if tag else {}), **self.limits}
+                       "driver": gpu.get("driver_version"), "host": host, **({"tag": tag} if tag else {}), **self.limits}
 
 
 def _check_tag_matches(tag: str, gpu: dict) -> None:

@@ -72,6 +72,7 @@ class RunResult(DeviceResult):
 
     results_s: list[float]  # seconds per run, one per repeat
     run_s: float  # seconds the request took (loading, inputs, timing)
+    upload_s: float = 0.0  # of which sending the library to a remote device and loading it there (0 locally)
 
 
 @dataclass(frozen=True)

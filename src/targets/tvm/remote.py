@@ -142,6 +142,15 @@ def _no_device_text(tracker: str, key: str, wait_s: float) -> str:
     return f"no {key!r} device free on tracker {tracker} within {wait_s:g} s ({held})"
 
 
+def driver_version(dev) -> str | None:
+    """The CUDA driver version a TVM device reports (e.g. ``"12080"``: CUDA 12.8), or None where it reports none."""
+    try:
+        version = dev.driver_version
+    except Exception:
+        return None
+    return None if version in (None, "", -1) else str(version)
+
+
 def probe(rpc: dict, device_type: str, device_id: int, gpu: bool = False) -> dict:
     """What the device ``device_type`` (a TVM device type: ``cpu``, ``cuda``, ...) of ``rpc`` (tracker,
     key, priority, wait_s) is, from one short session: ``server``, ``exists``, ``cpu`` and ``triple``
@@ -156,6 +165,7 @@ def probe(rpc: dict, device_type: str, device_id: int, gpu: bool = False) -> dic
         if gpu:
             if out["exists"]:
                 out.update(name=dev.device_name, compute_version=dev.compute_version,
+                           driver_version=driver_version(dev),
                            max_threads_per_block=dev.max_threads_per_block,
                            max_shared_memory_per_block=dev.max_shared_memory_per_block,
                            warp_size=dev.warp_size, max_thread_dimensions=list(dev.max_thread_dimensions))

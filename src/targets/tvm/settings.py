@@ -28,6 +28,10 @@ class BuilderSettings(Settings):
     n_parallel: int | None = knob(None, opt(POS_INT), "build worker processes; null = os.cpu_count(); never more "
                                   "than the configs built at once (batch_size, or measure.retime.top_k if larger)")
     timeout_s: float = knob(60.0, POS_NUM, 'a build slower than this is an invalid measurement ("timeout")')
+    overlap: bool | None = knob(None, opt(choice(True, False)), "time each config as soon as it is built, while the "
+                                "batch's others still compile (the device lock is taken before the builds); null "
+                                "= on for a GPU, off for a CPU (compiling on the cores a CPU kernel is timed on "
+                                "slows it down)")
 
 
 @dataclass

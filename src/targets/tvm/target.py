@@ -1,12 +1,15 @@
 """TVM measurement targets: ``llvm`` (this CPU) and ``cuda`` (a GPU).
 
-A batch of configs is measured in two phases, like AutoTVM's LocalBuilder/LocalRunner:
+A batch of configs is measured in two phases, like AutoTVM's LocalBuilder/LocalRunner
+(:mod:`tunebench.targets.tvm.batch`):
 
 1. **build**: up to ``builder.n_parallel`` worker processes apply the template and compile each
    config to a shared library (cuda: configs that break the GPU's limits are rejected first);
 2. **run**: one runner process times each library with TVM's time evaluator, one at a time, while
    holding the device's lock, so measurements never overlap (also across concurrent jobs); a noisy
    timing is timed again and, if it stays noisy, marked (:mod:`tunebench.targets.tvm.timing`).
+   With ``builder.overlap`` (a GPU's default) a config is timed as soon as it is built, while the
+   batch's others still compile.
 
 Build and run errors, crashes and timeouts become invalid :class:`Measurement` s with the error text.
 Every worker's TVM thread pool has ``threads`` threads (``num_cores``; TVM's own default would be
@@ -23,7 +26,6 @@ import os
 import platform
 import shutil
 import time
-from dataclasses import replace
 
 from tunebench.config.experiment import MeasureSettings
 from tunebench.errors import DeviceUnavailable, UserError
@@ -31,20 +33,19 @@ from tunebench.protocol.machine import MachineCache
 from tunebench.protocol.noise import CpuMonitor, NoisePolicy
 from tunebench.protocol.reference import CalibrationReference
 from tunebench.safe_files import run_temp_dir
-from tunebench.space import Config, TraceConfig
-from tunebench.targets.base import Target, static_invalid
-from tunebench.targets.capabilities import StaticChecks
+from tunebench.targets.base import Target
 from tunebench.targets.devicelock import DeviceLock
+from tunebench.targets.tvm.batch import BatchMeasure
 from tunebench.targets.tvm.checking import OutputCheck, reference_cache_dir
 from tunebench.targets.tvm.libraries import LibraryCache
-from tunebench.targets.tvm.messages import BuildInput, RunInput, TaskSpec
+from tunebench.targets.tvm.messages import BuildInput, TaskSpec
 from tunebench.targets.tvm.remote import DeviceResult
 from tunebench.targets.tvm.rpc import REMOTE_RETRIES, SessionHold, rpc_settings
 from tunebench.targets.tvm.scheduling import trace_of
 from tunebench.targets.tvm.settings import TVMTargetSettings
 from tunebench.targets.tvm.timing import TimingProtocol
-from tunebench.targets.workers import TIMEOUT, WorkerPool
-from tunebench.task import Measurement, Outcome, Task
+from tunebench.targets.workers import WorkerPool
+from tunebench.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +59,7 @@ def tvm_version() -> str:
     return str(tvm.__version__)
 
 
-def failure_kind(error, otherwise: Outcome) -> Outcome:
-    """The outcome of a build or run that failed with ``error``: a timeout, else ``otherwise``."""
-    return Outcome.TIMEOUT if str(error).startswith(TIMEOUT) else otherwise
-
-
-class TVMTarget(TimingProtocol, OutputCheck, Target):
+class TVMTarget(BatchMeasure, TimingProtocol, OutputCheck, Target):
     """Real compile-and-time measurement through TVM on a device: the part :class:`LLVMTarget` and
     :class:`CUDATarget` share. A subclass probes its device (:meth:`_probe_local`,
     :meth:`_remote_device`) and states its facts. Its capabilities
@@ -123,7 +119,8 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
 
     @property
     def stats(self) -> dict:
-        """Cumulative seconds: build/run phases, output checks, protocol work, waiting for the lock."""
+        """Cumulative seconds: build/run phases (and their overlap, uploads, noisy timings timed again), output
+        checks, protocol work, waiting for the lock."""
         return {**self._stats, "lock_wait_s": self.lock.wait_s}
 
     def worker_pids(self) -> list[int]:
@@ -193,7 +190,13 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
 
         rel = template_file(get_template(task.kind, self.kind, task.template).source_class(task.mod))
         return {"template": task.template, "template_file": rel, "template_sha256": template_source_digest(rel),
-                "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision}
+                "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision,
+                "device": self.device_facts()}
+
+    def device_facts(self) -> dict:
+        """The device a space is measured on, as space files record it: its name (a GPU's, or the CPU model)
+        and, for a GPU, its driver version; measurements from two devices that differ here are not merged."""
+        return {"name": self.device["name"], **({"driver": self.device.get("driver")} if self.gpu else {})}
 
     def space_tools(self) -> dict:
         return {"tvm": tvm_version()}
@@ -337,51 +340,3 @@ class TVMTarget(TimingProtocol, OutputCheck, Target):
                     os.remove(name)
                 except OSError:
                     pass
-
-    def measure(self, task: Task, configs: list[Config | TraceConfig], fidelity: str | None = None) -> list[Measurement]:
-        """Build and time ``configs`` of ``task``; one :class:`Measurement` per config, in order.
-        ``fidelity``: None or "hw" (the only one)."""
-        if fidelity not in (None, "hw"):
-            raise UserError(f"fidelity={fidelity!r} is unknown for target {self.name}; valid: hw")
-        self.start()
-        results: list[Measurement | None] = [None] * len(configs)
-        to_build = []
-        for i, config in enumerate(configs):  # the loop screened them; a caller outside it is screened here
-            err = self.static_check(task, config) if isinstance(self, StaticChecks) else None
-            if err:
-                results[i] = static_invalid(task, config, err)
-            else:
-                to_build.append(i)
-        paths, built = self._build_all(task, [configs[i] for i in to_build])
-        to_run = []
-        for i, path, (ok, res, wall) in zip(to_build, paths, built):
-            if not ok:
-                results[i] = Measurement(task.id, configs[i], failure_kind(res, Outcome.BUILD_ERROR),
-                                         error=f"build: {res}", build_s=wall)
-            else:
-                to_run.append((i, path, res.build_s))
-        with self.lock:
-            t0 = time.perf_counter()
-            for i, path, build_s in to_run:
-                results[i] = self._run_one(task, configs[i], path, build_s)
-            self._stats["run_phase_s"] += time.perf_counter() - t0
-        for i, path, _ in to_run:  # the fastest stay for the re-timing (:mod:`~tunebench.targets.tvm.libraries`)
-            self.libraries.offer(task.id, configs[i], path, results[i].latency_s if results[i].valid else None)
-        return [replace(m, cost_s=m.build_s + m.run_s) for m in results]  # type: ignore[union-attr]
-
-    def _run_one(self, task: Task, config, path: str, build_s: float) -> Measurement:
-        rc = self.settings.runner
-        request = RunInput(path=path, args=self._arg_specs(task), device=self.device_spec, number=int(rc.number),
-                           repeat=int(rc.repeat), min_repeat_ms=int(rc.min_repeat_ms))
-        ok, res, run_s = self.time_built(request, float(rc.timeout_s))
-        if cooldown := float(rc.cooldown_s):
-            time.sleep(cooldown)
-        if not ok:
-            return Measurement(task.id, config, failure_kind(res, Outcome.RUN_ERROR), error=f"run: {res}",
-                               build_s=build_s, run_s=run_s, device=self.lock.server if self.rpc else "")
-        stats, verdict, attempts, server = res
-        lat = stats.median if rc.statistic == "median" else stats.mean
-        return Measurement.timed(task.id, config, lat, latency_std_s=stats.std,
-                                 gflops=task.flops / lat / 1e9, build_s=build_s, run_s=run_s,
-                                 latency_min_s=stats.min, noisy=verdict.noisy,
-                                 noise={**verdict.to_dict(), "attempts": attempts}, device=server)

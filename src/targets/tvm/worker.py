@@ -182,16 +182,17 @@ def _inputs(args: list, spec: list, dev) -> list:
 
 
 def _run(request: RunInput) -> RunResult:
-    from tunebench.targets.tvm.remote import load_library
+    from tunebench.targets.tvm.remote import is_remote, load_library
 
     dev = _device(request.device)
     args = _lib_args(request.path, request.args, request.device, dev)
     t0 = time.perf_counter()
     lib = load_library(request.path, request.device)
+    upload_s = time.perf_counter() - t0 if is_remote(request.device) else 0.0
     timer = lib.time_evaluator("main", dev, number=request.number, repeat=request.repeat,
                                min_repeat_ms=request.min_repeat_ms)
     res = timer(*args)
-    return RunResult(results_s=[float(r) for r in res.results], run_s=time.perf_counter() - t0)
+    return RunResult(results_s=[float(r) for r in res.results], run_s=time.perf_counter() - t0, upload_s=upload_s)
 
 
 def _check(request: CheckInput) -> CheckResult:
