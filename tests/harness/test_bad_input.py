@@ -145,6 +145,8 @@ RUN_CASES = [
     (["target=memory", "model=darts_v2", "method=kahn", "target.accounting=arena"], "target.accounting='arena'"),
     (["target=memory", "model=darts_v2", "method=serenity", "method.front_end=tvm"], "method.front_end='tvm'"),
     (["target=memory", "model=darts_v2", "method=serenity", "method.window_groups=0"], "method.window_groups=0"),
+    (["target=memory", "model=darts_v2", "method=serenity", "method.front_end_share=1.5"],
+     "method.front_end_share=1.5"),
     (["target=memory", "model=darts_v2", "method=serenity", "method.window_max_nodes=1"],
      "method.window_max_nodes=1"),
     (["target=memory", "model=darts_v2", "method=brute_force"],
