@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.load import plain
 from tunebench.errors import DeviceUnavailable, E2EError, RunStopped
-from tunebench.harness.measurement import MeasurementProtocol
+from tunebench.harness.measurement import ProtocolRunner
 from tunebench.harness.metrics import run_metrics
 from tunebench.harness.prepare import Prepared, open_tracker, prepare
 from tunebench.harness.progress import TuningProgress
@@ -149,7 +149,7 @@ def _tune_all(cfg: ExperimentConfig, prepared: Prepared, record_path: str) -> No
     for rec in read_records(record_path):
         prior.setdefault(rec["task_id"], []).append(rec)
     run = RunContext(cfg, target, prepared.tasks, tracker, prepared.history, run_dir=run_dir,
-                     protocol=MeasurementProtocol(target, cfg.measure, run_dir),
+                     protocol=ProtocolRunner(target, cfg.measure, run_dir),
                      steps=run_steps(cfg, target, prepared.imported), entries=read_tasks_json(run_dir))
     removed = remove_dead_run_dirs()  # what runs killed with SIGKILL left behind
     if removed:
