@@ -29,7 +29,7 @@ from tunebench.harness.setup.validate import validate_config
 from tunebench.harness.steps import run_steps
 from tunebench.harness.stopping import stop_on_signals
 from tunebench.harness.tracking.tracker import check_reachable, discard_store, new_store_path, resolve_uri
-from tunebench.harness.tuning import RunContext, tune_one
+from tunebench.harness.tuning import RunContext, run_task
 from tunebench.records import RecordFile, read_records
 from tunebench.safe_files import remove_dead_run_dirs
 from tunebench.targets.capabilities import TimesKernels
@@ -162,7 +162,7 @@ def _tune_all(cfg: ExperimentConfig, prepared: Prepared, record_path: str) -> No
                                            "model": cfg.model.name, "target": cfg.target.name})
     with TuningProgress(len(run.tasks), enabled=cfg.progress) as run.progress:
         for task in run.tasks:
-            tune_one(run, task, prior.get(task.id, []))
+            run_task(run, task, prior.get(task.id, []))
     run.records.close()
     for k, v in run_metrics(run.totals, target, run.protocol, time.perf_counter() - t_start, phase0).items():
         tracker.metric(k, v)

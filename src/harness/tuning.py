@@ -76,8 +76,9 @@ def _observers(run: RunContext, task: Task, method: Method, row, prior_recs: lis
     return [writer, HistoryFeed(run.history, task, writer), *steps, ProgressRow(run.progress, row)]
 
 
-def tune_one(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
-    """Tune one task, then its protocol steps (calibration, re-timing, checks) and metrics."""
+def run_task(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
+    """One task of a run: its search loop (:func:`~tunebench.harness.loop.tune_task`), then its protocol
+    steps (calibration, re-timing, checks), metrics and records."""
     cfg, protocol = run.cfg, run.protocol
     prior, prior_recs = prior_measurements(task, prior_recs)
     row = run.progress.start_task(task, cfg.budget.trials_per_task, prior)
