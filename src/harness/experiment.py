@@ -23,14 +23,14 @@ from tunebench.harness.measurement import ProtocolRunner
 from tunebench.harness.metrics import run_metrics
 from tunebench.harness.prepare import Prepared, open_tracker, prepare
 from tunebench.harness.progress import TuningProgress
-from tunebench.harness.run_files import git_commit, new_run_dir, read_tasks_json, write_run_files
+from tunebench.harness.run_folder import git_commit, new_run_dir, read_tasks_json, write_run_files
 from tunebench.harness.setup.resume import plan_resume
 from tunebench.harness.setup.validate import validate_config
 from tunebench.harness.steps import run_steps
 from tunebench.harness.stopping import stop_on_signals
 from tunebench.harness.tracking.tracker import check_reachable, discard_store, new_store_path, resolve_uri
 from tunebench.harness.tuning import RunContext, run_task
-from tunebench.records import RecordFile, read_records
+from tunebench.record_file import RecordFile, read_records
 from tunebench.safe_files import remove_dead_run_dirs
 from tunebench.targets.capabilities import TimesKernels
 

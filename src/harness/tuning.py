@@ -25,7 +25,7 @@ from tunebench.harness.metrics import (
     time_split,
 )
 from tunebench.harness.observers import HistoryFeed, ProgressRow, RecordWriter
-from tunebench.harness.run_files import append_checks, write_tasks_json
+from tunebench.harness.run_folder import append_checks, write_tasks_json
 from tunebench.methods import Method, make_method
 from tunebench.task import Measurement, Task
 

@@ -25,7 +25,7 @@ from tunebench.explicit_space import ExplicitSpace
 from tunebench.history import History
 from tunebench.methods.base import TargetNeeds
 from tunebench.methods.tensor_programs.autotvm.tuner import throughput
-from tunebench.records import record_line
+from tunebench.record_file import record_line
 from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
 from tunebench.task import Task
 from tunebench.testing.fakes import FakeTarget
