@@ -102,7 +102,7 @@ def machine_info() -> dict:
 
 def provenance() -> dict:
     """Date and time (local) and the git commit of the tunebench sources ("-dirty" when modified)."""
-    from tunebench.harness.run_files import git_commit
+    from tunebench.harness.run_folder import git_commit
 
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git_commit": git_commit()}
 

@@ -98,7 +98,7 @@ def run_data(cfg, run_id: str) -> tuple[dict, dict, list[dict]]:
     """``(metrics, tags, tasks.json entries)`` of a finished run."""
     from mlflow.tracking import MlflowClient
 
-    from tunebench.harness.run_files import read_tasks_json
+    from tunebench.harness.run_folder import read_tasks_json
 
     data = MlflowClient(f"sqlite:///{cfg.workdir}/mlflow.db").get_run(run_id).data
     entries = list(read_tasks_json(os.path.join(cfg.workdir, cfg.records_dir, run_id)).values())

@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import machine_info, write_json
 
-from tunebench.harness.run_files import read_tasks_json
-from tunebench.records import read_records
+from tunebench.harness.run_folder import read_tasks_json
+from tunebench.record_file import read_records
 from tunebench.targets.base import STATIC_INVALID
 
 EARLY = 8  # glimpse's init_samples: the trials its prior alone chooses

@@ -69,7 +69,7 @@ def run_sweep(workers: int, trials: int, work: str, netns: bool) -> dict:
 
 
 def records_summary(work: str) -> dict:
-    from tunebench.records import read_records
+    from tunebench.record_file import read_records
 
     files = sorted(glob.glob(os.path.join(work, "records", "*", "records.jsonl")))
     spans, held = [], 0.0

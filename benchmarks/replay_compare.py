@@ -69,7 +69,7 @@ def dgp_history(name: str, groups: dict, autotvm_runs: dict, seed: int):
     """dgp's source records for space ``name``: autotvm's seed-``seed`` records on the other spaces of the
     group (None when the space is alone in its group)."""
     from tunebench.history import History
-    from tunebench.records import record_line
+    from tunebench.record_file import record_line
 
     others = [n for n in groups if n != name and groups[n] == groups[name]]
     if not others:

@@ -91,8 +91,8 @@ class History:
         Raises:
             UserError: naming the source when it is neither an existing file nor a known run.
         """
-        from tunebench.records import read_records
-        from tunebench.run_store import record_file
+        from tunebench.record_file import read_records
+        from tunebench.run_lookup import record_file
 
         hist = cls()
         if source is None:

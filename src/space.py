@@ -19,7 +19,7 @@ Feature encoding (``Space.features``), one float in [0, 1] per feature:
 - numeric knob (FPGA directive factors): one feature, min-max of the value,
   ``(v - min) / (max - min)`` ([Sun-PhD] §3.3.2: factors {2, 5, 10} -> {0, 0.375, 1}); booleans 0/1.
 
-:class:`~tunebench.explicit_space.ExplicitSpace` (its own module) is a space whose configs are an explicit
+:class:`~tunebench.listed_space.ListedSpace` (its own module) is a space whose configs are an explicit
 subset of a product space (the FPGA directive spaces after [Sun-PhD] Algorithm 1 pruning): index = position in
 that list.
 """

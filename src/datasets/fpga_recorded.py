@@ -2,7 +2,7 @@
 shipped in the table form of :mod:`tunebench.targets.fpga.table` under ``data/fpga_recorded/`` and replayed
 by ``target=table`` as ``model=machsuite_<kernel>`` / ``model=spector_<kernel>``.
 
-The space is the recorded designs (an :class:`~tunebench.explicit_space.ExplicitSpace` over the knobs the
+The space is the recorded designs (a :class:`~tunebench.listed_space.ListedSpace` over the knobs the
 source encodes, each knob's values sorted); the fidelities are the stages the source reports. Every file
 is checked against its sha256 in ``MANIFEST.json`` before it is read.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tunebench.errors import UserError
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.resources import data_dir
 from tunebench.space import ChoiceKnob
 from tunebench.task import Task
@@ -106,7 +106,7 @@ def _entities(values) -> list:
     return nums + sorted({v for v in values if num(v) is None})
 
 
-def recorded_space(df: pd.DataFrame) -> ExplicitSpace:
+def recorded_space(df: pd.DataFrame) -> ListedSpace:
     """The space of the recorded designs: row i of ``df`` is config i."""
     knobs, digits = [], []
     for c in knob_columns(df):
@@ -114,7 +114,7 @@ def recorded_space(df: pd.DataFrame) -> ExplicitSpace:
         knobs.append(ChoiceKnob(c, tuple(ents)))
         pos = {str(e): j for j, e in enumerate(ents)}
         digits.append([pos[v] for v in df[c]])
-    space = ExplicitSpace(knobs, zip(*digits))
+    space = ListedSpace(knobs, zip(*digits))
     if space.size != len(df):
         raise UserError(f"a recorded table repeats a design ({len(df)} rows, {space.size} distinct)")
     return space

@@ -21,7 +21,7 @@ import os
 from tunebench.config.knobs import is_num, short
 from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, recorded_number
 from tunebench.errors import UserError
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.space import ChoiceKnob, NumericKnob
 
 REQUIRED = ("tune_params_keys", "tune_params", "cache")
@@ -125,7 +125,7 @@ def read_cache(path: str) -> MeasuredSpace:
         where = f"model.path={path}: cache entry {key!r}"
         digit_rows.append(_digits(entry, key, keys, positions, where))
         rows.append(_row(entry, where))
-    space = ExplicitSpace(knobs, digit_rows)
+    space = ListedSpace(knobs, digit_rows)
     if space.size != len(rows):
         raise UserError(f"model.path={path}: the cache lists a configuration twice")
     rates = sorted(e["GFLOP/s"] * 1e9 * r.latency_s for e, r in zip(data["cache"].values(), rows)

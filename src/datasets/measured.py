@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 from tunebench.errors import UserError
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 
 _MISSING = object()
 
@@ -46,12 +46,12 @@ class MeasuredRow:
 
 @dataclass
 class MeasuredSpace:
-    """A kernel's measured space: its knobs and configs (an :class:`ExplicitSpace` of the measured
+    """A kernel's measured space: its knobs and configs (a :class:`ListedSpace` of the measured
     configurations, in file order) and one :class:`MeasuredRow` per config index."""
 
     name: str
     device: str
-    space: ExplicitSpace
+    space: ListedSpace
     rows: list[MeasuredRow]
     origin: str  # the file it came from
     digest: str  # sha256 of the file's bytes (first 12 hex digits)

@@ -33,7 +33,7 @@ from tunebench.datasets.kt_cache import read_cache
 from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, recorded_number, resolve
 from tunebench.datasets.shipped import verify_shipped
 from tunebench.errors import UserError
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.safe_files import atomic_write_bytes
 from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
 
@@ -184,7 +184,7 @@ def read_space_file(path: str, raw: bytes | None = None) -> MeasuredSpace:
     knobs = [_knob(d, path) for d in head["knobs"]]
     product = Space(knobs)
     parsed = [_row(item, product, lineno, path) for lineno, item in enumerate(body, 2)]
-    space = ExplicitSpace(knobs, [d for d, _ in parsed])
+    space = ListedSpace(knobs, [d for d, _ in parsed])
     if space.size != len(parsed):
         raise UserError(f"model.path={path}: a configuration is listed twice")
     device = (head.get("device") or {}).get("name") if isinstance(head.get("device"), dict) else None

@@ -19,18 +19,18 @@ from collections.abc import Callable, Sequence
 from tunebench.config.experiment import ExperimentConfig
 from tunebench.config.load import plain
 from tunebench.errors import DeviceUnavailable, E2EError, RunStopped
-from tunebench.harness.measurement import MeasurementProtocol
+from tunebench.harness.measurement import ProtocolRunner
 from tunebench.harness.metrics import run_metrics
 from tunebench.harness.prepare import Prepared, open_tracker, prepare
 from tunebench.harness.progress import TuningProgress
-from tunebench.harness.run_files import git_commit, new_run_dir, read_tasks_json, write_run_files
+from tunebench.harness.run_folder import git_commit, new_run_dir, read_tasks_json, write_run_files
 from tunebench.harness.setup.resume import plan_resume
 from tunebench.harness.setup.validate import validate_config
 from tunebench.harness.steps import run_steps
 from tunebench.harness.stopping import stop_on_signals
 from tunebench.harness.tracking.tracker import check_reachable, discard_store, new_store_path, resolve_uri
-from tunebench.harness.tuning import RunContext, tune_one
-from tunebench.records import RecordFile, read_records
+from tunebench.harness.tuning import RunContext, run_task
+from tunebench.record_file import RecordFile, read_records
 from tunebench.safe_files import remove_dead_run_dirs
 from tunebench.targets.capabilities import TimesKernels
 
@@ -149,7 +149,7 @@ def _tune_all(cfg: ExperimentConfig, prepared: Prepared, record_path: str) -> No
     for rec in read_records(record_path):
         prior.setdefault(rec["task_id"], []).append(rec)
     run = RunContext(cfg, target, prepared.tasks, tracker, prepared.history, run_dir=run_dir,
-                     protocol=MeasurementProtocol(target, cfg.measure, run_dir),
+                     protocol=ProtocolRunner(target, cfg.measure, run_dir),
                      steps=run_steps(cfg, target, prepared.imported), entries=read_tasks_json(run_dir))
     removed = remove_dead_run_dirs()  # what runs killed with SIGKILL left behind
     if removed:
@@ -162,7 +162,7 @@ def _tune_all(cfg: ExperimentConfig, prepared: Prepared, record_path: str) -> No
                                            "model": cfg.model.name, "target": cfg.target.name})
     with TuningProgress(len(run.tasks), enabled=cfg.progress) as run.progress:
         for task in run.tasks:
-            tune_one(run, task, prior.get(task.id, []))
+            run_task(run, task, prior.get(task.id, []))
     run.records.close()
     for k, v in run_metrics(run.totals, target, run.protocol, time.perf_counter() - t_start, phase0).items():
         tracker.metric(k, v)

@@ -9,7 +9,7 @@ settings (:class:`~tunebench.config.experiment.MeasureSettings`):
   the calibration kernel; after the task, time it again: the drift and the slowdown against the
   machine's quiet reference say whether the task ran on a busy machine;
 - after each task: the ``retime.top_k`` fastest distinct configs are re-timed in interleaved
-  rounds (:meth:`~tunebench.targets.tvm.timing.TimingProtocol.retime`); the reported best is the
+  rounds (:meth:`~tunebench.targets.tvm.timing.KernelTiming.retime`); the reported best is the
   fastest re-timed config whose output matches the reference. The record file keeps the search
   timings; ``retimed.jsonl`` the re-timings.
 
@@ -99,8 +99,8 @@ def _distinct(ranked: list[Measurement], k: int) -> list[Measurement]:
     return out
 
 
-class MeasurementProtocol:
-    """The per-run and per-task protocol steps of one run (module docstring).
+class ProtocolRunner:
+    """Runs the measurement protocol's per-run and per-task steps for one run (module docstring).
 
     Args:
         target: the run's target; settings: the ``measure`` config; run_dir: the run's folder

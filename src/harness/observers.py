@@ -29,7 +29,7 @@ class RecordWriter(Observer):
     records written, so nothing converts a measurement a second time.
 
     Args:
-        records: a :class:`~tunebench.records.RecordFile`.
+        records: a :class:`~tunebench.record_file.RecordFile`.
         prior: the records of the task's resumed measurements (already in the file): the start of ``lines``.
     """
 

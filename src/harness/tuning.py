@@ -25,7 +25,7 @@ from tunebench.harness.metrics import (
     time_split,
 )
 from tunebench.harness.observers import HistoryFeed, ProgressRow, RecordWriter
-from tunebench.harness.run_files import append_checks, write_tasks_json
+from tunebench.harness.run_folder import append_checks, write_tasks_json
 from tunebench.methods import Method, make_method
 from tunebench.task import Measurement, Task
 
@@ -76,8 +76,9 @@ def _observers(run: RunContext, task: Task, method: Method, row, prior_recs: lis
     return [writer, HistoryFeed(run.history, task, writer), *steps, ProgressRow(run.progress, row)]
 
 
-def tune_one(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
-    """Tune one task, then its protocol steps (calibration, re-timing, checks) and metrics."""
+def run_task(run: RunContext, task: Task, prior_recs: list[dict]) -> None:
+    """One task of a run: its search loop (:func:`~tunebench.harness.loop.tune_task`), then its protocol
+    steps (calibration, re-timing, checks), metrics and records."""
     cfg, protocol = run.cfg, run.protocol
     prior, prior_recs = prior_measurements(task, prior_recs)
     row = run.progress.start_task(task, cfg.budget.trials_per_task, prior)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.space import Space
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def random_walk(space: Space, indices: np.ndarray, rng: np.random.Generator) -> 
     uniformly chosen *other* entity. A space without such a knob (size 1) returns the points as is.
     """
     indices = np.asarray(indices, dtype=np.int64)
-    if isinstance(space, ExplicitSpace):  # a listed subset: move along the listed configs only
+    if isinstance(space, ListedSpace):  # a listed subset: move along the listed configs only
         return space.walk(indices, rng)
     movable = np.flatnonzero(space.dims > 1)
     if len(movable) == 0 or len(indices) == 0:

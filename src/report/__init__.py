@@ -19,7 +19,7 @@ The names below are the package's entry points.
 from tunebench.report.cli import add_arguments, run_leaderboard
 from tunebench.report.curves import median_curve, model_curve
 from tunebench.report.query import RunFiles, load_runs, open_store, select_runs
-from tunebench.run_store import RECORD_TAG
+from tunebench.run_lookup import RECORD_TAG
 
 __all__ = ["RECORD_TAG", "RunFiles", "add_arguments", "load_runs", "median_curve", "model_curve", "open_store",
            "run_leaderboard", "select_runs"]

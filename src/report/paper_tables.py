@@ -12,7 +12,7 @@
 Each run gives one row per ``pareto_<kernel>.json`` (written by the harness's FPGA metrics) with its
 ``config.yaml``; runs on other targets than ``table``, ``fpga_open`` and ``vivado`` are left out.
 :func:`rows_from_store` reads the FINISHED runs of the tracking store (through
-:mod:`tunebench.run_store`), :func:`rows_from_folder` a records folder (``benchmarks/fpga_tables.py``).
+:mod:`tunebench.run_lookup`), :func:`rows_from_folder` a records folder (``benchmarks/fpga_tables.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 creates one); :func:`load_runs` gives one row per FINISHED run with its tags and the run metrics
 the tables use; :func:`select_runs` applies the model/target filters and keeps the latest run per
 (model, target, method, seed); :class:`RunFiles` reads a run's record file and ``tasks.json``
-through :mod:`tunebench.run_store` (beside the tagged record file when it lies in a trusted records
+through :mod:`tunebench.run_lookup` (beside the tagged record file when it lies in a trusted records
 folder, else the run's artifacts).
 """
 
@@ -24,8 +24,8 @@ from tunebench.errors import UserError
 from tunebench.harness.measurement import UNCHECKED_TAG
 from tunebench.harness.tracking.tracker import check_reachable, resolve_uri
 from tunebench.protocol.noise import NOISE_E2E_TAG, NOISE_TASKS_TAG
-from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG, RECORDS, run_file, within
+from tunebench.record_file import read_records
+from tunebench.run_lookup import RECORD_TAG, RECORDS, run_file, within
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ def records_roots(tracking_uri: str, extra=()) -> list[str]:
 
 
 class RunFiles:
-    """A run's files through :func:`tunebench.run_store.run_file`: beside its tagged record file when
+    """A run's files through :func:`tunebench.run_lookup.run_file`: beside its tagged record file when
     that lies under one of the ``trusted`` folders (None: :func:`records_roots` of the client's store),
     else its artifacts, downloaded into ``<cache_dir>/<run id>/``. A tag pointing elsewhere (a shared
     store's runs may name any file) is not followed: one warning line per run."""

@@ -133,7 +133,7 @@ def run_one(data: dict, seed: int) -> tuple[str, list[dict], str]:
     """One run of the suite: the run id, its records and its record file."""
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.setup.load import load_experiment
-    from tunebench.records import read_records
+    from tunebench.record_file import read_records
 
     found = {}
     run_id = run_experiment(load_experiment({**data, "seed": seed}),
@@ -249,7 +249,7 @@ def cmd_suite(args: argparse.Namespace) -> None:
     import logging
 
     from tunebench.harness.commands.cli import setup_logging
-    from tunebench.harness.run_files import git_commit
+    from tunebench.harness.run_folder import git_commit
     from tunebench.report.suite_score import figure, markdown, seed_curve, suite_scores
 
     _check_numbers(args)

@@ -9,7 +9,7 @@ A replayed trial costs microseconds, so many seeds of a method comparison take m
 
 A space file's task keeps its layer's kind and shape (``conv2d``, kernel, stride, ...: dgp groups layers
 by them); a Kernel Tuner cache's task is of kind ``measured``. The task's space is the measured
-configurations (an :class:`~tunebench.explicit_space.ExplicitSpace` over the template's own knobs, so knob
+configurations (a :class:`~tunebench.listed_space.ListedSpace` over the template's own knobs, so knob
 features are those of the live space): no method can ask for one that was not measured. A space file
 measured with another version of its template (the template's source differs from this checkout's) is
 refused.

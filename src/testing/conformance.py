@@ -39,7 +39,7 @@ from tunebench.harness.commands.check_method import METHOD_ENV
 from tunebench.harness.loop import TaskResult, tune_task
 from tunebench.harness.tuning import task_rng
 from tunebench.methods import METHODS, Budget, Method, TargetNeeds, make_method, plugin_method
-from tunebench.records import record_line
+from tunebench.record_file import record_line
 from tunebench.task import Measurement
 from tunebench.testing.conformance_cases import (
     fitting_needs,

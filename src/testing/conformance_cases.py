@@ -3,7 +3,7 @@ method declares it needs (:class:`~tunebench.methods.base.TargetNeeds`), never f
 
 - one objective -> a latency target on a TVM-like task (a product space of split and choice knobs);
 - several objectives -> an FPGA-like target (delay and LUTs, a capacity, a reference point) on a
-  directive space pruned to a listed subset (:class:`~tunebench.explicit_space.ExplicitSpace`);
+  directive space pruned to a listed subset (:class:`~tunebench.listed_space.ListedSpace`);
 - ``min_fidelities`` -> that many fidelities (cheapest first);
 - ``compiles`` -> a tiny GEMM as real TIR (the method makes its own schedules) and a target with a
   ``tvm_target`` that "measures" a schedule trace by a function of its text, compiling nothing;
@@ -21,11 +21,11 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
-from tunebench.explicit_space import ExplicitSpace
 from tunebench.history import History
+from tunebench.listed_space import ListedSpace
 from tunebench.methods.base import TargetNeeds
 from tunebench.methods.tensor_programs.autotvm.tuner import throughput
-from tunebench.records import record_line
+from tunebench.record_file import record_line
 from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
 from tunebench.task import Task
 from tunebench.testing.fakes import FakeTarget
@@ -103,15 +103,15 @@ def knob_space(size: str) -> Space:
     """TVM-like: every combination of split factors and choices (normal: 90 configs; small: 60; empty: none)."""
     knobs = [SplitKnob("tile_x", 16, 2), SplitKnob("tile_y", 12, 2),
              ChoiceKnob("unroll", (0, 512, 1500) if size == "normal" else (0, 512))]
-    return ExplicitSpace(knobs, []) if size == "empty" else Space(knobs)  # a product space is never empty
+    return ListedSpace(knobs, []) if size == "empty" else Space(knobs)  # a product space is never empty
 
 
-def directive_space(size: str) -> ExplicitSpace:
+def directive_space(size: str) -> ListedSpace:
     """FPGA-like: directive combinations left after pruning (normal: 52 of 64; small: 24; empty: none)."""
     knobs = [NumericKnob("unroll", (1, 2, 4, 8)), NumericKnob("partition", (1, 2, 4, 8)),
              ChoiceKnob("mode", ("cyclic", "block")), NumericKnob("pipeline", (0, 1))]
     rows = [(u, p, m, q) for u in range(4) for p in range(4) for m in range(2) for q in range(2) if u + p < 5]
-    return ExplicitSpace(knobs, {"normal": rows, "small": rows[:24], "empty": []}[size])
+    return ListedSpace(knobs, {"normal": rows, "small": rows[:24], "empty": []}[size])
 
 
 def task_for(needs: TargetNeeds, size: str = "normal") -> Task:
@@ -151,14 +151,14 @@ def _lends(needs: TargetNeeds) -> dict | None:
 def _mapspace_task(size: str) -> Task:
     """A matrix product on the accelerator (normal: temporal B 4, K 2, C 2, 207 360 mappings; small: C 2
     only, 4 mappings; empty: the same task with an empty space)."""
-    from tunebench.explicit_space import ExplicitSpace
+    from tunebench.listed_space import ListedSpace
     from tunebench.targets.accel.settings import AccelSettings
     from tunebench.targets.accel.target import make_mapspace
 
     spec = {"batch": 4, "in_features": 32, "out_features": 32} if size == "normal" else \
         {"batch": 1, "in_features": 32, "out_features": 16}
     ms = make_mapspace(AccelSettings(), spec)
-    space = ExplicitSpace(ms.space.knobs, []) if size == "empty" else ms.space
+    space = ListedSpace(ms.space.knobs, []) if size == "empty" else ms.space
     return Task(id=f"c0f{SIZES.index(size)}00000002", name=f"conformance_map_{size}", kind="dense", mod=ms,
                 shape=spec, flops=2 * 4 * 32 * 32, space=space)
 

@@ -10,7 +10,7 @@ import pytest
 from helpers import small_task
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
-from tunebench.records import record_line
+from tunebench.record_file import record_line
 from tunebench.targets.base import is_static_invalid, static_invalid
 from tunebench.targets.fpga.flow import StageResult
 from tunebench.targets.memory.target import WrongOutput

@@ -11,7 +11,7 @@ from tunebench.errors import UserError
 from tunebench.harness.experiment import run_experiment
 from tunebench.harness.setup.compose import compose_config
 from tunebench.harness.setup.preflight import preflight
-from tunebench.records import read_records
+from tunebench.record_file import read_records
 
 NET = '''
 import torch.nn as nn

@@ -13,8 +13,8 @@ from conftest import ROOT, TINY_LAYER_ARG
 from helpers import wait_for_records
 from tunebench.harness.experiment import run_experiment
 from tunebench.methods.random_search import RandomSettings
-from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG
+from tunebench.record_file import read_records
+from tunebench.run_lookup import RECORD_TAG
 
 
 def _client(workdir):

@@ -5,7 +5,7 @@ import pandas as pd
 
 from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.harness.commands import assemble_table
-from tunebench.records import read_records, record_line
+from tunebench.record_file import read_records, record_line
 from tunebench.targets.fpga.tasks import fpga_tasks
 from tunebench.task import Measurement, Outcome
 from tunebench.testing.fakes import FakeTarget

@@ -9,7 +9,7 @@ from tunebench.config.load import typed
 from tunebench.errors import UserError
 from tunebench.harness.setup.preflight import check_overrides
 from tunebench.harness.tracking.tracker import check_reachable, flatten
-from tunebench.records import RecordFile, read_records
+from tunebench.record_file import RecordFile, read_records
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Outcome, Task
 

@@ -13,7 +13,7 @@ from conftest import TINY_LAYER, measure_settings, target_settings
 from helpers import hold_lock
 from helpers import small_task as make_task
 from tunebench.harness.loop import tune_task
-from tunebench.harness.measurement import MeasurementProtocol
+from tunebench.harness.measurement import ProtocolRunner
 from tunebench.methods import Budget, make_method
 from tunebench.protocol.noise import Verdict
 from tunebench.protocol.stats import summarize
@@ -170,7 +170,7 @@ def test_reported_best_is_the_fastest_retimed_config_that_passes_its_check(tmp_p
     result = SimpleNamespace(task=task, ranked=lambda: [
         Measurement.timed(task.id, task.space.get(i), ms / 1e3, trial=i) for i, ms in search.items()])
     target = RetimeTarget({0: 3.5, 1: 1.5, 2: 2.5}, wrong={1})
-    proto = MeasurementProtocol(target, measure_settings(retime={"top_k": 3}), str(tmp_path))
+    proto = ProtocolRunner(target, measure_settings(retime={"top_k": 3}), str(tmp_path))
     assert proto.timed  # a target with TimesKernels' methods times kernels
     best, checks, rows = proto.final_best(result, check=True)
     assert target.asked == [[0, 1, 2]]  # the search's top 3

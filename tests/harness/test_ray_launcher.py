@@ -23,7 +23,7 @@ from test_sweeps import _intervals  # noqa: E402
 from conftest import ROOT, TINY_LAYER_ARG, free_port  # noqa: E402
 from tunebench.errors import UserError  # noqa: E402
 from tunebench.harness.launch.ray import RaySettings  # noqa: E402
-from tunebench.records import read_records  # noqa: E402
+from tunebench.record_file import read_records  # noqa: E402
 
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
 NODE_ARGS = ["--block", "--num-cpus=1", "--object-store-memory=80000000", "--node-ip-address=127.0.0.1",

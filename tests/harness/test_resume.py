@@ -16,8 +16,8 @@ from tunebench.config.experiment import RetimeSettings
 from tunebench.errors import UserError
 from tunebench.harness.experiment import run_experiment
 from tunebench.methods.tensor_programs.autotvm.settings import AutoTVMSettings
-from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG
+from tunebench.record_file import read_records
+from tunebench.run_lookup import RECORD_TAG
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_garbage_lines_are_skipped_then_a_finished_run_resumes_as_a_no_op(finish
     with open(path, "w") as fh:  # 3 good records, garbage, a half-written line, a JSON non-record
         fh.write("\n".join(lines[:3]) + "\nnot json at all\n" + lines[3][: len(lines[3]) // 2] + "\n[1, 2]\n")
     client.update_run(run_id, status="FAILED")
-    with caplog.at_level(logging.WARNING, logger="tunebench.records"):
+    with caplog.at_level(logging.WARNING, logger="tunebench.record_file"):
         assert run_experiment(_resume_cfg(cfg, run_id), [f"resume={run_id}"]) == run_id
     assert f"{path}:4: unreadable record skipped" in caplog.text and f"{path}:5:" in caplog.text
     recs = read_records(path)
@@ -109,7 +109,7 @@ def test_records_reader_counts_what_it_skips(tmp_path, caplog):
     ('\x00\x01', False),
 ])
 def test_last_line_without_newline_is_kept_only_when_complete(tmp_path, caplog, last, kept):
-    from tunebench.records import RecordFile
+    from tunebench.record_file import RecordFile
 
     path = tmp_path / "records.jsonl"
     first = {"task_id": "t", "trial": 0, "index": 1, "config": {"a": 1}, "valid": True}

@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
-from tunebench.records import read_records
+from tunebench.record_file import read_records
 from tunebench.targets.devicelock import device_lock
 
 

@@ -12,8 +12,8 @@ from tunebench.methods import Budget, make_method
 from tunebench.methods.annealing import SimulatedAnnealing, index_digits, random_walk
 from tunebench.methods.tensor_programs.autotvm.tuner import AutoTVM
 from tunebench.methods.tensor_programs.autotvm.xgb_model import KnobFeatures, XGBCostModel, average_recall
-from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG
+from tunebench.record_file import read_records
+from tunebench.run_lookup import RECORD_TAG
 from tunebench.space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Outcome, Task
 from tunebench.testing.fakes import FakeTarget

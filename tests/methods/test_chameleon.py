@@ -106,14 +106,14 @@ def test_a_short_real_run_on_llvm(tiny_cfg):
 def test_sample_synthesis_on_a_measured_space_takes_the_nearest_listed_config():
     """A listed (measured) space may not hold the per-knob mode: the valid candidate sharing the most
     knob values with it is taken instead of failing."""
-    from tunebench.explicit_space import ExplicitSpace
+    from tunebench.listed_space import ListedSpace
     from tunebench.methods.tensor_programs.chameleon.sampling import mode_config
     from tunebench.space import ChoiceKnob
 
     knobs = [ChoiceKnob("a", (0, 1)), ChoiceKnob("b", (0, 1)), ChoiceKnob("c", (0, 1))]
-    space = ExplicitSpace(knobs, [[0, 0, 1], [0, 1, 0], [1, 0, 0], [1, 1, 1]])  # (0, 0, 0) is not listed
+    space = ListedSpace(knobs, [[0, 0, 1], [0, 1, 0], [1, 0, 0], [1, 1, 1]])  # (0, 0, 0) is not listed
     assert not space.contains_digits([0, 0, 0])
     assert mode_config(space, [0, 1, 2], set()) == 0  # modes (0, 0, 0): config 0 shares two values, first
     assert mode_config(space, [0, 1, 2, 3], {3}) == 0
-    full = ExplicitSpace(knobs, [[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)])
+    full = ListedSpace(knobs, [[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)])
     assert full.digits(mode_config(full, [1, 2, 4], set())) == [0, 0, 0]  # listed: the mode itself

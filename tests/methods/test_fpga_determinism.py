@@ -18,7 +18,7 @@ from tunebench.harness.loop import tune_task
 from tunebench.harness.observers import RecordWriter
 from tunebench.methods import make_method
 from tunebench.methods.base import Budget
-from tunebench.records import RecordFile
+from tunebench.record_file import RecordFile
 
 WALL_CLOCK = ("search_s", "timestamp")
 # Short settings of the slow methods (the determinism does not depend on the budget).

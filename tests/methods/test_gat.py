@@ -162,7 +162,7 @@ def test_method_on_tiny_task(tiny_cfg, tmp_path):
     from conftest import TINY_LAYER_ARG
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.setup.compose import compose_config
-    from tunebench.records import read_records
+    from tunebench.record_file import read_records
 
     cfg = compose_config([f"workdir={tmp_path}", "experiment=test", "progress=false", TINY_LAYER_ARG, "method=gat",
                           "method.num_trials_per_iter=8", "method.population_size=32",

@@ -7,8 +7,8 @@ import sys
 from mlflow.tracking import MlflowClient
 
 from conftest import ROOT, TINY_LAYER_ARG
-from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG
+from tunebench.record_file import read_records
+from tunebench.run_lookup import RECORD_TAG
 from tunebench.space import Space, TraceConfig
 from tunebench.task import Measurement
 

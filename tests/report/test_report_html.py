@@ -22,7 +22,7 @@ from test_leaderboard import JUNE_2025, store  # noqa: F401  (the synthetic-stor
 from conftest import ROOT
 from tunebench.__main__ import build_parser
 from tunebench.report import html as page
-from tunebench.run_store import RECORD_TAG
+from tunebench.run_lookup import RECORD_TAG
 
 SWEEP = ["method=random,exhaustive,nsga2", "target=table", "model=hls_gemm", "budget.trials_per_task=8",
          "e2e.enabled=false", "progress=false"]

@@ -8,7 +8,7 @@ import tvm
 
 from conftest import TINY_LAYER
 from tunebench.harness.experiment import run_experiment
-from tunebench.records import read_records
+from tunebench.record_file import read_records
 from tunebench.targets.tvm import worker as tvm_worker
 from tunebench.targets.tvm.messages import CheckInput, TaskSpec
 from tunebench.targets.tvm.templates import get_template

@@ -140,7 +140,7 @@ def test_the_leaderboard_scores_replay_runs_by_the_methodology(tmp_path, cache_f
     from tunebench.harness.experiment import run_experiment
     from tunebench.harness.setup.compose import compose_config
     from tunebench.protocol.methodology import baseline_over_fevals, curve_on_fevals, score
-    from tunebench.records import read_records
+    from tunebench.record_file import read_records
     from tunebench.report import run_leaderboard
     from tunebench.report.aggregate import aggregate
     from tunebench.report.methodology import add_scores

@@ -11,10 +11,10 @@ from toy_target import ToyReplaySettings, ToyReplayTarget
 
 from tunebench.config.knobs import NAME, knob
 from tunebench.harness.experiment import run_experiment
-from tunebench.harness.run_files import read_tasks_json
+from tunebench.harness.run_folder import read_tasks_json
 from tunebench.harness.setup.compose import compose_config
-from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG
+from tunebench.record_file import read_records
+from tunebench.run_lookup import RECORD_TAG
 from tunebench.targets import TARGETS, register_target
 
 

@@ -8,8 +8,8 @@ from toy_target import ToyReplayTarget
 from tunebench.errors import UserError
 from tunebench.harness.experiment import run_experiment
 from tunebench.harness.setup.compose import compose_config
-from tunebench.records import read_records
-from tunebench.run_store import RECORD_TAG
+from tunebench.record_file import read_records
+from tunebench.run_lookup import RECORD_TAG
 from tunebench.targets import TARGETS, register_target
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from tunebench.datasets.models import MODEL_OPTIONS
 from tunebench.errors import UserError
 from tunebench.harness.observers import Observer
-from tunebench.records import RecordFile, read_records
+from tunebench.record_file import RecordFile, read_records
 from tunebench.targets import make_target
 from tunebench.targets.fpga.settings import FPGAOpenSettings
 from tunebench.targets.fpga.table import table_measurements, write_table

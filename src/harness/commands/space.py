@@ -131,7 +131,7 @@ def _out_lock(given: str):
 
 def _measure(args: argparse.Namespace, out: str) -> None:
     from tunebench.harness.experiment import run_experiment
-    from tunebench.harness.run_files import git_commit
+    from tunebench.harness.run_folder import git_commit
     from tunebench.harness.setup.compose import compose_config
     from tunebench.targets import target_class
     from tunebench.targets.capabilities import MeasuresSpaces
@@ -166,8 +166,8 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
     """One space file per task of the run's records (module docstring); returns their paths. ``where``:
     the machine and the commit the run started at."""
     from tunebench.datasets.space_file import write_space_file
-    from tunebench.harness.run_files import read_tasks_json
-    from tunebench.records import read_records
+    from tunebench.harness.run_folder import read_tasks_json
+    from tunebench.record_file import read_records
     from tunebench.targets import make_target
 
     target = make_target(cfg.target, cfg.measure)

@@ -80,8 +80,8 @@ def merge_parts(parts: list[tuple[str, dict, list]]) -> tuple[dict, list[dict]]:
 
 def cmd_merge(args: argparse.Namespace) -> None:
     """Check every part, then write the merged file (whole or not at all); prints its path."""
-    from tunebench.datasets.space_file import space_file_lines, write_space_file
     from tunebench.config.arguments import check_out
+    from tunebench.datasets.space_file import space_file_lines, write_space_file
 
     if len(args.parts) < 2:
         raise UserError(f"space merge: {len(args.parts)} file given; give the space files of two or more sittings")

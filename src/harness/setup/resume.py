@@ -21,7 +21,7 @@ from tunebench.config.load import dotted_get, dotted_set
 from tunebench.errors import UserError
 from tunebench.harness.setup.load import load_experiment
 from tunebench.harness.setup.store import GROUPS
-from tunebench.run_store import RECORD_TAG, within
+from tunebench.run_lookup import RECORD_TAG, within
 
 log = logging.getLogger(__name__)
 

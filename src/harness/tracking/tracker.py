@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from tunebench.errors import TrackingOutage, UserError
 from tunebench.harness.stopping import signals_deferred
 from tunebench.harness.tracking.spool import TrackingSpool, _reason, bounded_http, unreachable
-from tunebench.run_store import quiet_mlflow
+from tunebench.run_lookup import quiet_mlflow
 
 log = logging.getLogger(__name__)
 

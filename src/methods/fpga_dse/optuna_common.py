@@ -20,7 +20,7 @@ import numpy as np
 
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import bad, join, knob
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.fpga_dse.optuna_storage import (
     journal_problem,
@@ -95,7 +95,7 @@ class OptunaMethod(Method):
         self.study = self._study(task, sampler)
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.pending: dict[int, object] = {}  # config index -> optuna trial
-        self.product = not isinstance(self.space, ExplicitSpace)
+        self.product = not isinstance(self.space, ListedSpace)
         if self.product:  # every combination of knob values is a config: no table of the space
             self.dists, self._digit_of = {}, {}
             for kn in self.space.knobs:

@@ -3,7 +3,7 @@
 
 A task is one layer of the data set (numbered 1..71 in order of its first row of ``dataset.csv``). Its space
 is the layer's recorded rows whose mapping ``target=accel`` can express (:func:`~.dosa.to_config`): an
-:class:`~tunebench.explicit_space.ExplicitSpace` over the row's accelerator (``accumulator_kib``,
+:class:`~tunebench.listed_space.ListedSpace` over the row's accelerator (``accumulator_kib``,
 ``scratchpad_kib``: DOSA chose them per row) and the mapping as ``target=accel``'s mapspace knobs (tile
 factors per level, loop orders). DOSA's data has one row per (layer, accelerator): a config is a (mapping,
 accelerator) pair, never two mappings on one accelerator. Rows that cannot be expressed are listed in the
@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, replace
 
 from tunebench.errors import UserError
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.space import ChoiceKnob
 from tunebench.targets.accel.dosa import evaluate_row, layer_spec, read_rows, settings_of, to_config
 from tunebench.targets.accel.mapspace import make_mapspace
@@ -128,7 +128,7 @@ def check_dosa_model(settings, model) -> None:
     selected_layers(settings, list(model.layers))
 
 
-def space_of(layer: DosaLayer) -> ExplicitSpace:
+def space_of(layer: DosaLayer) -> ListedSpace:
     """The layer's recorded mappings as configs (module docstring)."""
     ms = layer.mapspace
     rows = [r for r, _ in layer.space_rows]
@@ -136,7 +136,7 @@ def space_of(layer: DosaLayer) -> ExplicitSpace:
     knobs = [ChoiceKnob(k, values[k]) for k in HW_KNOBS] + list(ms.space.knobs)
     digits = [[values[k].index(getattr(r, k)) for k in HW_KNOBS] + ms.space.digits(c.index)
               for r, c in layer.space_rows]
-    return ExplicitSpace(knobs, digits)
+    return ListedSpace(knobs, digits)
 
 
 def load_dosa_tasks(settings, model, kind: str) -> tuple[list[Task], list[DosaLayer]]:

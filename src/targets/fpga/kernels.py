@@ -40,7 +40,7 @@ import numpy as np
 import yaml
 
 from tunebench.errors import UserError
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.space import ChoiceKnob, NumericKnob
 
 SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "datasets", "hls")
@@ -174,9 +174,9 @@ class Kernel:
         return keep, removed
 
     @cached_property
-    def space(self) -> ExplicitSpace:
+    def space(self) -> ListedSpace:
         rows, self.removed = self.enumerate_pruned()
-        return ExplicitSpace(self.knobs, rows)
+        return ListedSpace(self.knobs, rows)
 
     # ---- semantics -------------------------------------------------------------------
     def reference(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -1,2 +1,2 @@
-"""TVM targets (``llvm``, ``cuda``): the target, its build/run worker handler, the timing protocol,
-the schedule templates and the function that applies a config to a task."""
+"""TVM targets (``llvm``, ``cuda``): the target, its build/run worker handler, its kernel timing
+(the measurement protocol on TVM), the schedule templates and the function that applies a config to a task."""

@@ -1,6 +1,6 @@
 """The requests the TVM targets send to their worker processes, and what the workers answer.
 
-:class:`~tunebench.targets.tvm.target.TVMTarget` and its timing protocol send them;
+:class:`~tunebench.targets.tvm.target.TVMTarget` and its kernel timing send them;
 :func:`tunebench.targets.tvm.worker.handle` answers them in the builder and runner processes
 (:mod:`tunebench.targets.workers`), like MetaSchedule's ``BuilderInput`` / ``RunnerInput``. Every
 message is a frozen dataclass of plain values, pickled across the process border.

@@ -43,7 +43,7 @@ from tunebench.targets.tvm.remote import DeviceResult
 from tunebench.targets.tvm.rpc import REMOTE_RETRIES, SessionHold, rpc_settings
 from tunebench.targets.tvm.scheduling import trace_of
 from tunebench.targets.tvm.settings import TVMTargetSettings
-from tunebench.targets.tvm.timing import TimingProtocol
+from tunebench.targets.tvm.timing import KernelTiming
 from tunebench.targets.workers import WorkerPool
 from tunebench.task import Task
 
@@ -59,11 +59,11 @@ def tvm_version() -> str:
     return str(tvm.__version__)
 
 
-class TVMTarget(BatchMeasure, TimingProtocol, OutputCheck, Target):
+class TVMTarget(BatchMeasure, KernelTiming, OutputCheck, Target):
     """Real compile-and-time measurement through TVM on a device: the part :class:`LLVMTarget` and
     :class:`CUDATarget` share. A subclass probes its device (:meth:`_probe_local`,
     :meth:`_remote_device`) and states its facts. Its capabilities
-    (:mod:`tunebench.targets.capabilities`): it times kernels (:class:`TimingProtocol`), checks outputs
+    (:mod:`tunebench.targets.capabilities`): it times kernels (:class:`KernelTiming`), checks outputs
     (:class:`OutputCheck`), measures spaces for the replay (:meth:`space_facts`) and adds the end-to-end
     step (:meth:`run_steps`); ``target=cuda`` also screens configs (``static_check``).
 

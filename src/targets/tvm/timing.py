@@ -1,15 +1,16 @@
-"""The timing protocol of the TVM targets: noise-checked timing, calibration, re-timing, the peak.
+"""Kernel timing of the TVM targets (the measurement protocol's steps on the runner): noise-checked
+timing, calibration, re-timing, the peak.
 
 Everything here runs on the target's runner worker while the device lock is held:
 
-- :meth:`TimingProtocol.time_built`: one candidate, timed with the runner settings; a noisy
+- :meth:`KernelTiming.time_built`: one candidate, timed with the runner settings; a noisy
   timing (:func:`tunebench.protocol.noise.judge`: CV of the repeats, CPU used by other
   processes meanwhile) is timed again up to ``measure.noise.remeasure`` times; the first clean
   timing is kept, else the fastest, marked ``noisy``.
-- :meth:`TimingProtocol.calibrate`: the fixed calibration kernel, compared with the machine's quiet
+- :meth:`KernelTiming.calibrate`: the fixed calibration kernel, compared with the machine's quiet
   reference (``slowdown``).
-- :meth:`TimingProtocol.retime`: the final interleaved re-timing of a task's best candidates.
-- :meth:`TimingProtocol.peak`: the machine's FMA and memory-bandwidth peak, measured once and cached.
+- :meth:`KernelTiming.retime`: the final interleaved re-timing of a task's best candidates.
+- :meth:`KernelTiming.peak`: the machine's FMA and memory-bandwidth peak, measured once and cached.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tunebench.targets.tvm.messages import CalibrateInput, PeakInput, RetimeInpu
 log = logging.getLogger(__name__)
 
 
-class TimingProtocol:
+class KernelTiming:
     """Mixin of :class:`~tunebench.targets.tvm.target.TVMTarget` (uses its runner, lock, monitor,
     machine cache, noise policy and runner settings)."""
 

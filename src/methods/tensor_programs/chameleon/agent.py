@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.methods.annealing import index_digits, place_values
 from tunebench.methods.tensor_programs.chameleon.settings import PPOSettings
 from tunebench.methods.torch_threads import one_thread
@@ -36,7 +36,7 @@ def apply_moves(space, index: int, moves) -> int:
     entity indices, each clipped to its knob's range (a pruned space: ``index`` itself when the
     config reached is not in it)."""
     digits = np.clip(np.asarray(space.digits(int(index))) + np.asarray(moves, dtype=np.int64), 0, space.dims - 1)
-    if isinstance(space, ExplicitSpace) and not space.contains_digits(digits):
+    if isinstance(space, ListedSpace) and not space.contains_digits(digits):
         return int(index)
     return space.index_of_digits(digits)
 
@@ -44,7 +44,7 @@ def apply_moves(space, index: int, moves) -> int:
 def apply_moves_batch(space, indices: np.ndarray, moves: np.ndarray) -> np.ndarray:
     """:func:`apply_moves` for every row: ``indices`` (n,), ``moves`` (n, n_knobs) -> (n,) int64."""
     digits = np.clip(index_digits(space, indices) + moves, 0, space.dims - 1)
-    if isinstance(space, ExplicitSpace):  # a config reached that is not listed: no move
+    if isinstance(space, ListedSpace):  # a config reached that is not listed: no move
         listed = space.positions(digits)
         return np.where(listed >= 0, listed, np.asarray(indices, dtype=np.int64))
     return digits @ place_values(space)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.space import Space, SplitKnob
 
 
@@ -35,7 +35,7 @@ class Moves:
     """The directions of ``space`` and the neighbour each one reaches.
 
     Args:
-        space: a :class:`~tunebench.space.Space` (an :class:`~tunebench.explicit_space.ExplicitSpace` too: a move
+        space: a :class:`~tunebench.space.Space` (a :class:`~tunebench.listed_space.ListedSpace` too: a move
             that leaves its listed configs is no move).
     """
 
@@ -81,7 +81,7 @@ class Moves:
         digits = self.move_digits(self.space.digits(index), direction)
         if digits is None:
             return None
-        if isinstance(self.space, ExplicitSpace) and not self.space.contains_digits(digits):
+        if isinstance(self.space, ListedSpace) and not self.space.contains_digits(digits):
             return None
         return self.space.index_of_digits(digits)
 

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def _run_dir(ref: str, workdir: str) -> str:
     """A run folder (with ``config.yaml`` and ``records.jsonl``) from a path or a run id: local, else the
     run's artifacts from the tracking store of ``workdir`` (``<workdir>/mlflow.db``)."""
-    from tunebench.run_store import RECORDS, local_run_folder, run_file
+    from tunebench.run_lookup import RECORDS, local_run_folder, run_file
 
     folder = local_run_folder(ref, workdir)
     if folder:
@@ -52,7 +52,7 @@ def _client(workdir: str):
         return None
     from mlflow.tracking import MlflowClient
 
-    from tunebench.run_store import quiet_mlflow
+    from tunebench.run_lookup import quiet_mlflow
 
     quiet_mlflow()
     return MlflowClient(f"sqlite:///{db}")
@@ -62,7 +62,7 @@ def _read_run(ref: str, workdir: str):
     """``(folder, SavedRun, valid MetaSchedule records)`` of one ``--records`` reference."""
     from omegaconf import OmegaConf
 
-    from tunebench.records import read_records
+    from tunebench.record_file import read_records
 
     d = _run_dir(ref, workdir)
     cfg_path = os.path.join(d, "config.yaml")

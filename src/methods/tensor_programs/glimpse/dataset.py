@@ -19,8 +19,8 @@ import yaml
 from tunebench.errors import UserError
 from tunebench.methods.tensor_programs.glimpse.blueprint import Hardware, hardware_of
 from tunebench.methods.tensor_programs.glimpse.encoding import entities_of_value, gather, value_features
-from tunebench.records import read_records
-from tunebench.run_store import local_run_folder
+from tunebench.record_file import read_records
+from tunebench.run_lookup import local_run_folder
 
 log = logging.getLogger(__name__)
 

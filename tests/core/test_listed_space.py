@@ -1,8 +1,8 @@
-"""ExplicitSpace (a listed subset of a product space) and min-max NumericKnob encoding."""
+"""ListedSpace (a listed subset of a product space) and min-max NumericKnob encoding."""
 import numpy as np
 import pytest
 
-from tunebench.explicit_space import ExplicitSpace
+from tunebench.listed_space import ListedSpace
 from tunebench.space import ChoiceKnob, NumericKnob
 
 
@@ -11,10 +11,10 @@ def test_numeric_knob_min_max_encoding():
     assert [k.encode(i)[0] for i in range(3)] == pytest.approx([0, 0.375, 1])
 
 
-def test_explicit_space_index_features_moves():
+def test_listed_space_index_features_moves():
     knobs = [NumericKnob("u", (1, 2, 4)), ChoiceKnob("p", ("cyclic", "block"))]
     rows = [(0, 0), (1, 0), (2, 0), (0, 1), (1, 0)]  # duplicate dropped
-    sp = ExplicitSpace(knobs, rows)
+    sp = ListedSpace(knobs, rows)
     assert sp.size == 4 and sp.full_size == 6
     assert sp.get(3).to_dict() == {"u": 1, "p": "block"}
     assert sp.from_dict({"u": 4, "p": "cyclic"}).index == 2
@@ -32,7 +32,7 @@ def test_positions_is_index_of_digits_vectorized():
 
     knobs = [ChoiceKnob("a", (1, 2, 3)), ChoiceKnob("b", (0, 1)), NumericKnob("c", (4, 8, 16, 32))]
     rows = [(2, 1, 3), (0, 0, 0), (1, 1, 2), (2, 0, 1)]
-    sp = ExplicitSpace(knobs, rows)
+    sp = ListedSpace(knobs, rows)
     every = np.array([(a, b, c) for a in range(3) for b in range(2) for c in range(4)])
     want = [sp.index_of_digits(r) if sp.contains_digits(r) else -1 for r in every.tolist()]
     assert sp.positions(every).tolist() == want
@@ -61,7 +61,7 @@ def test_walk_equals_one_draw_per_point(seed):
              ChoiceKnob("d", ("x",))]
     every = [(a, b, c, 0) for a in range(4) for b in range(3) for c in range(3)]
     rows = [every[i] for i in gen.choice(len(every), 20, replace=False)]  # a sparse listing: short lines
-    sp = ExplicitSpace(knobs, rows)
+    sp = ListedSpace(knobs, rows)
     mine, ref = np.random.default_rng(seed + 10), np.random.default_rng(seed + 10)
     points = gen.integers(sp.size, size=64)
     a, b = points, points
@@ -69,5 +69,5 @@ def test_walk_equals_one_draw_per_point(seed):
         a, b = sp.walk(a, mine), _walk_one_by_one(sp, b, ref)
         assert a.tolist() == b.tolist()
     assert mine.random() == ref.random()
-    alone = ExplicitSpace(knobs[:1], [(0,), (2,)])  # one knob: every config on one line
+    alone = ListedSpace(knobs[:1], [(0,), (2,)])  # one knob: every config on one line
     assert alone.walk(np.array([0, 1, 1]), np.random.default_rng(0)).tolist() == [1, 0, 0]

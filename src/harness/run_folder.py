@@ -12,7 +12,7 @@ import subprocess
 import yaml
 
 from tunebench.config.load import plain
-from tunebench.run_store import RECORD_TAG
+from tunebench.run_lookup import RECORD_TAG
 from tunebench.safe_files import atomic_write_bytes
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""A listed subset of a product space: :class:`ExplicitSpace`, whose config index is the position in the list
+"""A listed subset of a product space: :class:`ListedSpace`, whose config index is the position in the list
 (the FPGA directive spaces after [Sun-PhD] Algorithm 1 pruning, measured spaces, Kernel Tuner caches)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 from tunebench.space import Knob, Space
 
 
-class ExplicitSpace(Space):
+class ListedSpace(Space):
     """The configs of a product space of ``knobs`` listed explicitly (e.g. those surviving pruning).
 
     Args:
@@ -136,5 +136,5 @@ class ExplicitSpace(Space):
         return out
 
     def __repr__(self) -> str:
-        return (f"ExplicitSpace({', '.join(f'{k.name}:{len(k.entities)}' for k in self.knobs)}; "
+        return (f"ListedSpace({', '.join(f'{k.name}:{len(k.entities)}' for k in self.knobs)}; "
                 f"size={self.size} of {self.full_size})")
