@@ -128,10 +128,10 @@ def test_cpu_monitor_counts_other_processes_but_not_ours():
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` so far (its /proc stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of ``pid`` so far (the monitor's own reading of its /proc stat)."""
+    from tunebench.protocol.noise import _process_ticks
+
+    return _process_ticks(pid) / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")

@@ -24,7 +24,6 @@ phase minus the batch's wall time, the seconds the overlap saved.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass, field, replace
 
@@ -104,8 +103,7 @@ class BatchMeasure:
     def _build_and_time(self, task: Task, configs: list, to_build: list[int], results: list) -> list[tuple[int, str]]:
         """Build ``configs[i]`` for each ``i`` of ``to_build`` and time the built ones into ``results``
         (overlapped or one phase after the other); returns the built ``(i, library path)``."""
-        requests = [self._build_input(task, configs[i], os.path.join(
-            self._tmpdir, f"{task.id}-{configs[i].index}-{time.monotonic_ns()}.so")) for i in to_build]
+        requests = [self._build_input(task, configs[i], self._library_path(task, configs[i])) for i in to_build]
         overlap = self.overlap and bool(requests)
         built, waiting = [], []
         with contextlib.ExitStack() as held:

@@ -309,12 +309,15 @@ class TVMTarget(BatchMeasure, KernelTiming, OutputCheck, Target):
         """Build ``configs`` in parallel (without the device lock); the wall time counts in ``phase``.
         Returns the library paths (None where the build failed) and the builders' ``(ok, result or
         error, wall s)`` per config."""
-        requests = [self._build_input(task, c, os.path.join(self._tmpdir, f"{task.id}-{c.index}-{time.monotonic_ns()}.so"))
-                    for c in configs]
+        requests = [self._build_input(task, c, self._library_path(task, c)) for c in configs]
         t0 = time.perf_counter()
         built = self._builders.map("build", requests, float(self.settings.builder.timeout_s))
         self._stats[phase] += time.perf_counter() - t0
         return [r.path if ok else None for r, (ok, _, _) in zip(requests, built)], built
+
+    def _library_path(self, task: Task, config) -> str:
+        """A fresh path in the run's build folder for the library of ``config`` of ``task``."""
+        return os.path.join(self._tmpdir, f"{task.id}-{config.index}-{time.monotonic_ns()}.so")
 
     def build_kernels(self, jobs: list, folder: str) -> list[tuple[str | None, str | None]]:
         """Build each ``(task, config)`` of ``jobs`` (config None: the task's default kernel) into ``folder``, in
