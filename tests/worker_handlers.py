@@ -16,6 +16,10 @@ def handle(name, payload):
     if name == "sleep":
         time.sleep(payload)
         return payload
+    if name == "span":  # sleep, and say who ran it and when (wall clock shared by the processes)
+        t0 = time.time()
+        time.sleep(payload)
+        return os.getpid(), t0, time.time()
     if name == "crash":
         os._exit(7)
     if name == "raise":

@@ -71,9 +71,10 @@ def test_compare_task_times_both_kernels_interleaved(llvm, tmp_path):
     for name in ("tuned", "default"):
         st = c[f"{name}_ms"]
         assert st["n"] == 3 and 0 < st["min"] <= st["median"] and st["cv"] >= 0
-    # the decision is the paired ratio of the two kernels' per-round medians
+    # the decision is the paired ratio of the two kernels' per-round medians (its arithmetic: the decide tests
+    # above); here only what holds whatever the machine's load: the choice follows the ratio, inside its interval
     assert c["kernel"] == ("default" if c["speedup"] < 1 else "tuned")
-    assert c["speedup"] == pytest.approx(c["default_ms"]["median"] / c["tuned_ms"]["median"], rel=0.5)
+    assert c["ci_low"] <= c["speedup"] <= c["ci_high"]
     assert "interleaved rounds" in choice_line(c)
     m = choice_metrics(c)
     assert m["kernel_default_taken"] == float(c["kernel"] == "default") and m["kernel_tuned_ms"] > 0
