@@ -39,3 +39,12 @@ def count(lo: int, hi: int):
             raise argparse.ArgumentTypeError(f"{text!r}: must be an integer in [{lo}, {hi}]")
         return value
     return parse
+
+
+def parse_part(text) -> tuple[int, int] | None:
+    """``"K/N"`` with whole numbers 1 <= K <= N -> (K, N); anything else -> None."""
+    k, sep, n = str(text).partition("/")
+    if not (sep and k.strip().isdigit() and n.strip().isdigit()):
+        return None
+    k, n = int(k), int(n)
+    return (k, n) if 1 <= k <= n else None

@@ -1,5 +1,6 @@
 """``method=exhaustive``: every config of the (pruned) space at every fidelity of the target, in index
-order, or the part of it ``max_factor`` bounds, or a uniform ``sample`` of it.
+order, or the part of it ``max_factor`` bounds, or a uniform ``sample`` of it; ``part="K/N"`` keeps every N-th
+of those, from the K-th on (disjoint parts of one seeded sample for sittings that ``space merge`` joins).
 
 On an FPGA target, when the whole space is measured, it writes the design-space table (with the
 writer the target lends: ``TargetInfo.lends["write_table"]``) to ``out``: the ground-truth tables for ``target=table`` and ADRS; table
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tunebench.config.arguments import parse_part
 from tunebench.config.experiment import MethodSettings
-from tunebench.config.knobs import NAME, POS_INT, knob, opt
+from tunebench.config.knobs import NAME, POS_INT, knob, opt, rule
 from tunebench.methods.base import Method
 
 log = logging.getLogger(__name__)
@@ -23,12 +25,13 @@ log = logging.getLogger(__name__)
 
 def exhaustive_queue(space, fidelities, reverse: bool = False, shard: tuple[int, int] = (0, 1),
                      only: dict | None = None, skip=frozenset(), max_factor: int | None = None,
-                     sample: tuple[int, int] | None = None) -> list[tuple[int, str]]:
+                     sample: tuple[int, int] | None = None, part: tuple[int, int] = (1, 1)) -> list[tuple[int, str]]:
     """The ``(config index, fidelity)`` pairs to measure, in order: every config (last index first when
     ``reverse``) whose index is K modulo N (``shard=(K, N)``), whose knob values match ``only`` (compared
     as text) and whose split factors after the outermost are all at most ``max_factor``, at every
     fidelity; ``sample=(n, seed)`` keeps a uniform sample of n of those configs (the same n for the same
-    seed); pairs in ``skip`` (already measured) are left out."""
+    seed); ``part=(K, N)`` then keeps the K-th, (K+N)-th, ... of those (1-based: N parts that do not overlap and
+    together make the whole); pairs in ``skip`` (already measured) are left out."""
     only = only or {}
     keep = []
     for i in (reversed(range(space.size)) if reverse else range(space.size)):
@@ -41,7 +44,11 @@ def exhaustive_queue(space, fidelities, reverse: bool = False, shard: tuple[int,
     if sample is not None and sample[0] < len(keep):
         picked = np.random.default_rng(sample[1]).choice(len(keep), size=sample[0], replace=False)
         keep = [keep[j] for j in sorted(picked)]
+    keep = keep[part[0] - 1::part[1]]
     return [(i, f) for i in keep for f in fidelities if (i, f) not in skip]
+
+
+PART = rule(lambda v: parse_part(v) is not None, "must be K/N with whole numbers 1 <= K <= N (e.g. 1/2)")
 
 
 def within(config, max_factor: int | None) -> bool:
@@ -64,6 +71,8 @@ class ExhaustiveSettings(MethodSettings):
                                                       "outermost are all <= this (a bounded subspace); null = all")
     sample: int | None = knob(None, opt(POS_INT), "measure a uniform sample of this many configs (drawn with the "
                                                   "run's seed) instead of all; null = all")
+    part: str = knob("1/1", PART, "K/N: measure only the K-th of N disjoint parts of the configs chosen (every N-th "
+                                  "from the K-th; the same seed and sample give the same parts); 1/1 = all of them")
 
 
 class Exhaustive(Method):
@@ -84,7 +93,7 @@ class Exhaustive(Method):
         self.out = self.settings.out
         self.part = {"reverse": reverse, "shard": tuple(shard), "only": dict(only or {}), "skip": frozenset(skip)}
         self.whole = (shard[1] == 1 and not only and not skip and self.settings.max_factor is None
-                      and self.settings.sample is None)
+                      and self.settings.sample is None and parse_part(self.settings.part) == (1, 1))
 
     def check_task(self, task, target_info) -> str | None:
         """``out`` needs a target that writes design-space tables (lends ``write_table``: the FPGA targets)."""
@@ -98,7 +107,7 @@ class Exhaustive(Method):
         self.fids = list(target_info.fidelities)
         sample = None if self.settings.sample is None else (self.settings.sample, int(rng.integers(2**31)))
         self.queue = exhaustive_queue(self.space, self.fids, **self.part, max_factor=self.settings.max_factor,
-                                      sample=sample)
+                                      sample=sample, part=parse_part(self.settings.part))
         self.pos = 0
         self.got = []
         self.done: set[tuple[int, str]] = set()  # (config index, fidelity) told, a resumed run's records too

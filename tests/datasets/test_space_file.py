@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from helpers import tiny_space, write_tiny_space
+from tunebench.config.arguments import parse_part
 from tunebench.config.experiment import Budget
 from tunebench.datasets.models import MeasuredModel
 from tunebench.datasets.space_file import read_measured, read_space_file
@@ -115,6 +116,20 @@ def test_exhaustive_bounds_and_samples_the_space():
     assert [i for i, _ in sample] == sorted(i for i, _ in sample)
 
 
+def test_exhaustive_parts_split_one_seeded_sample_into_disjoint_pieces():
+    """``part=(K, N)``: the N parts of the same seeded sample (or of the whole space) do not overlap, are within
+    one config of each other's size and together make the whole; (1, 1) is everything."""
+    space = Space([SplitKnob("a", 16, 3), ChoiceKnob("b", (0, 1))])
+    for sample in ((7, 3), None):
+        whole = exhaustive_queue(space, ["hw"], sample=sample)
+        assert exhaustive_queue(space, ["hw"], sample=sample, part=(1, 1)) == whole
+        parts = [exhaustive_queue(space, ["hw"], sample=sample, part=(k, 3)) for k in (1, 2, 3)]
+        assert sorted(sum(parts, [])) == sorted(whole) and len(set(sum(parts, []))) == len(whole)
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    assert [parse_part(t) for t in ("1/2", "2/2", " 3 / 4 ", "0/2", "3/2", "1", "a/b", "-1/2")] == [
+        (1, 2), (2, 2), (3, 4), None, None, None, None, None]
+
+
 def _main(argv, capsys):
     from tunebench.__main__ import main
 
@@ -127,6 +142,7 @@ def _main(argv, capsys):
     (["method=random"], "space measure sets method itself"),
     (["budget.trials_per_task=4"], "sets budget.trials_per_task itself"),
     (["--sample", "0"], "--sample=0: must be a whole number >= 1"),
+    (["--part", "3/2"], "--part=3/2: must be K/N with whole numbers 1 <= K <= N"),
 ])
 def test_space_measure_refuses_what_it_sets_itself(tmp_path, capsys, args, message):
     code, err = _main(["space", "measure", "--out", str(tmp_path / "out"), *args], capsys)

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tunebench.datasets.space_file import read_space_file, space_file_lines, write_space_file
-from tunebench.harness.commands.space_merge import device_of
+from tunebench.harness.commands.space_merge import device_of, merge_parts
 
 LAYER = "model.layers=[{in_features:16,out_features:8}]"
 
@@ -25,7 +25,8 @@ def _main(argv, capsys):
 
 @pytest.fixture(scope="module")
 def sittings(tmp_path_factory):
-    """One space measured in two sittings: seeded samples of 3 configs (seed 0, then seed 1) into two folders."""
+    """One space measured in two sittings: the two disjoint parts (``--part 1/2``, ``2/2``) of one seeded sample of 6
+    configs, into two folders."""
     from tunebench.__main__ import main
 
     root = tmp_path_factory.mktemp("sittings")
@@ -33,10 +34,11 @@ def sittings(tmp_path_factory):
     os.chdir(root)
     try:
         paths = []
-        for seed in (0, 1):
-            main(["space", "measure", "--out", f"part{seed}", "--sample", "3", LAYER, f"seed={seed}", "progress=false"])
-            (name,) = os.listdir(root / f"part{seed}")
-            paths.append(str(root / f"part{seed}" / name))
+        for k in (1, 2):
+            main(["space", "measure", "--out", f"part{k}", "--sample", "6", "--part", f"{k}/2", LAYER, "seed=0",
+                  "progress=false"])
+            (name,) = os.listdir(root / f"part{k}")
+            paths.append(str(root / f"part{k}" / name))
     finally:
         os.chdir(cwd)
     return paths
@@ -63,7 +65,8 @@ def test_a_space_measured_in_two_sittings_merges_into_one_replayable_file(sittin
     assert rows[:3] == r0 and rows[3:] == [r for r in r1 if tuple(r["digits"]) not in first]  # the first sitting's kept
     assert head["configs"] == len({tuple(r["digits"]) for r in r0 + r1}) and head["subspace"] == {"merged": 2}
     assert [s["run_id"] for s in head["sittings"]] == [h0["run_id"], h1["run_id"]]
-    assert [s["kept"] for s in head["sittings"]] == [3, len(rows) - 3]
+    assert [s["kept"] for s in head["sittings"]] == [3, 3] and not first & {tuple(r["digits"]) for r in r1}
+    assert [s["subspace"]["part"] for s in head["sittings"]] == ["1/2", "2/2"]
     assert head["measured"] == [min(h0["measured"][0], h1["measured"][0]), max(h0["measured"][1], h1["measured"][1])]
     assert head["device"] == h0["device"] and device_of(head) == {"CPU": h0["machine"]["cpu"]}
     measured = read_space_file(str(out))
@@ -113,3 +116,13 @@ def test_gpu_parts_merge_only_with_the_same_gpu_model_and_driver(sittings, tmp_p
     assert code == 2 and len(err) == 1 and "records no driver" in err[0]
     assert not (tmp_path / "no.jsonl").exists()
     assert json.loads(open(a).readline())["device"] == h100
+
+
+def test_a_config_measured_in_two_sittings_keeps_the_first_measurement():
+    def part(run_id: str, digits: list) -> tuple[str, dict, list]:
+        head = {"run_id": run_id, "date": "2026-11-29", "measured": ["a", "b"], "subspace": {"sample": 2}}
+        return f"{run_id}.jsonl", head, [{"digits": d, "latency_s": float(len(run_id))} for d in digits]
+
+    head, rows = merge_parts([part("r1", [[0], [1]]), part("run2", [[1], [2]])])
+    assert [(r["digits"], r["latency_s"]) for r in rows] == [([0], 2.0), ([1], 2.0), ([2], 4.0)]
+    assert [(s["configs"], s["kept"]) for s in head["sittings"]] == [(2, 2), (2, 1)]

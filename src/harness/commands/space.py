@@ -1,5 +1,6 @@
-"""``python -m tunebench space measure --out DIR [--sample N] [--max-factor F] [overrides ...]``: measure
-every task's space (or the part of it ``--max-factor`` bounds, or a uniform ``--sample``) under the
+"""``python -m tunebench space measure --out DIR [--sample N] [--max-factor F] [--part K/N] [overrides ...]``:
+measure every task's space (or the part of it ``--max-factor`` bounds, or a uniform ``--sample``; ``--part``: one
+of N disjoint parts of those, for sittings that ``space merge`` joins) under the
 measurement protocol and write one versioned space file per task (:mod:`tunebench.datasets.space_file`)
 for ``target=replay``. ``space merge`` joins the files of one space measured in several sittings
 (:mod:`tunebench.harness.commands.space_merge`).
@@ -21,7 +22,7 @@ import os
 import platform
 import time
 
-from tunebench.config.arguments import check_out
+from tunebench.config.arguments import check_out, parse_part
 from tunebench.config.experiment import MAX_TRIALS
 from tunebench.errors import UserError
 from tunebench.harness.commands.space_merge import add_merge_parser, cmd_merge
@@ -42,6 +43,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                         help="a uniform sample of this many configs per task (drawn with seed=); default: all")
     parser.add_argument("--max-factor", type=int, default=None,
                         help="only configs whose split factors after the outermost are <= this; default: all")
+    parser.add_argument("--part", default="1/1", metavar="K/N",
+                        help="measure the K-th of N disjoint parts of the configs chosen (same seed= and --sample "
+                             "in every sitting; join the files with space merge); default: 1/1, all of them")
     parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz instead of .jsonl")
     parser.add_argument("overrides", nargs="*", help="run.py overrides: model=..., target=..., seed=, measure.*")
     add_merge_parser(sub)
@@ -58,6 +62,8 @@ def _check_args(args: argparse.Namespace) -> None:
     for name, value in (("--sample", args.sample), ("--max-factor", args.max_factor)):
         if value is not None and value < 1:
             raise UserError(f"{name}={value}: must be a whole number >= 1")
+    if parse_part(args.part) is None:
+        raise UserError(f"--part={args.part}: must be K/N with whole numbers 1 <= K <= N (e.g. 1/2)")
     for item in args.overrides:
         key = item.split("=", 1)[0].lstrip("+~")
         if key in OWN or key.startswith("method."):
@@ -138,8 +144,8 @@ def _measure(args: argparse.Namespace, out: str) -> None:
 
     here = machine()
     state = _state(out, here, list(args.overrides))
-    method = ["method=exhaustive"] + [f"method.{k}={v}" for k, v in (("sample", args.sample),
-                                                                      ("max_factor", args.max_factor)) if v]
+    method = ["method=exhaustive", "method.part={}/{}".format(*parse_part(args.part))] + [
+        f"method.{k}={v}" for k, v in (("sample", args.sample), ("max_factor", args.max_factor)) if v]
     overrides = [*method, f"budget.trials_per_task={MAX_TRIALS}", "e2e.enabled=false", *args.overrides]
     if state:
         overrides.append(f"resume={state['run_id']}")
@@ -178,7 +184,8 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
             by_task.setdefault(rec["task_id"], {})[int(rec["index"])] = rec
         common = {**where, "device": target.device_facts(), "date": _utc(min(r["timestamp"] for t in by_task.values() for r in t.values())),
                   **target.space_tools(), "run_id": run_id,
-                  "subspace": {"max_factor": cfg.method.max_factor, "sample": cfg.method.sample, "seed": cfg.seed}}
+                  "subspace": {"max_factor": cfg.method.max_factor, "sample": cfg.method.sample, "seed": cfg.seed,
+                               "part": cfg.method.part}}
         entries = read_tasks_json(os.path.dirname(record_path))
         paths = []
         for task in tasks:
