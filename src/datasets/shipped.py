@@ -5,9 +5,11 @@ A shipped folder with a ``SHA256SUMS`` file (``sha256sum`` format: ``<hex>  <fil
 (edited, truncated, a bad copy) is one ``error:`` line, before any run. Files a user adds to the folder
 (not listed) are read unchecked, as any file outside ``data/``.
 
-Sets (``python -m tunebench suite <set>``): ``cpu``, this project's six CPU spaces (``data/spaces/``);
-``gpu``, the eight benchmark-hub caches (convolution and dedispersion on A100, A4000, MI250X, W6600) and
-Kernel Tuner's MI50 convolution (``data/kernel_tuner/``, README there); ``all``, both.
+Sets (``python -m tunebench suite <set>``): ``cpu``, this project's CPU spaces (``data/spaces/llvm_*``);
+``gpu``, the eight benchmark-hub caches (convolution and dedispersion on A100, A4000, MI250X, W6600),
+Kernel Tuner's MI50 convolution (``data/kernel_tuner/``, README there) and this project's GPU spaces
+(``data/spaces/cuda_*``, where shipped); ``all``, both. A space file's name starts with the TVM target it was
+measured on (``space measure`` names it so), which is how a shipped space finds its set.
 """
 
 from __future__ import annotations
@@ -26,12 +28,18 @@ GPU_SPACES = tuple(f"kernel_tuner/{kernel}_milo_{gpu}.json.gz" for kernel in ("c
                    for gpu in GPUS) + ("kernel_tuner/convolution_MI50.json.gz",)
 
 
-def _cpu_spaces() -> tuple[str, ...]:
+def _measured(target_kind: str) -> tuple[str, ...]:
+    """This project's shipped space files measured on ``target_kind`` (``data/spaces/<kind>_*.jsonl[.gz]``)."""
     folder = data_dir("spaces")
-    return tuple(f"spaces/{os.path.basename(p)}" for p in sorted(glob.glob(os.path.join(folder, "*.jsonl*"))))
+    pattern = os.path.join(folder, f"{target_kind}_*.jsonl*")
+    return tuple(f"spaces/{os.path.basename(p)}" for p in sorted(glob.glob(pattern)))
 
 
-SETS = {"cpu": _cpu_spaces, "gpu": lambda: GPU_SPACES, "all": lambda: _cpu_spaces() + GPU_SPACES}
+def _gpu_spaces() -> tuple[str, ...]:
+    return GPU_SPACES + _measured("cuda")
+
+
+SETS = {"cpu": lambda: _measured("llvm"), "gpu": _gpu_spaces, "all": lambda: _measured("llvm") + _gpu_spaces()}
 
 
 def space_set(name: str) -> list[str]:

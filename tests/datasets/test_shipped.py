@@ -15,11 +15,12 @@ from tunebench.errors import UserError
 from tunebench.resources import data_dir
 
 
-@pytest.mark.parametrize("folder,space_set", [("kernel_tuner", "gpu"), ("spaces", "cpu")])
-def test_every_listed_file_matches_its_recorded_sha256(folder, space_set):
+@pytest.mark.parametrize("folder", ["kernel_tuner", "spaces"])
+def test_every_listed_file_matches_its_recorded_sha256(folder):
     manifest = data_dir(folder, shipped.MANIFEST)
     listed = dict(line.split("  ")[::-1] for line in open(manifest).read().splitlines())
-    assert set(listed) == {os.path.basename(p) for p in shipped.space_set(space_set)}
+    in_sets = {os.path.basename(p) for p in shipped.space_set("all") if os.path.dirname(p) == data_dir(folder)}
+    assert set(listed) == in_sets
     for name, digest in listed.items():
         assert shipped.expected_sha256(data_dir(folder, name)) == digest
         with open(data_dir(folder, name), "rb") as fh:
@@ -32,6 +33,22 @@ def test_sets_name_the_shipped_files():
     assert shipped.space_set("all") == cpu + gpu
     with pytest.raises(UserError, match=r"set 'gpus' is unknown; valid: cpu, gpu, all"):
         shipped.space_set("gpus")
+
+
+def test_a_measured_space_joins_the_set_of_the_target_it_was_measured_on(tmp_path, monkeypatch):
+    """``data/spaces/llvm_*`` files are the cpu set; ``cuda_*`` ones join the gpu set after the caches."""
+    folder = tmp_path / "data" / "spaces"
+    folder.mkdir(parents=True)
+    for name in ("llvm_dense_1x8x4.jsonl", "cuda_conv2d_1x64.jsonl.gz", "cuda_conv2d_1x128.jsonl", "notes.txt"):
+        (folder / name).write_text("")
+    for rel in shipped.GPU_SPACES:
+        (tmp_path / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / rel).write_text("")
+    monkeypatch.setattr(shipped, "data_dir", lambda *p: os.path.join(str(tmp_path / "data"), *p))
+    names = {k: [os.path.basename(p) for p in shipped.space_set(k)] for k in ("cpu", "gpu", "all")}
+    assert names["cpu"] == ["llvm_dense_1x8x4.jsonl"]
+    assert names["gpu"][-2:] == ["cuda_conv2d_1x128.jsonl", "cuda_conv2d_1x64.jsonl.gz"] and len(names["gpu"]) == 11
+    assert names["all"] == names["cpu"] + names["gpu"]
 
 
 def test_the_benchmark_hub_caches_read_as_documented():
