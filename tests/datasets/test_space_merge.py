@@ -113,3 +113,22 @@ def test_gpu_parts_merge_only_with_the_same_gpu_model_and_driver(sittings, tmp_p
     assert code == 2 and len(err) == 1 and "records no driver" in err[0]
     assert not (tmp_path / "no.jsonl").exists()
     assert json.loads(open(a).readline())["device"] == h100
+
+
+def test_parts_differing_only_in_the_template_files_tunebench_imports_merge(tmp_path, capsys):
+    """Two parts whose template code digests agree merge though the whole template file's digests differ (a
+    tunebench module moved between the sittings); another code digest is another space."""
+    from helpers import write_tiny_space
+
+    a, b, c = (str(tmp_path / f"{n}.jsonl") for n in "abc")
+    write_tiny_space(a)
+    write_tiny_space(b, sha="2" * 64)
+    write_tiny_space(c, code_sha="3" * 64)
+    out = tmp_path / "merged.jsonl"
+    code, err = _main(["space", "merge", "--out", str(out), a, c], capsys)
+    assert code == 2 and err == [f"error: {c}: header task differs from {a}'s: not the same space (merge sittings "
+                                 "of one space only)"] and not out.exists()
+    from tunebench.__main__ import main
+
+    main(["space", "merge", "--out", str(out), a, b])
+    assert read_space_file(str(out)).meta["task"] == space_file_lines(a)[0]["task"]

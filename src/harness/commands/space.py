@@ -29,6 +29,8 @@ from tunebench.harness.commands.space_merge import add_merge_parser, cmd_merge
 log = logging.getLogger(__name__)
 STATE = ".measuring.json"
 LOCK = ".measuring.lock"
+#: what a space file's header records of the task's template (TVMTarget.space_facts)
+TEMPLATE_FACTS = ("template", "template_file", "template_sha256", "template_code_sha256")
 #: overrides the command sets itself
 OWN = ("method", "budget.trials_per_task", "resume", "e2e.enabled")
 
@@ -189,7 +191,7 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
             stamps = [r["timestamp"] for r in by_task[task.id].values()]
             header = {"name": f"{cfg.model.name}/{task.name}", **common,
                       "task": {"kind": task.kind, "shape": task.shape, "flops": task.flops,
-                               **{k: facts[k] for k in ("template", "template_file", "template_sha256")}},
+                               **{k: facts[k] for k in TEMPLATE_FACTS}},
                       "target": {"kind": target.kind, **{k: facts[k] for k in ("tvm_target", "threads", "precision")}},
                       "measured": [_utc(min(stamps)), _utc(max(stamps))],
                       "knobs": task.space.describe(), "space_size": task.space.size,

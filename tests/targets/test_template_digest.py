@@ -1,0 +1,85 @@
+"""The template code digest that space files are checked by (``template_code_sha256``): it leaves out the
+lines that import tunebench's own modules, and nothing else (a changed code line, a changed import of another
+package or of a sibling template module, a docstring that mentions an import all change it)."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+
+import pytest
+
+from tunebench.targets.tvm.template_files import PACKAGE_ROOT, code_digest, template_code_digest
+
+SOURCE = b'''"""A template.
+
+    from tunebench.space import Space   (an example in a docstring)
+"""
+
+import numpy as np
+from tvm import te
+import tunebench.space as sp
+from tunebench.space import Config, Space  # knobs
+
+from .fused import Template
+
+
+class Tpl(Template):
+    def make_space(self):
+        from tunebench.space import SplitKnob
+        import os; import tunebench.space
+        return Space([SplitKnob("x", 8, 2)])
+'''
+
+
+def _edited(old: bytes, new: bytes) -> bytes:
+    assert SOURCE.count(old) == 1
+    return SOURCE.replace(old, new)
+
+
+@pytest.mark.parametrize("old,new", [
+    (b"import tunebench.space as sp\n", b"import tunebench.search_space as sp\n"),
+    (b"from tunebench.space import Config, Space  # knobs", b"from tunebench.search_space import Config, Space"),
+    (b"        from tunebench.space import SplitKnob\n", b"        from tunebench.search_space import SplitKnob\n"),
+    (b"from tunebench.space import Config, Space  # knobs\n",
+     b"from tunebench.search_space import (\n    Config,\n    Space,\n)\n"),
+    (b"from tunebench.space import Config, Space  # knobs\n", b""),
+])
+def test_a_changed_tunebench_import_line_leaves_the_digest_as_it_was(old, new):
+    assert code_digest(_edited(old, new)) == code_digest(SOURCE)
+
+
+@pytest.mark.parametrize("old,new", [
+    (b'SplitKnob("x", 8, 2)', b'SplitKnob("x", 8, 3)'),  # code
+    (b"from tvm import te\n", b"from tvm import tir as te\n"),  # another package's import
+    (b"import numpy as np\n", b"import numpy as np  # arrays\n"),
+    (b"from .fused import Template\n", b"from .cpu import Template\n"),  # a sibling template module
+    (b"import os; import tunebench.space\n", b"import os; import tunebench.search_space\n"),  # not alone on its line
+    (b"    from tunebench.space import Space   (an", b"    from tunebench.search_space import Space   (an"),
+])
+def test_any_other_change_changes_the_digest(old, new):
+    assert code_digest(_edited(old, new)) != code_digest(SOURCE)
+
+
+def test_a_file_that_does_not_parse_is_hashed_whole():
+    broken = SOURCE + b"def (\n"
+    assert code_digest(broken) == hashlib.sha256(broken).hexdigest()
+
+
+def test_every_template_file_imports_tunebench_on_lines_the_digest_leaves_out():
+    """The template files import tunebench's modules in single-line statements at the top of the file; moving
+    those modules (another name on each such line) leaves every file's code digest as it was."""
+    files = sorted(glob.glob(os.path.join(PACKAGE_ROOT, "targets", "tvm", "templates", "*.py")))
+    assert len(files) >= 10
+    moved = 0
+    for path in files:
+        raw = open(path, "rb").read()
+        lines = raw.splitlines(keepends=True)
+        assert not [ln for ln in lines if ln.lstrip().startswith((b"from tunebench", b"import tunebench"))
+                    and ln.rstrip().endswith((b"(", b"\\"))], path
+        edited = b"".join(ln.replace(b"tunebench.", b"tunebench.moved_", 1)
+                          if ln.startswith((b"from tunebench.", b"import tunebench.")) else ln for ln in lines)
+        moved += edited != raw
+        assert code_digest(edited) == template_code_digest(os.path.relpath(path, PACKAGE_ROOT)), path
+    assert moved >= 9
