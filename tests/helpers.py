@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Task
 
 HOLD = """

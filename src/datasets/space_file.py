@@ -38,7 +38,7 @@ from tunebench.datasets.shipped import verify_shipped
 from tunebench.errors import UserError
 from tunebench.listed_space import ListedSpace
 from tunebench.safe_files import atomic_write_bytes
-from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, NumericKnob, Space, SplitKnob
 
 FORMAT = "tunebench-space"
 VERSION = 1

@@ -20,7 +20,7 @@ from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.methods import make_method
 from tunebench.methods.exhaustive import exhaustive_queue
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.replay import ReplaySettings, ReplayTarget, check_template
 from tunebench.targets.tvm.template_files import template_code_digest, template_source_digest
 

@@ -14,21 +14,21 @@ from tunebench.targets.tvm.template_files import PACKAGE_ROOT, code_digest, temp
 
 SOURCE = b'''"""A template.
 
-    from tunebench.space import Space   (an example in a docstring)
+    from tunebench.search_space import Space   (an example in a docstring)
 """
 
 import numpy as np
 from tvm import te
-import tunebench.space as sp
-from tunebench.space import Config, Space  # knobs
+import tunebench.search_space as sp
+from tunebench.search_space import Config, Space  # knobs
 
 from .fused import Template
 
 
 class Tpl(Template):
     def make_space(self):
-        from tunebench.space import SplitKnob
-        import os; import tunebench.space
+        from tunebench.search_space import SplitKnob
+        import os; import tunebench.search_space
         return Space([SplitKnob("x", 8, 2)])
 '''
 
@@ -39,12 +39,14 @@ def _edited(old: bytes, new: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("old,new", [
-    (b"import tunebench.space as sp\n", b"import tunebench.search_space as sp\n"),
-    (b"from tunebench.space import Config, Space  # knobs", b"from tunebench.search_space import Config, Space"),
-    (b"        from tunebench.space import SplitKnob\n", b"        from tunebench.search_space import SplitKnob\n"),
-    (b"from tunebench.space import Config, Space  # knobs\n",
-     b"from tunebench.search_space import (\n    Config,\n    Space,\n)\n"),
-    (b"from tunebench.space import Config, Space  # knobs\n", b""),
+    (b"import tunebench.search_space as sp\n", b"import tunebench.spaces.search as sp\n"),
+    (b"from tunebench.search_space import Config, Space  # knobs",
+     b"from tunebench.spaces.search import Config, Space"),
+    (b"        from tunebench.search_space import SplitKnob\n",
+     b"        from tunebench.spaces.search import SplitKnob\n"),
+    (b"from tunebench.search_space import Config, Space  # knobs\n",
+     b"from tunebench.spaces.search import (\n    Config,\n    Space,\n)\n"),
+    (b"from tunebench.search_space import Config, Space  # knobs\n", b""),
 ])
 def test_a_changed_tunebench_import_line_leaves_the_digest_as_it_was(old, new):
     assert code_digest(_edited(old, new)) == code_digest(SOURCE)
@@ -55,8 +57,9 @@ def test_a_changed_tunebench_import_line_leaves_the_digest_as_it_was(old, new):
     (b"from tvm import te\n", b"from tvm import tir as te\n"),  # another package's import
     (b"import numpy as np\n", b"import numpy as np  # arrays\n"),
     (b"from .fused import Template\n", b"from .cpu import Template\n"),  # a sibling template module
-    (b"import os; import tunebench.space\n", b"import os; import tunebench.search_space\n"),  # not alone on its line
-    (b"    from tunebench.space import Space   (an", b"    from tunebench.search_space import Space   (an"),
+    # not alone on its line
+    (b"import os; import tunebench.search_space\n", b"import os; import tunebench.spaces.search\n"),
+    (b"    from tunebench.search_space import Space   (an", b"    from tunebench.spaces.search import Space   (an"),
 ])
 def test_any_other_change_changes_the_digest(old, new):
     assert code_digest(_edited(old, new)) != code_digest(SOURCE)
