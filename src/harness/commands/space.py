@@ -2,7 +2,8 @@
 every task's space (or the part of it ``--max-factor`` bounds, or a uniform ``--sample``) under the
 measurement protocol and write one versioned space file per task (:mod:`tunebench.datasets.space_file`)
 for ``target=replay``. ``space merge`` joins the files of one space measured in several sittings
-(:mod:`tunebench.harness.commands.space_merge`).
+(:mod:`tunebench.harness.commands.space_merge`); ``space migrate`` gives files measured before the template
+code digest existed that digest (:mod:`tunebench.harness.commands.space_migrate`).
 
 The measuring is one ordinary tuning run with ``method=exhaustive`` (its MLflow run and records folder
 in the working directory, the device lock, noise marks, the best config's output check). ``DIR`` holds
@@ -25,6 +26,7 @@ from tunebench.config.arguments import check_out
 from tunebench.config.experiment import MAX_TRIALS
 from tunebench.errors import UserError
 from tunebench.harness.commands.space_merge import add_merge_parser, cmd_merge
+from tunebench.harness.commands.space_migrate import add_migrate_parser, cmd_migrate
 
 log = logging.getLogger(__name__)
 STATE = ".measuring.json"
@@ -47,6 +49,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz instead of .jsonl")
     parser.add_argument("overrides", nargs="*", help="run.py overrides: model=..., target=..., seed=, measure.*")
     add_merge_parser(sub)
+    add_migrate_parser(sub)
 
 
 def machine() -> dict:
@@ -89,11 +92,12 @@ def _state(out: str, here: dict, overrides: list[str]) -> dict | None:
 
 def cmd_measure(args: argparse.Namespace) -> None:
     """Measure (or resume measuring) the spaces, then write the files; one ``space measure`` per folder
-    (``space merge``: :func:`~tunebench.harness.commands.space_merge.cmd_merge`)."""
+    (``space merge``: :func:`~tunebench.harness.commands.space_merge.cmd_merge`; ``space migrate``:
+    :func:`~tunebench.harness.commands.space_migrate.cmd_migrate`)."""
     from tunebench.harness.commands.cli import setup_logging
 
-    if args.action == "merge":
-        cmd_merge(args)
+    if args.action in ("merge", "migrate"):
+        (cmd_merge if args.action == "merge" else cmd_migrate)(args)
         return
     _check_args(args)
     check_out(args.out, "--out", folder=True)
