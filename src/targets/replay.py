@@ -108,11 +108,6 @@ def _measured_facts(meta: dict) -> dict:
     return {"template": meta["task"].get("template"), "commit": meta.get("commit"), "date": meta.get("date")}
 
 
-#: what a refused file that records only the whole template file's digest can do instead of re-measuring
-_migrate = (", or, if only the template's tunebench imports changed since, add its code digest: python -m "
-            "tunebench space migrate FILE")
-
-
 def check_template(task_meta: dict, path: str) -> None:
     """Refuse a space measured with another version of its template: the sha256 of the template's code
     recorded in the space file (``template_code_sha256``: the source without its tunebench import lines,
@@ -131,8 +126,11 @@ def check_template(task_meta: dict, path: str) -> None:
     if not rel or not recorded:
         return
     now = digest(rel)
+    # a file that records only the whole template file's digest may need its code digest only
+    migrate = "" if code else (f", or, if only the template's tunebench imports changed since, add its code "
+                               f"digest: python -m tunebench space migrate {path}")
     if now != recorded:
         state = "is not in this checkout" if now is None else f"differs from this checkout's ({now[:12]})"
         raise UserError(f"model.path={path}: measured with template {task_meta.get('template')} from {rel} "
                         f"({what} {recorded[:12]}), which {state}: its configs would not build the kernels that "
-                        f"were timed; re-measure it (python -m tunebench space measure){_migrate if not code else ''}")
+                        f"were timed; re-measure it (python -m tunebench space measure){migrate}")

@@ -65,7 +65,7 @@ def test_an_old_file_gets_the_code_digest_of_its_template_at_its_commit(repo, tm
     assert BEFORE != TEMPLATE
     path = _old_file(str(tmp_path / "old.jsonl"), _commit(repo, BEFORE), BEFORE)
     before = open(path, "rb").read().splitlines(keepends=True)
-    with pytest.raises(UserError, match=r"re-measure it .*python -m tunebench space migrate FILE$"):
+    with pytest.raises(UserError, match=r"re-measure it .*python -m tunebench space migrate \S+old.jsonl$"):
         ReplayTarget(ReplaySettings()).load_tasks(MeasuredModel(path=path))
     from tunebench.__main__ import main
 
