@@ -112,24 +112,28 @@ def check_template(task_meta: dict, path: str) -> None:
     """Refuse a space measured with another version of its template: the sha256 of the template's code
     recorded in the space file (``template_code_sha256``: the source without its tunebench import lines,
     :mod:`tunebench.targets.tvm.template_files`) must equal this checkout's; a file measured before that
-    digest existed records only the whole source file's (``template_sha256``) and is checked by that.
+    digest existed records only the whole source file's (``template_sha256``): it must be this checkout's
+    file's, or a known version of it with this checkout's code (``template_files.whole_file_matches``).
 
     Raises:
         UserError: the template file is gone or its code differs.
     """
-    from tunebench.targets.tvm.template_files import template_code_digest, template_source_digest
+    from tunebench.targets.tvm.template_files import template_code_digest, whole_file_matches
 
     rel = task_meta.get("template_file")
     code = task_meta.get("template_code_sha256")
-    recorded, digest, what = ((code, template_code_digest, "code sha256") if code else
-                              (task_meta.get("template_sha256"), template_source_digest, "sha256"))
+    recorded, what = (code, "code sha256") if code else (task_meta.get("template_sha256"), "sha256")
     if not rel or not recorded:
         return
-    now = digest(rel)
+    if code:
+        now = template_code_digest(rel)
+        same = now == recorded
+    else:
+        same, now = whole_file_matches(rel, recorded)
     # a file that records only the whole template file's digest may need its code digest only
     migrate = "" if code else (f", or, if only the template's tunebench imports changed since, add its code "
                                f"digest: python -m tunebench space migrate {path}")
-    if now != recorded:
+    if not same:
         state = "is not in this checkout" if now is None else f"differs from this checkout's ({now[:12]})"
         raise UserError(f"model.path={path}: measured with template {task_meta.get('template')} from {rel} "
                         f"({what} {recorded[:12]}), which {state}: its configs would not build the kernels that "

@@ -86,14 +86,20 @@ def test_a_file_without_the_code_digest_is_checked_by_the_whole_files(tmp_path):
     assert "\n" not in str(exc.value)
 
 
-def test_the_shipped_spaces_record_the_code_digest_of_this_checkouts_template():
-    """The six CPU spaces (measured before the code digest existed, given it since) replay in this checkout."""
+def test_the_shipped_spaces_name_a_known_version_of_this_checkouts_template():
+    """The six CPU spaces (measured before the code digest existed; their bytes, and so their task ids and seeded
+    replays, as measured) record a whole-file sha256 that names a known version of the template whose code
+    digest is this checkout's, so they replay; the same file naming an unknown version is refused."""
     from tunebench.datasets.shipped import space_set
+    from tunebench.targets.tvm.template_files import KNOWN_SOURCES
 
     for path in space_set("cpu"):
         task = read_measured(path).meta["task"]
-        assert task["template_code_sha256"] == template_code_digest(task["template_file"]), path
+        assert "template_code_sha256" not in task and task["template_sha256"] in KNOWN_SOURCES, path
+        assert KNOWN_SOURCES[task["template_sha256"]] == template_code_digest(task["template_file"]), path
         check_template(task, path)
+    with pytest.raises(UserError, match="differs from this checkout's"):
+        check_template({**task, "template_sha256": "2" * 64}, path)
 
 
 def _rewrite(path: str, edit) -> None:

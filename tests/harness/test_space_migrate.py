@@ -18,8 +18,9 @@ from tunebench.targets.replay import ReplaySettings, ReplayTarget
 from tunebench.targets.tvm.template_files import PACKAGE_ROOT, template_code_digest
 
 TEMPLATE = open(f"{PACKAGE_ROOT}/{TINY_TEMPLATE}", "rb").read()
-#: the template before the module it imports was renamed: only a tunebench import line differs
-BEFORE = TEMPLATE.replace(b"from tunebench.search_space import", b"from tunebench.space import", 1)
+#: the template before a module it imports was renamed: only a tunebench import line differs (a module name
+#: no real version had, so that the version is not one the checkout knows, ``KNOWN_SOURCES``)
+BEFORE = TEMPLATE.replace(b"from tunebench.search_space import", b"from tunebench.knob_space import", 1)
 
 
 def _git(repo, *args) -> str:

@@ -9,7 +9,9 @@ The check guards the template's own code: it never covered the modules a templat
 nothing the check had, and moving or renaming such a module does not invalidate measured spaces. Relative
 imports (``from .fused import ...``, other template modules) and imports of other packages stay in the
 digest. Space files measured before this digest existed record only the sha256 of the whole file
-(``template_sha256``, :func:`template_source_digest`) and are checked by that.
+(``template_sha256``, :func:`template_source_digest`): such a file passes when that is this checkout's
+file's, or when it names a template version in :data:`KNOWN_SOURCES` whose code digest is this checkout's
+(the shipped spaces: their bytes, and so their task ids and seeded replays, stay as measured).
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ import os
 
 #: the tunebench package's folder: template files are named relative to it
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+#: template versions that space files name only by their whole file's sha256, with the code digest of that
+#: version: whole-file sha256 -> code digest. Each is the file at the commit such a space file records, e.g.
+#: ``git show e881afe:src/targets/tvm/templates/cpu_packed.py`` for the six shipped CPU spaces;
+#: tests/targets/test_template_digest.py derives them again from git where the history is there.
+KNOWN_SOURCES = {
+    "0630d984f0d1e4dfe1528134837b4b1c99045f9826d11b6792e61065808a95ee":  # cpu_packed.py at e881afe
+        "623bfa86a9ca5f38531bd6929d1bd489394b1dede6e6e3aeeb51784f0dab1662",
+}
 
 
 def template_file(template) -> str:
@@ -44,6 +56,16 @@ def template_source_digest(rel: str) -> str | None:
     there is no such file."""
     source = _read(rel)
     return None if source is None else hashlib.sha256(source).hexdigest()
+
+
+def whole_file_matches(rel: str, recorded: str) -> tuple[bool, str | None]:
+    """Whether a space file that records only the whole template file's sha256 (``recorded``) was measured
+    with this checkout's template code: the same file, or a known version of it (:data:`KNOWN_SOURCES`)
+    with the same code digest. Also this checkout's whole-file sha256 (None: no such file), for a message."""
+    now = template_source_digest(rel)
+    if now is None or now == recorded:
+        return now is not None, now
+    return KNOWN_SOURCES.get(recorded) == template_code_digest(rel), now
 
 
 def template_code_digest(rel: str) -> str | None:
