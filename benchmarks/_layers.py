@@ -63,7 +63,7 @@ def layer_task(layer: dict, target_kind: str, template: str | None = None):
 def best_config(entry: dict, task):
     """The best config of a ``tasks.json`` entry, rebuilt (a trace, or the knob space's config at
     ``best_index``), checked to round-trip to the recorded ``best_config``."""
-    from tunebench.space import TraceConfig
+    from tunebench.search_space import TraceConfig
 
     recorded = entry.get("best_config")
     if recorded is None:

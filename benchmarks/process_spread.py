@@ -51,7 +51,7 @@ print(json.dumps([float(r) for r in res.results]))
 def best_schedules(run_dir: str, cases: set[str] | None):
     """``(config, [(task name, scheduled IRModule, best latency ms)])`` of a finished TVM run."""
     from tunebench.config.load import SavedRun
-    from tunebench.space import TraceConfig
+    from tunebench.search_space import TraceConfig
     from tunebench.targets.tvm.scheduling import schedule
     from tunebench.targets.tvm.templates import get_template
     from tunebench.targets.tvm.workloads.tasks import model_tasks

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from tunebench.space import Knob, Space
+from tunebench.search_space import Knob, Space
 
 
 class ListedSpace(Space):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from tunebench.space import Config, ScheduleConfig, Space, TraceConfig
+from tunebench.search_space import Config, ScheduleConfig, Space, TraceConfig
 
 
 @dataclass

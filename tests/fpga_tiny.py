@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from tunebench.space import ChoiceKnob, Space
+from tunebench.search_space import ChoiceKnob, Space
 from tunebench.task import Measurement, Outcome, Task
 from tunebench.testing.fakes import FakeTarget
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Task
 
 HOLD = """
@@ -56,12 +56,14 @@ def tiny_space() -> Space:
     return Space([SplitKnob("tile_x", 8, 2), ChoiceKnob("unroll", (0, 1))])
 
 
-def write_tiny_space(path: str, sha: str | None = None, noisy_index: int = 1, scale: float = 1.0) -> list[dict]:
+def write_tiny_space(path: str, sha: str | None = None, noisy_index: int = 1, scale: float = 1.0,
+                     code_sha: str | None = None) -> list[dict]:
     """A space file of all 8 configs of :func:`tiny_space` (config 3 failed; config ``noisy_index`` marked
-    noisy; latency ``scale`` x (1 + index) ms); returns its rows. ``sha``: the template source digest to
-    record (default: this checkout's, so that replay accepts it)."""
+    noisy; latency ``scale`` x (1 + index) ms); returns its rows. ``sha`` and ``code_sha``: the template's
+    whole-file and code digests to record (default: this checkout's, so that replay accepts it;
+    ``code_sha=""``: none, a file written before the code digest existed)."""
     from tunebench.datasets.space_file import write_space_file
-    from tunebench.targets.tvm.template_files import template_source_digest
+    from tunebench.targets.tvm.template_files import template_code_digest, template_source_digest
 
     space, rows = tiny_space(), []
     for i in range(space.size):
@@ -76,5 +78,7 @@ def write_tiny_space(path: str, sha: str | None = None, noisy_index: int = 1, sc
               "target": {"kind": "llvm", "tvm_target": {"kind": "llvm"}, "threads": 2, "precision": "float32"},
               "knobs": space.describe(), "space_size": space.size, "machine": {"cpu": "Test CPU", "cores": 2},
               "commit": "abc", "date": "2026-11-27T00:00:00Z", "subspace": {}}
+    if code_sha != "":
+        header["task"]["template_code_sha256"] = code_sha or template_code_digest(TINY_TEMPLATE)
     write_space_file(path, header, rows)
     return rows

@@ -9,7 +9,7 @@ from conftest import ROOT
 
 # top-level module or package of tunebench -> layer (docs/ARCHITECTURE.md, "Layers")
 LAYERS = {
-    "errors": 0, "safe_files": 0, "tensor_files": 0, "testing": 6, "resources": 0, "space": 0, "listed_space": 0, "task": 0, "record_file": 0, "pareto": 0,
+    "errors": 0, "safe_files": 0, "tensor_files": 0, "testing": 6, "resources": 0, "search_space": 0, "listed_space": 0, "task": 0, "record_file": 0, "pareto": 0,
     "run_lookup": 0, "config": 0, "history": 1, "protocol": 1, "datasets": 2, "targets": 3, "methods": 4,
     "harness": 5, "report": 6, "__main__": 7,
 }

@@ -7,7 +7,7 @@ import numpy as np
 import tvm
 from tvm import te, tirx
 
-from tunebench.space import Space
+from tunebench.search_space import Space
 
 LLVM = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 CUDA = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})

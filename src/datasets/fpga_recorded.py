@@ -22,7 +22,7 @@ import pandas as pd
 from tunebench.errors import UserError
 from tunebench.listed_space import ListedSpace
 from tunebench.resources import data_dir
-from tunebench.space import ChoiceKnob
+from tunebench.search_space import ChoiceKnob
 from tunebench.task import Task
 
 ROOT = data_dir("fpga_recorded")

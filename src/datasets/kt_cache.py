@@ -22,7 +22,7 @@ from tunebench.config.knobs import is_num, short
 from tunebench.datasets.measured import MeasuredRow, MeasuredSpace, recorded_number
 from tunebench.errors import UserError
 from tunebench.listed_space import ListedSpace
-from tunebench.space import ChoiceKnob, NumericKnob
+from tunebench.search_space import ChoiceKnob, NumericKnob
 
 REQUIRED = ("tune_params_keys", "tune_params", "cache")
 

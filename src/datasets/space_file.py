@@ -4,8 +4,11 @@ protocol (``python -m tunebench space measure``), replayed by ``target=replay`` 
 A file is JSON lines (``.jsonl``, or gzipped ``.jsonl.gz``). The first line is the header:
 
 - ``format`` (``"tunebench-space"``) and ``version`` (:data:`VERSION`);
-- ``name``, ``task`` (kind, shape, flops, and the template: its name, its source file and that file's
-  sha256, so that a space measured with another version of the template is refused), ``target`` (kind,
+- ``name``, ``task`` (kind, shape, flops, and the template: its name, its source file, that file's
+  sha256 ``template_sha256`` and the sha256 of its code ``template_code_sha256``, the source without its
+  tunebench import lines (:mod:`tunebench.targets.tvm.template_files`), so that a space measured with
+  another version of the template is refused; files written before the code digest existed have only
+  ``template_sha256`` and are checked by it), ``target`` (kind,
   the TVM target, threads, precision), ``knobs`` (the template's knobs as ``Space.describe()`` gives them),
   ``subspace`` (how the measured configs were chosen: all, ``max_factor``, ``sample``), ``space_size``
   (configs of the whole template space), ``configs`` (lines that follow: a shorter file is truncated);
@@ -35,7 +38,7 @@ from tunebench.datasets.shipped import verify_shipped
 from tunebench.errors import UserError
 from tunebench.listed_space import ListedSpace
 from tunebench.safe_files import atomic_write_bytes
-from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, NumericKnob, Space, SplitKnob
 
 FORMAT = "tunebench-space"
 VERSION = 1
@@ -150,7 +153,8 @@ def _check_header(head: dict, path: str) -> None:
     if not is_int(flops) or flops < 0:
         raise UserError(f"model.path={path}:1: header task.flops={short(flops)}: must be an integer >= 0")
     nested = [("task", "kind", str), ("task", "shape", dict), ("task", "template", str), ("task", "template_file", str),
-              ("task", "template_sha256", str), ("target", "tvm_target", dict), ("machine", "cpu", str)]
+              ("task", "template_sha256", str), ("task", "template_code_sha256", str), ("target", "tvm_target", dict),
+              ("machine", "cpu", str)]
     for part, key, kind in nested:
         value = head[part].get(key)
         if value is not None and not isinstance(value, kind):

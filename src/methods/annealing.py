@@ -1,4 +1,4 @@
-"""Parallel simulated annealing over a :class:`~tunebench.space.Space` (AutoTVM's model optimizer).
+"""Parallel simulated annealing over a :class:`~tunebench.search_space.Space` (AutoTVM's model optimizer).
 
 This is the search AutoTVM runs on its cost model (``SimulatedAnnealingOptimizer.find_maximums``
 in ``tvm/autotvm/tuner/sa_model_optimizer.py``), written against a plain score function so that
@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tunebench.listed_space import ListedSpace
-from tunebench.space import Space
+from tunebench.search_space import Space
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import numpy as np
 from tunebench.config.experiment import Budget, MethodSettings
 from tunebench.config.load import with_overrides
 from tunebench.methods.seeding import library_seed, seed_libraries
-from tunebench.space import Config
+from tunebench.search_space import Config
 from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
 

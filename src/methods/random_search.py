@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import NAME, knob
 from tunebench.methods.base import Method
-from tunebench.space import Config
+from tunebench.search_space import Config
 
 
 @dataclass

@@ -78,7 +78,7 @@ class TargetInfo:
         details: the rest of the device description (TVM: mcpu, cores, host, GPU limits; FPGA:
             device, tools, part, clock, table), recorded as is.
         graph_schedules: a task is a graph (``task.mod``) and a config its execution order
-            (:class:`~tunebench.space.ScheduleConfig`), not a point of a knob space (``target=memory``).
+            (:class:`~tunebench.search_space.ScheduleConfig`), not a point of a knob space (``target=memory``).
         fidelity_costs: seconds to a report at each fidelity from scratch (T_i of [Sun-PhD] Eq. 3.15:
             the cumulative tool time of the stages it needs), from the target's measured stage seconds
             (``Target.task_info``: per task); None where unknown or not applicable.

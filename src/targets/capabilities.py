@@ -100,7 +100,8 @@ class MeasuresSpaces(Protocol):
     (``python -m tunebench space measure``, ``target=replay``)."""
 
     def space_facts(self, task: Task) -> dict:
-        """How a config of ``task`` becomes a kernel (template, its source file and sha256; the TVM target,
+        """How a config of ``task`` becomes a kernel (template, its source file, that file's sha256 and the
+        sha256 of its code, :mod:`tunebench.targets.tvm.template_files`; the TVM target,
         threads, precision): recorded in the space file and checked by the replay."""
 
     def space_tools(self) -> dict:

@@ -11,8 +11,8 @@ A space file's task keeps its layer's kind and shape (``conv2d``, kernel, stride
 by them); a Kernel Tuner cache's task is of kind ``measured``. The task's space is the measured
 configurations (a :class:`~tunebench.listed_space.ListedSpace` over the template's own knobs, so knob
 features are those of the live space): no method can ask for one that was not measured. A space file
-measured with another version of its template (the template's source differs from this checkout's) is
-refused.
+measured with another version of its template (the template's code differs from this checkout's:
+:func:`check_template`) is refused.
 """
 
 from __future__ import annotations
@@ -109,20 +109,32 @@ def _measured_facts(meta: dict) -> dict:
 
 
 def check_template(task_meta: dict, path: str) -> None:
-    """Refuse a space measured with another version of its template: the sha256 of the template's source
-    file recorded in the space file must equal this checkout's.
+    """Refuse a space measured with another version of its template: the sha256 of the template's code
+    recorded in the space file (``template_code_sha256``: the source without its tunebench import lines,
+    :mod:`tunebench.targets.tvm.template_files`) must equal this checkout's; a file measured before that
+    digest existed records only the whole source file's (``template_sha256``): it must be this checkout's
+    file's, or a known version of it with this checkout's code (``template_files.whole_file_matches``).
 
     Raises:
-        UserError: the template file is gone or its source differs.
+        UserError: the template file is gone or its code differs.
     """
-    from tunebench.targets.tvm.template_files import template_source_digest
+    from tunebench.targets.tvm.template_files import template_code_digest, whole_file_matches
 
-    rel, recorded = task_meta.get("template_file"), task_meta.get("template_sha256")
+    rel = task_meta.get("template_file")
+    code = task_meta.get("template_code_sha256")
+    recorded, what = (code, "code sha256") if code else (task_meta.get("template_sha256"), "sha256")
     if not rel or not recorded:
         return
-    now = template_source_digest(rel)
-    if now != recorded:
+    if code:
+        now = template_code_digest(rel)
+        same = now == recorded
+    else:
+        same, now = whole_file_matches(rel, recorded)
+    # a file that records only the whole template file's digest may need its code digest only
+    migrate = "" if code else (f", or, if only the template's tunebench imports changed since, add its code "
+                               f"digest: python -m tunebench space migrate {path}")
+    if not same:
         state = "is not in this checkout" if now is None else f"differs from this checkout's ({now[:12]})"
         raise UserError(f"model.path={path}: measured with template {task_meta.get('template')} from {rel} "
-                        f"(sha256 {recorded[:12]}), which {state}: its configs would not build the kernels that were "
-                        "timed; re-measure it (python -m tunebench space measure)")
+                        f"({what} {recorded[:12]}), which {state}: its configs would not build the kernels that "
+                        f"were timed; re-measure it (python -m tunebench space measure){migrate}")

@@ -26,7 +26,7 @@ from tunebench.listed_space import ListedSpace
 from tunebench.methods.base import TargetNeeds
 from tunebench.methods.tensor_programs.autotvm.tuner import throughput
 from tunebench.record_file import record_line
-from tunebench.space import ChoiceKnob, NumericKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, NumericKnob, Space, SplitKnob
 from tunebench.task import Task
 from tunebench.testing.fakes import FakeTarget
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tunebench.listed_space import ListedSpace
-from tunebench.space import ChoiceKnob, NumericKnob
+from tunebench.search_space import ChoiceKnob, NumericKnob
 
 
 def test_numeric_knob_min_max_encoding():

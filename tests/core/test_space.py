@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from tunebench.space import ChoiceKnob, Space, SplitKnob, factorizations
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob, factorizations
 
 
 def _n_ordered_factorizations(n, k):

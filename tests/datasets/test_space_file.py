@@ -21,14 +21,14 @@ from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.methods import make_method
 from tunebench.methods.exhaustive import exhaustive_queue
-from tunebench.space import ChoiceKnob, Space, SplitKnob
-from tunebench.targets.replay import ReplaySettings, ReplayTarget
-from tunebench.targets.tvm.template_files import template_source_digest
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
+from tunebench.targets.replay import ReplaySettings, ReplayTarget, check_template
+from tunebench.targets.tvm.template_files import template_code_digest, template_source_digest
 
 
-def _file(tmp_path, name="s.jsonl", sha=None) -> tuple[str, list[dict]]:
+def _file(tmp_path, name="s.jsonl", sha=None, code_sha=None) -> tuple[str, list[dict]]:
     path = str(tmp_path / name)
-    return path, write_tiny_space(path, sha=sha)
+    return path, write_tiny_space(path, sha=sha, code_sha=code_sha)
 
 
 @pytest.mark.parametrize("name", ["s.jsonl", "s.jsonl.gz"])
@@ -63,10 +63,44 @@ def test_replay_serves_recorded_latencies_noise_marks_and_seconds(tmp_path):
 
 
 def test_a_space_of_a_changed_template_is_refused(tmp_path):
-    path, _ = _file(tmp_path, sha="0" * 64)
-    with pytest.raises(UserError, match=r"template packed from targets/tvm/templates/cpu_packed.py .*differs.*"
-                                        r"re-measure it"):
+    """The template's code digest decides; the whole file's digest is then only a record."""
+    path, _ = _file(tmp_path, code_sha="0" * 64)
+    with pytest.raises(UserError, match=r"template packed from targets/tvm/templates/cpu_packed.py \(code sha256 "
+                                        r"000000000000\), which differs.*re-measure it") as exc:
         ReplayTarget(ReplaySettings()).load_tasks(MeasuredModel(path=path))
+    assert "\n" not in str(exc.value)
+    path, _ = _file(tmp_path, name="t.jsonl", sha="0" * 64)
+    assert ReplayTarget(ReplaySettings()).load_tasks(MeasuredModel(path=path))[0][0].space.size == 8
+
+
+def test_a_file_without_the_code_digest_is_checked_by_the_whole_files(tmp_path):
+    """A space file written before ``template_code_sha256`` existed: its ``template_sha256`` (the whole
+    template file's) must be this checkout's file's, else it is refused in one line."""
+    path, _ = _file(tmp_path, code_sha="")
+    assert "template_code_sha256" not in read_space_file(path).meta["task"]
+    assert ReplayTarget(ReplaySettings()).load_tasks(MeasuredModel(path=path))[0][0].space.size == 8
+    path, _ = _file(tmp_path, name="old.jsonl", sha="1" * 64, code_sha="")
+    with pytest.raises(UserError, match=r"^model.path=.*old.jsonl: measured with template packed from "
+                                        r"targets/tvm/templates/cpu_packed.py \(sha256 111111111111\), which differs "
+                                        r"from this checkout's \(\w{12}\).*re-measure it") as exc:
+        ReplayTarget(ReplaySettings()).load_tasks(MeasuredModel(path=path))
+    assert "\n" not in str(exc.value)
+
+
+def test_the_shipped_spaces_name_a_known_version_of_this_checkouts_template():
+    """The six CPU spaces (measured before the code digest existed; their bytes, and so their task ids and seeded
+    replays, as measured) record a whole-file sha256 that names a known version of the template whose code
+    digest is this checkout's, so they replay; the same file naming an unknown version is refused."""
+    from tunebench.datasets.shipped import space_set
+    from tunebench.targets.tvm.template_files import KNOWN_SOURCES
+
+    for path in space_set("cpu"):
+        task = read_measured(path).meta["task"]
+        assert "template_code_sha256" not in task and task["template_sha256"] in KNOWN_SOURCES, path
+        assert KNOWN_SOURCES[task["template_sha256"]] == template_code_digest(task["template_file"]), path
+        check_template(task, path)
+    with pytest.raises(UserError, match="differs from this checkout's"):
+        check_template({**task, "template_sha256": "2" * 64}, path)
 
 
 def _rewrite(path: str, edit) -> None:
@@ -202,6 +236,7 @@ def test_space_measure_then_replay_reproduces_the_measurements(tmp_path, monkeyp
     head, rows = lines[0], lines[1:]
     assert head["configs"] == 3 == len(rows) and head["subspace"]["sample"] == 3 and head["best_check"]["ok"]
     assert head["task"]["template_sha256"] == template_source_digest(head["task"]["template_file"])
+    assert head["task"]["template_code_sha256"] == template_code_digest(head["task"]["template_file"])
     target = ReplayTarget(ReplaySettings())
     task = target.load_tasks(MeasuredModel(path=written[0]))[0][0]
     res = tune_task(task, make_method("random"), target, Budget(3), np.random.default_rng(1))

@@ -126,3 +126,22 @@ def test_a_config_measured_in_two_sittings_keeps_the_first_measurement():
     head, rows = merge_parts([part("r1", [[0], [1]]), part("run2", [[1], [2]])])
     assert [(r["digits"], r["latency_s"]) for r in rows] == [([0], 2.0), ([1], 2.0), ([2], 4.0)]
     assert [(s["configs"], s["kept"]) for s in head["sittings"]] == [(2, 2), (2, 1)]
+
+
+def test_parts_differing_only_in_the_template_files_tunebench_imports_merge(tmp_path, capsys):
+    """Two parts whose template code digests agree merge though the whole template file's digests differ (a
+    tunebench module moved between the sittings); another code digest is another space."""
+    from helpers import write_tiny_space
+
+    a, b, c = (str(tmp_path / f"{n}.jsonl") for n in "abc")
+    write_tiny_space(a)
+    write_tiny_space(b, sha="2" * 64)
+    write_tiny_space(c, code_sha="3" * 64)
+    out = tmp_path / "merged.jsonl"
+    code, err = _main(["space", "merge", "--out", str(out), a, c], capsys)
+    assert code == 2 and err == [f"error: {c}: header task differs from {a}'s: not the same space (merge sittings "
+                                 "of one space only)"] and not out.exists()
+    from tunebench.__main__ import main
+
+    main(["space", "merge", "--out", str(out), a, b])
+    assert read_space_file(str(out)).meta["task"] == space_file_lines(a)[0]["task"]

@@ -10,7 +10,7 @@ from tunebench.errors import UserError
 from tunebench.harness.setup.preflight import check_overrides
 from tunebench.harness.tracking.tracker import check_reachable, flatten
 from tunebench.record_file import RecordFile, read_records
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Outcome, Task
 
 CONF = os.path.join(ROOT, "conf")

@@ -11,7 +11,7 @@ from tunebench.harness.loop import tune_task
 from tunebench.harness.metrics import RunTotals, run_metrics, task_metrics, task_summary
 from tunebench.methods import Budget, make_method
 from tunebench.methods.random_search import RandomSearch
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.base import STATIC_INVALID, is_static_invalid
 from tunebench.task import Task
 from tunebench.testing.fakes import FakeTarget

@@ -14,7 +14,7 @@ from tunebench.methods.tensor_programs.autotvm.tuner import AutoTVM
 from tunebench.methods.tensor_programs.autotvm.xgb_model import KnobFeatures, XGBCostModel, average_recall
 from tunebench.record_file import read_records
 from tunebench.run_lookup import RECORD_TAG
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.task import Measurement, Outcome, Task
 from tunebench.testing.fakes import FakeTarget
 

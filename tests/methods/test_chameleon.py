@@ -108,7 +108,7 @@ def test_sample_synthesis_on_a_measured_space_takes_the_nearest_listed_config():
     knob values with it is taken instead of failing."""
     from tunebench.listed_space import ListedSpace
     from tunebench.methods.tensor_programs.chameleon.sampling import mode_config
-    from tunebench.space import ChoiceKnob
+    from tunebench.search_space import ChoiceKnob
 
     knobs = [ChoiceKnob("a", (0, 1)), ChoiceKnob("b", (0, 1)), ChoiceKnob("c", (0, 1))]
     space = ListedSpace(knobs, [[0, 0, 1], [0, 1, 0], [1, 0, 0], [1, 1, 1]])  # (0, 0, 0) is not listed

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tunebench.methods.tensor_programs.chameleon.sampling import adaptive_sample, knee_k, meta_search, mode_config
-from tunebench.space import ChoiceKnob, Space
+from tunebench.search_space import ChoiceKnob, Space
 
 
 def test_knee_is_the_first_k_whose_loss_did_not_fall_by_the_threshold():

@@ -41,7 +41,7 @@ def test_group_key_uses_kind_kernel_padding_and_stride():
 
 def test_transfer_features_agree_for_indices_and_record_dicts():
     from tunebench.methods.tensor_programs.dgp.method import LOG2_SCALE, TransferFeatures
-    from tunebench.space import ChoiceKnob, Space, SplitKnob
+    from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 
     space = Space([SplitKnob("tile_f", 16, 2), SplitKnob("tile_x", 12, 2), ChoiceKnob("order", ("a", "b", "c"))])
     feats = TransferFeatures(space)

@@ -14,7 +14,7 @@ from tunebench.errors import UserError
 from tunebench.harness.setup.compose import compose_config
 from tunebench.methods import make_method
 from tunebench.methods.tensor_programs.flextensor.moves import Moves
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.tvm.templates import get_template
 from tunebench.targets.tvm.templates.flex import FlexCpu, loop_nest
 from tunebench.targets.tvm.workloads.operator_te import prim_func

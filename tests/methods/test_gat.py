@@ -82,7 +82,7 @@ def test_graph_of_replayed_trace_equals_candidate(candidates):
     import tvm
 
     from tunebench.methods.tensor_programs.gat.features import tir_graph
-    from tunebench.space import trace_to_json
+    from tunebench.search_space import trace_to_json
 
     task, _ctx, cands = candidates
     sch = tvm.s_tir.Schedule(task.mod)

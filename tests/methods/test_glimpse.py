@@ -16,7 +16,7 @@ from tunebench.methods.tensor_programs.glimpse.dataset import group_from_values
 from tunebench.methods.tensor_programs.glimpse.method import Glimpse, beam_configs
 from tunebench.methods.tensor_programs.glimpse.model import GlimpseModel
 from tunebench.methods.tensor_programs.glimpse.train import TrainSettings, prior_cross_entropy, train, train_prior
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
 

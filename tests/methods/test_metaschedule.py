@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 from conftest import ROOT, TINY_LAYER_ARG
 from tunebench.record_file import read_records
 from tunebench.run_lookup import RECORD_TAG
-from tunebench.space import Space, TraceConfig
+from tunebench.search_space import Space, TraceConfig
 from tunebench.task import Measurement
 
 

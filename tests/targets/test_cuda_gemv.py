@@ -10,7 +10,7 @@ import pytest
 import tvm
 from tvm import te, tirx
 
-from tunebench.space import Config
+from tunebench.search_space import Config
 from tunebench.targets.tvm.gpu_limits import tag_limits
 from tunebench.targets.tvm.templates import get_template
 from tunebench.targets.tvm.templates.cuda_gemv import CudaGemv, threads_k_values

@@ -13,7 +13,7 @@ from conftest import measure_settings, target_settings
 from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
-from tunebench.space import TraceConfig
+from tunebench.search_space import TraceConfig
 from tunebench.targets.base import is_static_invalid
 from tunebench.targets.tvm.cuda import CUDATarget
 from tunebench.targets.tvm.gpu_limits import tag_gpu, tag_limits, tag_problem, tightest

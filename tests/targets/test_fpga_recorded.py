@@ -20,7 +20,7 @@ from tunebench.errors import UserError
 from tunebench.harness.loop import tune_task
 from tunebench.methods import Budget, make_method
 from tunebench.pareto import adrs, pareto_front
-from tunebench.space import Config
+from tunebench.search_space import Config
 from tunebench.targets import make_target
 
 EXCERPTS = os.path.join(os.path.dirname(__file__), "..", "data", "fpga_recorded")

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from tunebench.space import TraceConfig
+from tunebench.search_space import TraceConfig
 from tunebench.targets.tvm.libraries import LibraryCache, candidate_key
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from tunebench.config.experiment import TargetSettings
 from tunebench.config.knobs import NAME, POS_INT, knob
 from tunebench.datasets.layer_spec import check_layer_list
-from tunebench.space import ChoiceKnob, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Space, SplitKnob
 from tunebench.targets.base import Target
 from tunebench.task import Measurement, Outcome, Task
 

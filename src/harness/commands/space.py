@@ -3,7 +3,8 @@ measure every task's space (or the part of it ``--max-factor`` bounds, or a unif
 of N disjoint parts of those, for sittings that ``space merge`` joins) under the
 measurement protocol and write one versioned space file per task (:mod:`tunebench.datasets.space_file`)
 for ``target=replay``. ``space merge`` joins the files of one space measured in several sittings
-(:mod:`tunebench.harness.commands.space_merge`).
+(:mod:`tunebench.harness.commands.space_merge`); ``space migrate`` gives files measured before the template
+code digest existed that digest (:mod:`tunebench.harness.commands.space_migrate`).
 
 The measuring is one ordinary tuning run with ``method=exhaustive`` (its MLflow run and records folder
 in the working directory, the device lock, noise marks, the best config's output check). ``DIR`` holds
@@ -26,10 +27,13 @@ from tunebench.config.arguments import check_out, parse_part
 from tunebench.config.experiment import MAX_TRIALS
 from tunebench.errors import UserError
 from tunebench.harness.commands.space_merge import add_merge_parser, cmd_merge
+from tunebench.harness.commands.space_migrate import add_migrate_parser, cmd_migrate
 
 log = logging.getLogger(__name__)
 STATE = ".measuring.json"
 LOCK = ".measuring.lock"
+#: what a space file's header records of the task's template (TVMTarget.space_facts)
+TEMPLATE_FACTS = ("template", "template_file", "template_sha256", "template_code_sha256")
 #: overrides the command sets itself
 OWN = ("method", "budget.trials_per_task", "resume", "e2e.enabled")
 
@@ -49,6 +53,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gzip", action="store_true", help="write .jsonl.gz instead of .jsonl")
     parser.add_argument("overrides", nargs="*", help="run.py overrides: model=..., target=..., seed=, measure.*")
     add_merge_parser(sub)
+    add_migrate_parser(sub)
 
 
 def machine() -> dict:
@@ -93,11 +98,12 @@ def _state(out: str, here: dict, overrides: list[str]) -> dict | None:
 
 def cmd_measure(args: argparse.Namespace) -> None:
     """Measure (or resume measuring) the spaces, then write the files; one ``space measure`` per folder
-    (``space merge``: :func:`~tunebench.harness.commands.space_merge.cmd_merge`)."""
+    (``space merge``: :func:`~tunebench.harness.commands.space_merge.cmd_merge`; ``space migrate``:
+    :func:`~tunebench.harness.commands.space_migrate.cmd_migrate`)."""
     from tunebench.harness.commands.cli import setup_logging
 
-    if args.action == "merge":
-        cmd_merge(args)
+    if args.action in ("merge", "migrate"):
+        (cmd_merge if args.action == "merge" else cmd_migrate)(args)
         return
     _check_args(args)
     check_out(args.out, "--out", folder=True)
@@ -196,7 +202,7 @@ def export_spaces(cfg, run_id: str, record_path: str, out: str, where: dict, gz:
             stamps = [r["timestamp"] for r in by_task[task.id].values()]
             header = {"name": f"{cfg.model.name}/{task.name}", **common,
                       "task": {"kind": task.kind, "shape": task.shape, "flops": task.flops,
-                               **{k: facts[k] for k in ("template", "template_file", "template_sha256")}},
+                               **{k: facts[k] for k in TEMPLATE_FACTS}},
                       "target": {"kind": target.kind, **{k: facts[k] for k in ("tvm_target", "threads", "precision")}},
                       "measured": [_utc(min(stamps)), _utc(max(stamps))],
                       "knobs": task.space.describe(), "space_size": task.space.size,

@@ -2,10 +2,11 @@
 sittings (``space measure`` into several folders, e.g. seeded samples when one sitting on a lent GPU is too
 short for all of it).
 
-The parts must be the same space (name, task and template file, target, knobs, TVM version) measured on the
-same device: for a GPU the same model and driver, for a CPU the same CPU model; anything else is one
-``error:`` line and nothing is written. A configuration measured in more than one sitting keeps the first
-part's measurement (the order given). The merged header is the first part's, with ``measured`` spanning all
+The parts must be the same space (name, task and template file, target, knobs, TVM version; of the template
+the sha256 of its code when both parts record it, else the whole file's) measured on the same device: for a
+GPU the same model and driver, for a CPU the same CPU model; anything else is one ``error:`` line and nothing
+is written. A configuration measured in more than one sitting keeps the first part's measurement (the order
+given). The merged header is the first part's, with ``measured`` spanning all
 parts, ``subspace`` saying it is merged, and ``sittings``: each part's run, commit, dates, machine, subspace,
 number of configs and verdicts (best config's check, calibration, noisy best).
 """
@@ -49,12 +50,22 @@ def _check_parts(parts: list[tuple[str, dict, list]]) -> None:
                         "its sittings cannot be shown to come from one device (measure it again)")
     for path, head, _ in parts[1:]:
         for key in SAME:
-            if head.get(key) != first.get(key):
+            if _compared(key, head) != _compared(key, first):
                 raise UserError(f"{path}: header {key} differs from {first_path}'s: not the same space "
                                 "(merge sittings of one space only)")
         if device_of(head) != want:
             raise UserError(f"{path}: measured on {_named(device_of(head))}, {first_path} on {_named(want)}: "
                             "a space's timings come from one device (merge sittings on the same device only)")
+
+
+def _compared(key: str, head: dict):
+    """What of header ``key`` must be equal: all of it, except that a task whose template code's sha256 is
+    recorded is compared without the whole template file's (two sittings may differ in the template's
+    tunebench import lines only: :mod:`tunebench.targets.tvm.template_files`)."""
+    value = head.get(key)
+    if key == "task" and isinstance(value, dict) and value.get("template_code_sha256"):
+        return {k: v for k, v in value.items() if k != "template_sha256"}
+    return value
 
 
 def _named(device: dict) -> str:

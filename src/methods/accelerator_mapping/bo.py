@@ -22,7 +22,7 @@ from tunebench.methods.accelerator_mapping.sensitivity import sobol_report
 from tunebench.methods.accelerator_mapping.settings import MapspaceBOSettings
 from tunebench.methods.accelerator_mapping.surrogate import fit_gp, fit_multitask_gp, score_candidates
 from tunebench.methods.base import Method, TargetNeeds
-from tunebench.space import Config
+from tunebench.search_space import Config
 
 
 class MapspaceBO(Method):

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from tunebench.space import Config
+from tunebench.search_space import Config
 
 ORDER_ENCODINGS = ("scores", "categorical")
 _EPS = 1e-6

@@ -39,7 +39,7 @@ from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import NAME, NONNEG_INT, POS_INT, knob
 from tunebench.methods.accelerator_mapping import objective_value
 from tunebench.methods.base import Method, TargetNeeds
-from tunebench.space import Config
+from tunebench.search_space import Config
 
 #: how many drawn mappings in a row may be revisits before the method gives up (a tiny, exhausted space)
 MAX_REVISITS_IN_A_ROW = 100_000

@@ -24,7 +24,7 @@ from queue import Queue
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import NAME, POS_INT, POS_NUM, bounded, knob
 from tunebench.methods.base import Method, TargetNeeds
-from tunebench.space import Config
+from tunebench.search_space import Config
 
 CRITERIA = {"energy_pj_per_mac": "energy", "latency_s": "latency", "edp": "edp"}
 

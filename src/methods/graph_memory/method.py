@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import NAME, POS_NUM, bounded, choice, each, knob, opt, rule
 from tunebench.methods.base import Method, TargetNeeds
-from tunebench.space import ScheduleConfig
+from tunebench.search_space import ScheduleConfig
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ results are fed back exactly as MetaSchedule's task scheduler does: ``notify_run
 the strategy, ``update`` to the cost model, tuning records committed to the database that the
 evolutionary search draws its measured population from.
 
-Candidates are :class:`~tunebench.space.TraceConfig` s (schedule traces), not knob configs.
+Candidates are :class:`~tunebench.search_space.TraceConfig` s (schedule traces), not knob configs.
 MetaSchedule proposes ``num_trials_per_iter`` candidates per round; ``ask(n)`` hands them out ``n``
 at a time and the next round is generated once all of a round's results are in (``tell``).
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, choice, knob, opt
 from tunebench.methods.base import Budget, Method, TargetNeeds
-from tunebench.space import TraceConfig, trace_to_json
+from tunebench.search_space import TraceConfig, trace_to_json
 from tunebench.targets.base import TargetInfo
 from tunebench.task import Measurement, Task
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 from tunebench.errors import UserError
 from tunebench.listed_space import ListedSpace
-from tunebench.space import ChoiceKnob
+from tunebench.search_space import ChoiceKnob
 from tunebench.targets.accel.dosa import evaluate_row, layer_spec, read_rows, settings_of, to_config
 from tunebench.targets.accel.mapspace import make_mapspace
 from tunebench.task import Measurement, Outcome, Task

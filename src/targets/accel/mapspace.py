@@ -1,5 +1,5 @@
 """The mapspace of one layer on ``target=accel``: tile factors per memory level and a loop order per
-level, as a tunebench :class:`~tunebench.space.Space` (the raw mapspace that Timeloop's random mapper
+level, as a tunebench :class:`~tunebench.search_space.Space` (the raw mapspace that Timeloop's random mapper
 samples, [Parashar-ISPASS19]), with the capacity model that decides which mappings fit.
 
 A layer is the loop nest B, K, C, OY, OX, FY, FX (dense layers and matrix products: B, K, C). C and K are
@@ -30,7 +30,7 @@ from functools import cached_property
 from typing import ClassVar
 
 from tunebench.datasets.layer_spec import normalize_layer
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Config, Space, SplitKnob
 from tunebench.targets.accel.layers import loops_of
 
 DIMS = ("B", "K", "C", "OY", "OX", "FY", "FX")

@@ -41,7 +41,7 @@ import yaml
 
 from tunebench.errors import UserError
 from tunebench.listed_space import ListedSpace
-from tunebench.space import ChoiceKnob, NumericKnob
+from tunebench.search_space import ChoiceKnob, NumericKnob
 
 SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "datasets", "hls")
 KERNELS = ("gemm", "conv", "spmv")

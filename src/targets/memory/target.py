@@ -1,7 +1,7 @@
 """``target=memory``: the peak memory of a graph's execution order ([Ahn-PhD] Ch. 3; [Ahn-MLSys20]).
 
 A task is one graph (a cell of a graph model: :mod:`tunebench.datasets.graph_models`); a config is an
-execution order of its nodes, after optional identity rewrites (:class:`~tunebench.space.ScheduleConfig`).
+execution order of its nodes, after optional identity rewrites (:class:`~tunebench.search_space.ScheduleConfig`).
 Measuring a config:
 
 1. the graph is rewritten as the config says (:func:`~tunebench.datasets.graph_rewrite.rewrite`) and the

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from tunebench.errors import UserError
-from tunebench.space import Config, TraceConfig
+from tunebench.search_space import Config, TraceConfig
 from tunebench.targets.base import static_invalid
 from tunebench.targets.capabilities import StaticChecks
 from tunebench.targets.tvm.messages import RunInput

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from tunebench.safe_files import private_dir, user_dir
-from tunebench.space import Config, TraceConfig
+from tunebench.search_space import Config, TraceConfig
 from tunebench.targets.tvm.messages import CheckInput
 from tunebench.targets.tvm.scheduling import trace_of
 from tunebench.task import Task

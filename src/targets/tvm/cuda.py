@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 
 from tunebench.errors import UserError
-from tunebench.space import TraceConfig
+from tunebench.search_space import TraceConfig
 from tunebench.targets.tvm.gpu_limits import compute_capability, device_limits, tag_attrs, tag_limits, tightest
 from tunebench.targets.tvm.offline import OfflineTasks
 from tunebench.targets.tvm.remote import driver_version

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tunebench.space import Config, TraceConfig
+from tunebench.search_space import Config, TraceConfig
 
 
 def trace_of(config: Config | TraceConfig) -> str | None:
@@ -14,7 +14,7 @@ def trace_of(config: Config | TraceConfig) -> str | None:
 
 
 def apply_trace(mod, trace_json: str):
-    """Replay a trace (JSON text, see :func:`tunebench.space.trace_to_json`) on ``mod``'s PrimFunc."""
+    """Replay a trace (JSON text, see :func:`tunebench.search_space.trace_to_json`) on ``mod``'s PrimFunc."""
     import tvm
 
     sch = tvm.s_tir.Schedule(mod)

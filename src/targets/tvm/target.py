@@ -185,11 +185,12 @@ class TVMTarget(BatchMeasure, KernelTiming, OutputCheck, Target):
         return {"precision": self.precision, "threads": str(self.threads)}
 
     def space_facts(self, task: Task) -> dict:
-        from tunebench.targets.tvm.template_files import template_file, template_source_digest
+        from tunebench.targets.tvm.template_files import template_code_digest, template_file, template_source_digest
         from tunebench.targets.tvm.templates import get_template
 
         rel = template_file(get_template(task.kind, self.kind, task.template).source_class(task.mod))
         return {"template": task.template, "template_file": rel, "template_sha256": template_source_digest(rel),
+                "template_code_sha256": template_code_digest(rel),
                 "tvm_target": dict(self.info.tvm_target or {}), "threads": self.threads, "precision": self.precision,
                 "device": self.device_facts()}
 

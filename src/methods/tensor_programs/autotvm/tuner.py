@@ -30,7 +30,7 @@ from tunebench.methods.annealing import SimulatedAnnealing
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.tensor_programs.autotvm.settings import AutoTVMSettings
 from tunebench.methods.tensor_programs.autotvm.xgb_model import XGBCostModel
-from tunebench.space import Config
+from tunebench.search_space import Config
 from tunebench.task import Measurement
 
 log = logging.getLogger(__name__)

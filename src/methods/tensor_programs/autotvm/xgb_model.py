@@ -26,7 +26,7 @@ import numpy as np
 import xgboost as xgb
 
 from tunebench.methods.annealing import index_digits
-from tunebench.space import Space
+from tunebench.search_space import Space
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from tunebench.methods.tensor_programs.autotvm.tuner import AutoTVM
 from tunebench.methods.tensor_programs.chameleon.agent import PPOExplorer
 from tunebench.methods.tensor_programs.chameleon.sampling import adaptive_sample
 from tunebench.methods.tensor_programs.chameleon.settings import ChameleonSettings
-from tunebench.space import Config
+from tunebench.search_space import Config
 
 log = logging.getLogger(__name__)
 

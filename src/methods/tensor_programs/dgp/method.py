@@ -48,7 +48,7 @@ from tunebench.methods.tensor_programs.autotvm.tuner import AutoTVM, throughput
 from tunebench.methods.tensor_programs.autotvm.xgb_model import KnobFeatures, XGBCostModel
 from tunebench.methods.tensor_programs.dgp.layer_groups import group_name, history_group, task_group
 from tunebench.methods.tensor_programs.dgp.settings import DGPSettings
-from tunebench.space import Config, Space, SplitKnob
+from tunebench.search_space import Config, Space, SplitKnob
 from tunebench.task import Measurement
 
 log = logging.getLogger(__name__)

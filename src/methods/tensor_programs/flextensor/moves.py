@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunebench.listed_space import ListedSpace
-from tunebench.space import Space, SplitKnob
+from tunebench.search_space import Space, SplitKnob
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Moves:
     """The directions of ``space`` and the neighbour each one reaches.
 
     Args:
-        space: a :class:`~tunebench.space.Space` (a :class:`~tunebench.listed_space.ListedSpace` too: a move
+        space: a :class:`~tunebench.search_space.Space` (a :class:`~tunebench.listed_space.ListedSpace` too: a move
             that leaves its listed configs is no move).
     """
 

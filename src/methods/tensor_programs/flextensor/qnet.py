@@ -2,7 +2,7 @@
 every direction of a point; trained online DQN-style with a target network.
 
 - Network ``X``: four fully connected layers with ReLU between them, width ``hidden`` (64 in FlexTensor's
-  code), from the point's features (:meth:`tunebench.space.Space.features`) to one Q-value per direction.
+  code), from the point's features (:meth:`tunebench.search_space.Space.features`) to one Q-value per direction.
 - Target network ``Y``: the same structure, a copy of ``X``'s parameters taken at the start and after
   every training (the paper's "backup", after [36] Mnih et al. 2015).
 - A transition ``(p, d, e, r)``: from point ``p`` along direction ``d`` to ``e`` with reward ``r``; its

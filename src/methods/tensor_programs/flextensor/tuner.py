@@ -33,7 +33,7 @@ from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.tensor_programs.flextensor.moves import Moves
 from tunebench.methods.tensor_programs.flextensor.qnet import DirectionPolicy
 from tunebench.methods.tensor_programs.flextensor.settings import FlexTensorSettings
-from tunebench.space import Config
+from tunebench.search_space import Config
 
 
 class FlexTensor(Method):

@@ -1,7 +1,7 @@
 """Training sets for the GAT cost model from tunebench record files, and offline training.
 
 ``python -m tunebench dataset build --records <run dir or run id>... --out set.pt`` replays every
-valid MetaSchedule record (a :class:`~tunebench.space.TraceConfig` trace) on its task's PrimFunc
+valid MetaSchedule record (a :class:`~tunebench.search_space.TraceConfig` trace) on its task's PrimFunc
 (tasks re-extracted from the run's ``config.yaml`` model), computes both feature kinds
 (:mod:`tunebench.methods.tensor_programs.gat.features`) and saves the training set ``{"stats" (n, STAT_DIM), "graphs"
 [(x, edge_index)], "latency_s" (n,), "task_id" [n], "model" [n], "summary"}`` as a weights-only file

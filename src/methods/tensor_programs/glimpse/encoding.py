@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from tunebench.space import Space, factorizations
+from tunebench.search_space import Space, factorizations
 
 KINDS = ("conv2d", "depthwise_conv2d", "dense")
 SHAPE_KEYS = ("batch", "in_channels", "out_channels", "height", "width", "kernel", "stride", "padding", "groups",

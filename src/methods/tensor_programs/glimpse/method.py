@@ -30,7 +30,7 @@ from tunebench.methods.annealing import SimulatedAnnealing, index_digits
 from tunebench.methods.base import Method, TargetNeeds
 from tunebench.methods.tensor_programs.autotvm.tuner import throughput
 from tunebench.methods.tensor_programs.glimpse.settings import GlimpseSettings
-from tunebench.space import Config
+from tunebench.search_space import Config
 from tunebench.task import Measurement
 
 log = logging.getLogger(__name__)

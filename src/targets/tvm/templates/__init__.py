@@ -4,7 +4,7 @@ Usage::
 
     from tunebench.targets.tvm.templates import get_template, TEMPLATE_KINDS
     tpl = get_template("conv2d", "cuda")
-    space = tpl.make_space(task.mod)              # tunebench.space.Space
+    space = tpl.make_space(task.mod)              # tunebench.search_space.Space
     sched = tpl.apply(task.mod, space.get(i))     # scheduled IRModule, ready for tvm.compile
     err = tpl.check(task.mod, space.get(i), limits)   # cuda: GPU limits from the knobs alone
     err = tpl.verify(sched, limits)               # cuda: verify_gpu_code on the lowered kernel

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tvm
 
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Config, Space, SplitKnob
 
 from .fused import Template, new_schedule, pad_once, stage_output
 

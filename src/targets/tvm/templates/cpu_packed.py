@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import tvm
 
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Config, Space, SplitKnob
 
 from .fused import FusedInfo, Template, block_conv_nchwc, new_schedule, pack_weight, pad_once, stage_output
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tvm
 
-from tunebench.space import Config, Space, SplitKnob
+from tunebench.search_space import Config, Space, SplitKnob
 
 from .cpu_packed import CpuConv2dPacked
 from .fused import LAYOUT_REWRITE, block_conv_nchwc, new_schedule, pad_once, stage_output

@@ -21,7 +21,7 @@ import tvm
 import tvm.s_tir as st
 from tvm import s_tir
 
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Config, Space, SplitKnob
 
 from .fused import FusedInfo, Template, new_schedule, stage_output
 from .gpu_verify import VERIFY_TARGET, limit_error, lowering_passes, thread_bindings

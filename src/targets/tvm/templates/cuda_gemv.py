@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import tvm
 
-from tunebench.space import ChoiceKnob, Config, Space
+from tunebench.search_space import ChoiceKnob, Config, Space
 
 from .cuda import FLOAT_BYTES, CudaDense, CudaTemplate, PickingTemplate
 from .fused import FusedInfo, new_schedule, stage_output

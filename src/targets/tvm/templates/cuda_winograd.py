@@ -35,7 +35,7 @@ import math
 import tvm
 import tvm.s_tir as st
 
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Config, Space, SplitKnob
 
 from .cuda import FLOAT_BYTES, CudaConv2dDirect, CudaTemplate, PickingTemplate, tile_matmul
 from .fused import LAYOUT_REWRITE, FusedInfo

@@ -35,7 +35,7 @@ reads it one scalar at a time, broadcast against the weight vector, as the packe
 epilogue (or a copy) writes the result back to NCHW per iteration of the parallel ``S0`` loop, outside
 the unrolled loops (unrolled, its blocked indexing took LLVM up to a minute per build).
 
-Space sizes: the product of the knobs' entity counts (:attr:`tunebench.space.Space.size`), 1.3e8 to
+Space sizes: the product of the knobs' entity counts (:attr:`tunebench.search_space.Space.size`), 1.3e8 to
 7.1e10 over YOLO-v1's 15 convolutions (FlexTensor reports 3.9e9 to 2.4e12 for its spaces, whose GPU
 versions also hold reorder and fuse choices).
 """
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import tvm
 import tvm.s_tir as st
 
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Config, Space, SplitKnob
 
 from .fused import FusedInfo, Template, analyze, block_conv_nchwc, main_func
 

@@ -31,7 +31,7 @@ import math
 import tvm
 import tvm.s_tir as st
 
-from tunebench.space import ChoiceKnob, Config, Space, SplitKnob
+from tunebench.search_space import ChoiceKnob, Config, Space, SplitKnob
 
 from .cuda import CudaTemplate, cooperative_fetch
 from .flex import loop_nest, split_axes

@@ -29,7 +29,7 @@ import tvm
 import tvm.s_tir as st
 import tvm.sym as sym
 
-from tunebench.space import Config, Space
+from tunebench.search_space import Config, Space
 
 #: main block name -> task kind
 MAIN_BLOCKS = {"conv2d_nchw": "conv2d", "group_conv2d_nchw": "depthwise_conv2d", "matmul": "dense"}
