@@ -80,11 +80,11 @@ def _layer(layer, x: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.
     chol = psd_safe_cholesky(k_zz.type(settings._linalg_dtype_cholesky.value()))
     k_zx = _rbf(kern, z, x)
     dtype = k_zx.dtype if (training and m < n) else chol.dtype  # as VariationalStrategy's two branches
-    rhs = k_zx.type(dtype)
-    if chol.dim() == 2 and rhs.dim() > 2:  # one factor for all of x's leading dims: one solve, (m, ... · n)
-        rhs = rhs.movedim(-2, 0).reshape(m, -1)
+    flat = chol.dim() == 2 and k_zx.dim() > 2  # one factor for all of x's leading dims: one solve, (m, ... · n)
+    rhs = k_zx.type(dtype).movedim(-2, 0).reshape(m, -1) if flat else k_zx.type(dtype)
     interp = torch.linalg.solve_triangular(chol.type(dtype), rhs, upper=False).type(k_zx.dtype)
-    interp = interp.reshape(m, *k_zx.shape[:-2], n).movedim(0, -2)
+    if flat:
+        interp = interp.reshape(m, *k_zx.shape[:-2], n).movedim(0, -2)
     q = s._variational_distribution
     lower = q.chol_variational_covar.tril()
     mean = layer.mean_module(x) + (interp.mT @ q.variational_mean.unsqueeze(-1)).squeeze(-1)
