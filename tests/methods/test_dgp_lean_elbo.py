@@ -54,7 +54,7 @@ def test_the_comparison_sees_a_wrong_term(perturb, monkeypatch):
     if perturb == "kernel":
         monkeypatch.setattr(lean_elbo, "_rbf", lambda k, a, b, f=lean_elbo._rbf: f(k, a, b) * 1.001)
     elif perturb == "kl":
-        monkeypatch.setattr(lean_elbo, "_kl", lambda layer, f=lean_elbo._kl: f(layer) * 1.01)
+        monkeypatch.setattr(lean_elbo, "_kl", lambda layer, low, f=lean_elbo._kl: f(layer, low) * 1.01)
     elif perturb == "noise":
         monkeypatch.setattr(lean_elbo, "_LOG_2PI", lean_elbo._LOG_2PI + 1e-3)
     else:

@@ -68,9 +68,10 @@ def _rbf(kernel, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return kernel.outputscale[..., None, None] * sq.clamp_min(0).div(-2).exp()
 
 
-def _layer(layer, x: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _layer(layer, x: torch.Tensor, training: bool, lower: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean, variance) of ``layer``'s q(f) at ``x``: (..., n, d) for a layer whose inducing points ``z``
-    have shape (batch..., m, d); the inducing covariance is factored once, shared by x's leading dims."""
+    have shape (batch..., m, d) and whose q(u) has the Cholesky factor ``lower``; the inducing covariance is
+    factored once, shared by x's leading dims."""
     s = layer.variational_strategy
     z = s.inducing_points
     m, n = z.size(-2), x.size(-2)
@@ -86,17 +87,15 @@ def _layer(layer, x: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.
     if flat:
         interp = interp.reshape(m, *k_zx.shape[:-2], n).movedim(0, -2)
     q = s._variational_distribution
-    lower = q.chol_variational_covar.tril()
     mean = layer.mean_module(x) + (interp.mT @ q.variational_mean.unsqueeze(-1)).squeeze(-1)
     quad = (lower.mT @ interp).pow(2).sum(-2) - interp.pow(2).sum(-2)
     var = kern.outputscale.unsqueeze(-1) + s.jitter_val + quad
     return mean, var.clamp_min(settings.min_variance.value(var.dtype))
 
 
-def _kl(layer) -> torch.Tensor:
-    """Σ over the layer's GPs of KL(q(u) ‖ N(0, I)), q(u) = N(m, L Lᵀ) whitened."""
+def _kl(layer, lower: torch.Tensor) -> torch.Tensor:
+    """Σ over the layer's GPs of KL(q(u) ‖ N(0, I)), q(u) = N(m, L Lᵀ) whitened (``lower`` = L)."""
     q = layer.variational_strategy._variational_distribution
-    lower = q.chol_variational_covar.tril()
     logdet = 2 * lower.diagonal(dim1=-2, dim2=-1).abs().log().sum(-1)
     trace_quad = q.variational_mean.pow(2).sum(-1) + lower.pow(2).sum((-2, -1))
     return (0.5 * (trace_quad - logdet - lower.size(-1))).sum()
@@ -110,11 +109,13 @@ def elbo(model, x: torch.Tensor, y: torch.Tensor, num_data: int, samples: int, t
     if not _ready(model):
         return None
     h = model.hidden.output_dims
-    mean, var = _layer(model.hidden, x.unsqueeze(-3).expand(h, *x.shape), training)
+    low_h, low_o = (layer.variational_strategy._variational_distribution.chol_variational_covar.tril()
+                    for layer in (model.hidden, model.output))
+    mean, var = _layer(model.hidden, x.unsqueeze(-3).expand(h, *x.shape), training, low_h)
     shape = (int(samples), x.size(-2), h)
     draws = torch.distributions.Normal(loc=mean.mT.expand(shape), scale=var.mT.sqrt().expand(shape)).rsample()
-    f_mean, f_var = _layer(model.output, draws, training)
+    f_mean, f_var = _layer(model.output, draws, training, low_o)
     noise = model.likelihood.noise.squeeze(-1)
     ell = ((y - f_mean).square() + f_var).div(noise).add(noise.log()).add(_LOG_2PI).mul(-0.5)
-    kl = _kl(model.hidden) + _kl(model.output)
+    kl = _kl(model.hidden, low_h) + _kl(model.output, low_o)
     return (ell.sum(-1).div(x.size(-2)) - kl.div(num_data)).mean(0)
