@@ -10,7 +10,8 @@ Gaussian likelihood.
 
 Training (:meth:`DeepGP.fit`): doubly-stochastic variational inference ([DSVI])
 = Adam on minibatches of the ELBO (``DeepApproximateMLL(VariationalELBO)``) with Monte-Carlo
-samples propagated through the layers. Transfer (:meth:`DeepGP.fit_map`): maximize
+samples propagated through the layers (the ELBO computed by
+:mod:`~tunebench.methods.tensor_programs.dgp.lean_elbo`, GPyTorch's where that does not apply). Transfer (:meth:`DeepGP.fit_map`): maximize
 ``ELBO(tuning set)/N − λ‖θ − θ̃‖²`` from the pre-trained parameters θ̃ ([Sun-ICCV21] Eq. 6), θ = every
 trainable tensor (kernel, mean and likelihood hyperparameters in GPyTorch's raw, unconstrained
 parametrization; inducing locations; variational parameters). We divide the ELBO by N (GPyTorch's
