@@ -10,7 +10,8 @@ Gaussian likelihood.
 
 Training (:meth:`DeepGP.fit`): doubly-stochastic variational inference ([DSVI])
 = Adam on minibatches of the ELBO (``DeepApproximateMLL(VariationalELBO)``) with Monte-Carlo
-samples propagated through the layers. Transfer (:meth:`DeepGP.fit_map`): maximize
+samples propagated through the layers (the ELBO computed by
+:mod:`~tunebench.methods.tensor_programs.dgp.lean_elbo`, GPyTorch's where that does not apply). Transfer (:meth:`DeepGP.fit_map`): maximize
 ``ELBO(tuning set)/N − λ‖θ − θ̃‖²`` from the pre-trained parameters θ̃ ([Sun-ICCV21] Eq. 6), θ = every
 trainable tensor (kernel, mean and likelihood hyperparameters in GPyTorch's raw, unconstrained
 parametrization; inducing locations; variational parameters). We divide the ELBO by N (GPyTorch's
@@ -51,6 +52,37 @@ class _L2Pull:
 
     def value(self) -> float:
         return self.l2 * sum(float(((p - a) ** 2).sum()) for p, a in zip(self.params, self.anchor))
+
+
+def _snapshot(model) -> dict:
+    """A copy of ``model``'s state dict (its tensors cloned: the same values as a deep copy)."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+class _Objective:
+    """The ELBO per data point of a minibatch of a training set of ``num_data`` rows, with the current
+    ``num_likelihood_samples``: :func:`~tunebench.methods.tensor_programs.dgp.lean_elbo.elbo` when ``lean``
+    and it applies, else GPyTorch's ``DeepApproximateMLL(VariationalELBO)`` on ``model(x)`` (in eval mode
+    when ``training`` is False; the model is left in train mode)."""
+
+    def __init__(self, model, num_data: int, lean: bool):
+        self.model, self.num_data, self.lean = model, num_data, lean
+        self.mll = model._mll(num_data)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor, training: bool) -> torch.Tensor:
+        from tunebench.methods.tensor_programs.dgp.lean_elbo import elbo
+
+        samples = gpytorch.settings.num_likelihood_samples.value()
+        value = elbo(self.model, x, y, self.num_data, samples, training) if self.lean else None
+        if value is not None:
+            return value
+        if training:
+            return self.mll(self.model(x), y)
+        self.model.eval()
+        try:
+            return self.mll(self.model(x), y)
+        finally:
+            self.model.train()
 
 
 class _Strategy(gpytorch.variational.VariationalStrategy):
@@ -158,7 +190,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
     # ---- training --------------------------------------------------------------------------
     @one_thread()
     def fit(self, x: np.ndarray, y: np.ndarray, epochs: int = 100, lr: float = 0.01, batch_size: int = 256,
-            train_samples: int = 8, prior: dict | None = None, l2: float = 0.0) -> DeepGP:
+            train_samples: int = 8, prior: dict | None = None, l2: float = 0.0, lean: bool = True) -> DeepGP:
         """Maximize the ELBO of (x, y) (minus ``l2 × ‖θ − prior‖²`` when ``prior`` is given).
 
         With a ``prior`` (MAP transfer) the objective is also evaluated on all of (x, y) with fixed
@@ -171,6 +203,8 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
             epochs: passes over the data; lr: Adam's step size; batch_size: minibatch rows.
             train_samples: Monte-Carlo samples through the layers per step (doubly stochastic).
             prior: a ``state_dict`` θ̃ to pull towards (MAP transfer); l2: λ.
+            lean: the ELBO in plain PyTorch (:mod:`~tunebench.methods.tensor_programs.dgp.lean_elbo`: the same
+                quantity and draws, float rounding apart); False: through GPyTorch's modules.
 
         Without ``prior`` the targets' mean/std become the model's standardization.
         """
@@ -186,7 +220,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         names = [k for k, p in self.named_parameters() if p.requires_grad]
         anchor = [prior[k].detach().clone() for k in names] if prior is not None else None
         opt = torch.optim.Adam(params, lr=lr)
-        mll = self._mll(n)
+        mll = _Objective(self, n, lean)
         gen = torch.Generator().manual_seed(self.seed + 1)
         torch.manual_seed(self.seed + 2)
         bs = max(1, min(int(batch_size), n))
@@ -195,14 +229,14 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         best = None
         with gpytorch.settings.num_likelihood_samples(int(train_samples)):
             if anchor is not None:  # MAP: θ̃ itself is the first candidate, so the result is never worse
-                best = (self._map_objective(mll, xt, yt, penalty), copy.deepcopy(self.state_dict()))
+                best = (self._map_objective(mll, xt, yt, penalty), _snapshot(self))
             self.train()
             for _ in range(int(epochs)):
                 losses.append(self._epoch(opt, mll, xt, yt, torch.randperm(n, generator=gen), bs, penalty))
                 if best is not None:
                     obj = self._map_objective(mll, xt, yt, penalty)
                     if obj > best[0]:
-                        best = (obj, copy.deepcopy(self.state_dict()))
+                        best = (obj, _snapshot(self))
         if best is not None:
             self.load_state_dict(best[1])
         self.eval()
@@ -217,7 +251,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         for i in range(0, len(perm), bs):
             idx = perm[i:i + bs]
             opt.zero_grad()
-            loss = -mll(self(xt[idx]), yt[idx])
+            loss = -mll(xt[idx], yt[idx], training=True)
             if penalty.active:
                 loss = loss + penalty()
             loss.backward()
@@ -229,13 +263,11 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         """ELBO/N − λ‖θ − θ̃‖² on all of (x, y) with fixed draws (MAP only: keeps the best iterate)."""
         state = torch.random.get_rng_state()
         torch.manual_seed(self.seed + 3)
-        self.eval()
         try:
             with torch.no_grad():
-                return float(mll(self(xt), yt)) - penalty.value()
+                return float(mll(xt, yt, training=False)) - penalty.value()
         finally:
             torch.random.set_rng_state(state)
-            self.train()
 
     def fit_map(self, x: np.ndarray, y: np.ndarray, l2: float, **kw) -> DeepGP:
         """MAP transfer ([Sun-ICCV21] Eq. 6) from the current parameters θ̃; ``kw`` as in :meth:`fit`."""
