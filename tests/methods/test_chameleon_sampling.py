@@ -125,12 +125,23 @@ def test_chosen_log_prob_is_log_softmax_taken_exactly():
     assert np.array_equal(chosen_log_prob(logits, acts), ref)
 
 
-def test_the_explorer_gives_the_same_episodes_with_and_without_the_feature_table(monkeypatch):
-    """The space's whole feature table (kept when small) changes nothing: same visited configs, same fitness,
-    same end states and the same network after the update, for a seed."""
+def _pruned(n_knobs: int = 4, n: int = 6):
+    """A listed space: the configs of an n^n_knobs product space whose digits sum to an even number."""
+    from tunebench.listed_space import ListedSpace
+
+    rows = [d for d in np.ndindex(*(n,) * n_knobs) if sum(d) % 2 == 0]
+    return ListedSpace([ChoiceKnob(f"k{j}", tuple(range(n))) for j in range(n_knobs)], rows)
+
+
+@pytest.mark.parametrize("listed", [False, True])
+@pytest.mark.parametrize("steps", [10, 90])
+def test_the_explorer_gives_the_same_episodes_with_and_without_the_tables(monkeypatch, listed, steps):
+    """The space's whole feature table (kept when small) and, with more steps than configs, the network's
+    outputs for every config looked up per step (the move table too) change nothing: same visited configs,
+    same fitness, same end states and the same network after the update, for a seed."""
     from tunebench.methods.tensor_programs.chameleon import agent as agent_mod
 
-    space = Space([ChoiceKnob(f"k{j}", tuple(range(6))) for j in range(4)])
+    space = _pruned() if listed else Space([ChoiceKnob(f"k{j}", tuple(range(6))) for j in range(4)])
 
     def fitness(indices):
         return -np.abs(space.digit_rows(indices) - 3).sum(axis=1).astype(float)
@@ -138,9 +149,53 @@ def test_the_explorer_gives_the_same_episodes_with_and_without_the_feature_table
     def episodes(table_max):
         monkeypatch.setattr(agent_mod, "FEATURE_TABLE_MAX", table_max)
         agent = agent_mod.PPOExplorer(space, seed=5)
-        visited = [agent.explore(list(range(0, 80, 5)), fitness, steps=10) for _ in range(3)]
-        return visited, agent.last_states, [p.detach().numpy().copy() for p in agent.net.parameters()]
+        tabled = []
+        monkeypatch.setattr(agent, "_episodes_tabled", lambda *a: tabled.append(1) or
+                            agent_mod.PPOExplorer._episodes_tabled(agent, *a))
+        visited = [agent.explore(list(range(0, 80, 5)), fitness, steps=steps) for _ in range(3)]
+        return visited, agent.last_states, [p.detach().numpy().copy() for p in agent.net.parameters()], tabled
 
     with_table, without = episodes(1 << 24), episodes(0)
+    assert (len(with_table[3]), len(without[3])) == ((3 if 16 * steps >= space.size else 0), 0)
     assert with_table[:2] == without[:2]
     assert all(np.array_equal(a, b) for a, b in zip(with_table[2], without[2]))
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_the_move_table_reaches_the_configs_apply_moves_reaches(listed, monkeypatch):
+    from tunebench.methods.tensor_programs.chameleon import agent as agent_mod
+
+    space = _pruned(3, 5) if listed else Space([ChoiceKnob(f"k{j}", tuple(range(j + 2))) for j in range(3)])
+    rng = np.random.default_rng(0)
+    states, acts = rng.integers(space.size, size=500), rng.integers(0, 3, size=(500, 3))
+    want = [agent_mod.apply_moves(space, int(i), agent_mod.MOVES[a]) for i, a in zip(states, acts)]
+    assert agent_mod.Mover(space).step(states, acts).tolist() == want
+    monkeypatch.setattr(agent_mod, "LOOKUP_MAX", 0)  # a listed space past the dense table: the sorted search
+    assert agent_mod.Mover(space).step(states, acts).tolist() == want
+
+
+def test_argmax3_is_numpys_argmax_ties_included():
+    from tunebench.methods.tensor_programs.chameleon.agent import argmax3
+
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 3, size=(400, 5, 3)).astype(float)  # many ties
+    x[:7] = -np.inf
+    assert np.array_equal(argmax3(x), np.argmax(x, axis=-1))
+    x = rng.standard_normal((400, 5, 3))
+    assert np.array_equal(argmax3(x), np.argmax(x, axis=-1))
+
+
+def test_the_policy_in_blocks_gives_every_row_what_a_batch_of_that_size_gives_it():
+    import torch
+
+    from tunebench.methods.tensor_programs.chameleon.agent import ActorCritic, in_blocks
+
+    torch.manual_seed(0)
+    policy = ActorCritic(10, 10, 64).frozen()
+    x = np.random.default_rng(0).random((1000, 10), dtype=np.float32)
+    logits, values = in_blocks(policy, x, 128)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        rows = rng.integers(len(x), size=128)
+        got_logits, got_values = policy(x[rows])
+        assert np.array_equal(got_logits, logits[rows]) and np.array_equal(got_values, values[rows])

@@ -29,6 +29,7 @@ from tunebench.methods.torch_threads import one_thread
 
 MOVES = np.array([-1, 0, 1])
 FEATURE_TABLE_MAX = 1 << 24  # float32 values of a space's whole feature table the explorer keeps (64 MiB)
+LOOKUP_MAX = 1 << 24  # product-space size up to which a listed space's moves use a dense index table (128 MiB)
 
 
 def apply_moves(space, index: int, moves) -> int:
@@ -48,6 +49,52 @@ def apply_moves_batch(space, indices: np.ndarray, moves: np.ndarray) -> np.ndarr
         listed = space.positions(digits)
         return np.where(listed >= 0, listed, np.asarray(indices, dtype=np.int64))
     return digits @ place_values(space)
+
+
+class Mover:
+    """:func:`apply_moves_batch` over a space small enough to hold every config's digits (the same configs
+    reached): the digits are looked up instead of computed, and a listed space whose product space has at
+    most :data:`LOOKUP_MAX` configs finds the reached config in a dense table instead of a sorted search."""
+
+    def __init__(self, space):
+        self.space, self.top = space, np.asarray(space.dims, dtype=np.int64) - 1
+        self.digits = index_digits(space, np.arange(space.size))
+        self.place = np.concatenate([[1], np.cumprod(space.dims[:-1])]).astype(np.int64)  # product space's
+        self.lookup = None
+        if isinstance(space, ListedSpace) and space.full_size <= LOOKUP_MAX:
+            self.lookup = np.full(space.full_size, -1, dtype=np.int64)
+            self.lookup[self.digits @ self.place] = np.arange(space.size)
+
+    def step(self, states: np.ndarray, acts: np.ndarray) -> np.ndarray:
+        """The configs reached from ``states`` (n,) by ``acts`` (n, n_knobs), each act one of 0, 1, 2 (the
+        index into :data:`MOVES`)."""
+        digits = np.clip(self.digits[states] + (acts - 1), 0, self.top)
+        if not isinstance(self.space, ListedSpace):
+            return digits @ self.place
+        reached = self.lookup[digits @ self.place] if self.lookup is not None else self.space.positions(digits)
+        return np.where(reached >= 0, reached, states)
+
+
+def argmax3(x: np.ndarray) -> np.ndarray:
+    """``np.argmax(x, axis=-1)`` for a last axis of length 3 without NaN (the first of equal maxima), by two
+    comparisons (NumPy's argmax over a length-3 axis of a large array is slow)."""
+    first = x[..., 0]
+    out = (x[..., 1] > first).astype(np.int64)
+    out[x[..., 2] > np.maximum(first, x[..., 1])] = 2
+    return out
+
+
+def in_blocks(policy, x: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``policy`` of every row of ``x``, called on blocks of ``rows`` rows (the last one padded with copies of
+    the first row). With ``rows`` the episodes' batch size each row gets the float32 values the episodes'
+    own calls give it: OpenBLAS's product of a block depends on the block's row count, not on which rows
+    are in it (checked by the tests: the same episodes with and without the table)."""
+    pad = (-len(x)) % rows
+    if pad:
+        x = np.concatenate([x, np.repeat(x[:1], pad, axis=0)])
+    outs = [policy(x[i:i + rows]) for i in range(0, len(x), rows)]
+    n = len(x) - pad
+    return np.concatenate([o[0] for o in outs])[:n], np.concatenate([o[1] for o in outs])[:n]
 
 
 class ActorCritic(nn.Module):
@@ -94,6 +141,13 @@ def chosen_log_prob(logits: np.ndarray, acts: np.ndarray) -> np.ndarray:
     return (chosen - np.log(e[..., 0] + e[..., 1] + e[..., 2])).sum(-1)
 
 
+def log_softmax3(logits: np.ndarray) -> np.ndarray:
+    """:func:`log_softmax` over the 3 moves, each entry the float32 value :func:`chosen_log_prob` takes for it."""
+    z = logits - np.maximum(np.maximum(logits[..., 0], logits[..., 1]), logits[..., 2])[..., None]
+    e = np.exp(z)
+    return z - np.log(e[..., 0] + e[..., 1] + e[..., 2])[..., None]
+
+
 def gae(rewards: np.ndarray, values: np.ndarray, last_value: np.ndarray, gamma: float, lam: float):
     """Advantages and returns [T, B] by generalized advantage estimation (no terminal states)."""
     adv = np.zeros_like(rewards)
@@ -121,41 +175,71 @@ class PPOExplorer:
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.s.lr)
         self.rng = np.random.default_rng(seed)
         self._table: np.ndarray | None = None
+        self._mover: Mover | None = None
 
-    def _features(self, indices) -> np.ndarray:
-        """The configs' feature rows: from the whole space's table where it is small enough to hold
-        (:data:`FEATURE_TABLE_MAX` values, computed on first use), else computed; the same float32 rows."""
+    def _feature_table(self) -> np.ndarray | None:
+        """The whole space's feature rows where they are small enough to hold (:data:`FEATURE_TABLE_MAX`
+        values; computed on first use), else None."""
         if self._table is None and self.space.size * self.space.n_features <= FEATURE_TABLE_MAX:
             self._table = np.asarray(self.space.features(range(self.space.size)), dtype=np.float32)
-        if self._table is not None:
+        return self._table
+
+    def _features(self, indices) -> np.ndarray:
+        """The configs' feature rows, from :meth:`_feature_table` where held, else computed; the same
+        float32 rows."""
+        if self._feature_table() is not None:
             return self._table[np.asarray(indices, dtype=np.int64)]
         return np.asarray(self.space.features(indices), dtype=np.float32)
 
     @one_thread()
     def explore(self, starts: list[int], fitness: Callable[[np.ndarray], np.ndarray], steps: int) -> dict[int, float]:
         """Run the episodes, learn from them, and return every visited config with its fitness."""
-        policy, n_knobs = self.net.frozen(), len(self.space.knobs)
-        states = np.asarray(starts, dtype=np.int64)
-        seen = np.empty((steps + 1, len(states)), dtype=np.int64)
-        acts = np.empty((steps, len(states), n_knobs), dtype=np.int64)
-        logps = np.empty((steps, len(states)), dtype=np.float32)
-        vals = np.empty((steps, len(states)), dtype=np.float32)
-        noise = np.log(-np.log(self.rng.random((steps, len(states), n_knobs, 3))))  # every step's Gumbel draw
-        logits = np.empty((steps, len(states), n_knobs, 3), dtype=np.float32)
-        for t in range(steps):
-            seen[t] = states
-            logits[t], vals[t] = policy(self._features(states))
-            acts[t] = np.argmax(logits[t] - noise[t], axis=-1)  # Gumbel-max: a draw from softmax(logits)
-            states = apply_moves_batch(self.space, states, MOVES[acts[t]])
-        seen[steps] = states
-        logps[:] = chosen_log_prob(logits, acts)
+        n_knobs = len(self.space.knobs)
+        seen = np.empty((steps + 1, len(starts)), dtype=np.int64)
+        seen[0] = np.asarray(starts, dtype=np.int64)
+        acts = np.empty((steps, len(starts), n_knobs), dtype=np.int64)
+        noise = self.rng.random((steps, len(starts), n_knobs, 3))  # every step's Gumbel draw: log(-log(u))
+        np.log(noise, out=noise)
+        np.negative(noise, out=noise)
+        np.log(noise, out=noise)
+        tabled = self._feature_table() is not None and self.space.size <= seen[1:].size  # fewer configs than steps
+        logps, vals, last_value = (self._episodes_tabled if tabled else self._episodes)(seen, acts, noise)
         rewards, visited = self._score(seen[1:], fitness)
         rewards = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-8)
-        adv, ret = gae(rewards, vals, policy(self._features(states))[1], self.s.gamma, self.s.gae_lambda)
+        adv, ret = gae(rewards, vals, last_value, self.s.gamma, self.s.gae_lambda)
         self._update(seen[:-1].reshape(-1), acts.reshape(-1, n_knobs), logps.reshape(-1), adv.reshape(-1),
                      ret.reshape(-1))
-        self.last_states = states.tolist()
+        self.last_states = seen[steps].tolist()
         return visited
+
+    def _episodes(self, seen: np.ndarray, acts: np.ndarray, noise: np.ndarray):
+        """The episodes from ``seen[0]``, the network called on every step's states: fills ``seen`` (the
+        states, then the states reached) and ``acts``; returns the chosen moves' log-probabilities and the
+        values [steps, episodes] and the end states' values."""
+        policy, states = self.net.frozen(), seen[0]
+        logits = np.empty(noise.shape, dtype=np.float32)
+        vals = np.empty(seen[1:].shape, dtype=np.float32)
+        for t in range(len(acts)):
+            logits[t], vals[t] = policy(self._features(states))
+            acts[t] = np.argmax(logits[t] - noise[t], axis=-1)  # Gumbel-max: a draw from softmax(logits)
+            states = seen[t + 1] = apply_moves_batch(self.space, states, MOVES[acts[t]])
+        return chosen_log_prob(logits, acts), vals, policy(self._features(states))[1]
+
+    def _episodes_tabled(self, seen: np.ndarray, acts: np.ndarray, noise: np.ndarray):
+        """:meth:`_episodes` with the network's outputs for every config of the space computed first (a space
+        smaller than the steps taken) and looked up per step: the same float32 values (:func:`in_blocks`),
+        the same moves (:class:`Mover`), the same log-probabilities (:func:`log_softmax3`)."""
+        logits, values = in_blocks(self.net.frozen(), self._table, seen.shape[1])
+        if self._mover is None:
+            self._mover = Mover(self.space)
+        pick = argmax3 if not np.isnan(logits).any() else (lambda x: np.argmax(x, axis=-1))
+        states = seen[0]
+        for t in range(len(acts)):
+            acts[t] = pick(logits[states] - noise[t])  # Gumbel-max: a draw from softmax(logits)
+            states = seen[t + 1] = self._mover.step(states, acts[t])
+        n_knobs = acts.shape[-1]
+        chosen = (seen[:-1, :, None] * n_knobs + np.arange(n_knobs)) * 3 + acts  # into the flat table
+        return log_softmax3(logits).reshape(-1)[chosen].sum(-1), values[seen[:-1]], values[states]
 
     @staticmethod
     def _score(reached: np.ndarray, fitness) -> tuple[np.ndarray, dict[int, float]]:
@@ -170,18 +254,19 @@ class PPOExplorer:
     def _update(self, states, acts, old_logp, adv, ret) -> None:
         uniq, inverse = np.unique(states, return_inverse=True)
         x = torch.as_tensor(self._features(uniq))
-        rows, knobs = torch.as_tensor(inverse)[:, None], torch.arange(acts.shape[1])[None, :]
-        acts, old_logp = torch.as_tensor(acts), torch.as_tensor(old_logp)
+        n_knobs = acts.shape[1]
+        chosen = torch.as_tensor((inverse[:, None] * n_knobs + np.arange(n_knobs)) * 3 + acts)  # flat positions
+        inverse, old_logp = torch.as_tensor(inverse), torch.as_tensor(old_logp)
         adv, ret = torch.as_tensor(adv, dtype=torch.float32), torch.as_tensor(ret, dtype=torch.float32)
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         for _ in range(self.s.epochs):
             logits, v = self.net(x)
             logp_all = torch.log_softmax(logits, dim=-1)
             entropy = -(logp_all.exp() * logp_all).sum((-1, -2))
-            ratio = torch.exp(logp_all[rows, knobs, acts].sum(-1) - old_logp)
+            ratio = torch.exp(torch.take(logp_all, chosen).sum(-1) - old_logp)
             policy = -torch.min(ratio * adv, ratio.clamp(1 - self.s.clip, 1 + self.s.clip) * adv).mean()
-            loss = (policy + self.s.value_coef * ((v[inverse] - ret) ** 2).mean()
-                    - self.s.entropy_coef * entropy[inverse].mean())
+            loss = (policy + self.s.value_coef * ((v.index_select(0, inverse) - ret) ** 2).mean()
+                    - self.s.entropy_coef * entropy.index_select(0, inverse).mean())
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
