@@ -174,17 +174,6 @@ def test_the_move_table_reaches_the_configs_apply_moves_reaches(listed, monkeypa
     assert agent_mod.Mover(space).step(states, acts).tolist() == want
 
 
-def test_argmax3_is_numpys_argmax_ties_included():
-    from tunebench.methods.tensor_programs.chameleon.agent import argmax3
-
-    rng = np.random.default_rng(1)
-    x = rng.integers(0, 3, size=(400, 5, 3)).astype(float)  # many ties
-    x[:7] = -np.inf
-    assert np.array_equal(argmax3(x), np.argmax(x, axis=-1))
-    x = rng.standard_normal((400, 5, 3))
-    assert np.array_equal(argmax3(x), np.argmax(x, axis=-1))
-
-
 def test_the_policy_in_blocks_gives_every_row_what_a_batch_of_that_size_gives_it():
     import torch
 

@@ -53,35 +53,35 @@ def apply_moves_batch(space, indices: np.ndarray, moves: np.ndarray) -> np.ndarr
 
 class Mover:
     """:func:`apply_moves_batch` over a space small enough to hold every config's digits (the same configs
-    reached): the digits are looked up instead of computed, and a listed space whose product space has at
-    most :data:`LOOKUP_MAX` configs finds the reached config in a dense table instead of a sorted search."""
+    reached): each knob's place value times its digit after each of the 3 moves is looked up per config and
+    summed to the reached config's index in the product space, which a listed space whose product space
+    has at most :data:`LOOKUP_MAX` configs finds in a dense table (a larger one: :func:`apply_moves_batch`)."""
 
     def __init__(self, space):
-        self.space, self.top = space, np.asarray(space.dims, dtype=np.int64) - 1
-        self.digits = index_digits(space, np.arange(space.size))
-        self.place = np.concatenate([[1], np.cumprod(space.dims[:-1])]).astype(np.int64)  # product space's
-        self.lookup = None
-        if isinstance(space, ListedSpace) and space.full_size <= LOOKUP_MAX:
+        self.space, self.n_knobs = space, len(space.knobs)
+        self.listed = isinstance(space, ListedSpace)
+        self.terms = self.lookup = None
+        if self.listed and space.full_size > LOOKUP_MAX:
+            return
+        digits = index_digits(space, np.arange(space.size))
+        place = np.concatenate([[1], np.cumprod(space.dims[:-1])]).astype(np.int64)  # the product space's
+        moved = np.clip(digits[:, :, None] + MOVES, 0, (np.asarray(space.dims, dtype=np.int64) - 1)[:, None])
+        self.terms = (moved * place[:, None]).reshape(-1)  # [config, knob, move] -> place x digit after it
+        if self.listed:
             self.lookup = np.full(space.full_size, -1, dtype=np.int64)
-            self.lookup[self.digits @ self.place] = np.arange(space.size)
+            self.lookup[digits @ place] = np.arange(space.size)
 
     def step(self, states: np.ndarray, acts: np.ndarray) -> np.ndarray:
         """The configs reached from ``states`` (n,) by ``acts`` (n, n_knobs), each act one of 0, 1, 2 (the
         index into :data:`MOVES`)."""
-        digits = np.clip(self.digits[states] + (acts - 1), 0, self.top)
-        if not isinstance(self.space, ListedSpace):
-            return digits @ self.place
-        reached = self.lookup[digits @ self.place] if self.lookup is not None else self.space.positions(digits)
+        if self.terms is None:
+            return apply_moves_batch(self.space, states, MOVES[acts])
+        at = (states * (3 * self.n_knobs))[:, None] + np.arange(0, 3 * self.n_knobs, 3) + acts
+        key = self.terms[at].sum(axis=1)  # the reached config's index in the product space
+        if not self.listed:
+            return key
+        reached = self.lookup[key]
         return np.where(reached >= 0, reached, states)
-
-
-def argmax3(x: np.ndarray) -> np.ndarray:
-    """``np.argmax(x, axis=-1)`` for a last axis of length 3 without NaN (the first of equal maxima), by two
-    comparisons (NumPy's argmax over a length-3 axis of a large array is slow)."""
-    first = x[..., 0]
-    out = (x[..., 1] > first).astype(np.int64)
-    out[x[..., 2] > np.maximum(first, x[..., 1])] = 2
-    return out
 
 
 def in_blocks(policy, x: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,10 +162,13 @@ def gae(rewards: np.ndarray, values: np.ndarray, last_value: np.ndarray, gamma: 
 class PPOExplorer:
     """The agent and its episodes over ``space`` (module docstring).
 
-    The episodes run on a NumPy copy of the network (it does not change during them), and the visited
-    configs are scored once, all together, when the episodes end: the reward enters only the update. The
-    update evaluates the network once per distinct visited state (episodes revisit states: a space of a
-    few thousand configs, 64,000 steps) and spreads the outputs to the steps; the loss is the same.
+    The episodes run on a NumPy copy of the network (it does not change during them); where the space has
+    fewer configs than the episodes take steps (and its feature table is held), the copy is run once over
+    every config and the steps look its outputs up (:meth:`_episodes_tabled`, the same values). The
+    visited configs are scored once, all together, when the episodes end: the reward enters only the
+    update. The update evaluates the network once per distinct visited state (episodes revisit states: a
+    space of a few thousand configs, 64,000 steps) and spreads the outputs to the steps; the loss is the
+    same.
     """
 
     def __init__(self, space, settings: PPOSettings | None = None, seed: int = 0):
@@ -232,10 +235,9 @@ class PPOExplorer:
         logits, values = in_blocks(self.net.frozen(), self._table, seen.shape[1])
         if self._mover is None:
             self._mover = Mover(self.space)
-        pick = argmax3 if not np.isnan(logits).any() else (lambda x: np.argmax(x, axis=-1))
         states = seen[0]
         for t in range(len(acts)):
-            acts[t] = pick(logits[states] - noise[t])  # Gumbel-max: a draw from softmax(logits)
+            acts[t] = np.argmax(logits[states] - noise[t], axis=-1)  # Gumbel-max: a draw from softmax(logits)
             states = seen[t + 1] = self._mover.step(states, acts[t])
         n_knobs = acts.shape[-1]
         chosen = (seen[:-1, :, None] * n_knobs + np.arange(n_knobs)) * 3 + acts  # into the flat table
