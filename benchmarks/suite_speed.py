@@ -42,7 +42,7 @@ def measure(space: str, method: str, seeds: int, budget: int) -> dict:
     rows = []
     for seed in range(seeds):
         inside[0], t0, c0 = 0.0, time.perf_counter(), time.process_time()
-        _, records = run_one(data, seed)
+        _, records, _ = run_one(data, seed)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         n = len(records)
         rows.append({"wall_s": wall, "cpu_s": cpu, "method_s": inside[0], "evaluations": n,
