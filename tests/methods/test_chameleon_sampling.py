@@ -134,11 +134,12 @@ def _pruned(n_knobs: int = 4, n: int = 6):
 
 
 @pytest.mark.parametrize("listed", [False, True])
-@pytest.mark.parametrize("steps", [10, 90])
-def test_the_explorer_gives_the_same_episodes_with_and_without_the_tables(monkeypatch, listed, steps):
+@pytest.mark.parametrize("steps, n_starts", [(10, 16), (90, 16), (90, 30)])
+def test_the_explorer_gives_the_same_episodes_with_and_without_the_tables(monkeypatch, listed, steps, n_starts):
     """The space's whole feature table (kept when small) and, with more steps than configs, the network's
     outputs for every config looked up per step (the move table too) change nothing: same visited configs,
-    same fitness, same end states and the same network after the update, for a seed."""
+    same fitness, same end states and the same network after the update, for a seed. With 30 episodes the
+    table's values would differ (``batch_exact``): the episodes call the network per step."""
     from tunebench.methods.tensor_programs.chameleon import agent as agent_mod
 
     space = _pruned() if listed else Space([ChoiceKnob(f"k{j}", tuple(range(6))) for j in range(4)])
@@ -152,11 +153,11 @@ def test_the_explorer_gives_the_same_episodes_with_and_without_the_tables(monkey
         tabled = []
         monkeypatch.setattr(agent, "_episodes_tabled", lambda *a: tabled.append(1) or
                             agent_mod.PPOExplorer._episodes_tabled(agent, *a))
-        visited = [agent.explore(list(range(0, 80, 5)), fitness, steps=steps) for _ in range(3)]
+        visited = [agent.explore(list(range(0, 5 * n_starts, 5)), fitness, steps=steps) for _ in range(3)]
         return visited, agent.last_states, [p.detach().numpy().copy() for p in agent.net.parameters()], tabled
 
     with_table, without = episodes(1 << 24), episodes(0)
-    assert (len(with_table[3]), len(without[3])) == ((3 if 16 * steps >= space.size else 0), 0)
+    assert (len(with_table[3]), len(without[3])) == ((3 if n_starts == 16 and 16 * steps >= space.size else 0), 0)
     assert with_table[:2] == without[:2]
     assert all(np.array_equal(a, b) for a, b in zip(with_table[2], without[2]))
 
@@ -174,17 +175,20 @@ def test_the_move_table_reaches_the_configs_apply_moves_reaches(listed, monkeypa
     assert agent_mod.Mover(space).step(states, acts).tolist() == want
 
 
-def test_the_policy_in_blocks_gives_every_row_what_a_batch_of_that_size_gives_it():
+@pytest.mark.parametrize("rows", [16, 30, 100, 127, 128])
+def test_the_policy_table_is_used_only_where_it_gives_every_row_what_a_batch_gives_it(rows):
+    """Where the probe passes (``batch_exact``), any batch of ``rows`` rows gets the table's values; where
+    the explorer would not get them, the probe fails (then the episodes call the network per step)."""
     import torch
 
-    from tunebench.methods.tensor_programs.chameleon.agent import ActorCritic, in_blocks
+    from tunebench.methods.tensor_programs.chameleon.agent import ActorCritic, batch_exact, in_blocks
 
     torch.manual_seed(0)
     policy = ActorCritic(10, 10, 64).frozen()
     x = np.random.default_rng(0).random((1000, 10), dtype=np.float32)
-    logits, values = in_blocks(policy, x, 128)
+    logits, values = in_blocks(policy, x, rows)
     rng = np.random.default_rng(1)
-    for _ in range(50):
-        rows = rng.integers(len(x), size=128)
-        got_logits, got_values = policy(x[rows])
-        assert np.array_equal(got_logits, logits[rows]) and np.array_equal(got_values, values[rows])
+    batches = [rng.integers(len(x), size=rows) for _ in range(50)]
+    same = all(np.array_equal(policy(x[b])[0], logits[b]) and np.array_equal(policy(x[b])[1], values[b])
+               for b in batches)
+    assert batch_exact(policy, x, logits, values, rows) == same

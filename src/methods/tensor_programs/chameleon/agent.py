@@ -86,15 +86,28 @@ class Mover:
 
 def in_blocks(policy, x: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """``policy`` of every row of ``x``, called on blocks of ``rows`` rows (the last one padded with copies of
-    the first row). With ``rows`` the episodes' batch size each row gets the float32 values the episodes'
-    own calls give it: OpenBLAS's product of a block depends on the block's row count, not on which rows
-    are in it (checked by the tests: the same episodes with and without the table)."""
+    the first row)."""
     pad = (-len(x)) % rows
     if pad:
         x = np.concatenate([x, np.repeat(x[:1], pad, axis=0)])
     outs = [policy(x[i:i + rows]) for i in range(0, len(x), rows)]
     n = len(x) - pad
     return np.concatenate([o[0] for o in outs])[:n], np.concatenate([o[1] for o in outs])[:n]
+
+
+def batch_exact(policy, x: np.ndarray, logits: np.ndarray, values: np.ndarray, rows: int) -> bool:
+    """Whether ``policy`` called on any ``rows`` rows of ``x`` gives each row the values of the table
+    (``logits``, ``values``: :func:`in_blocks` with ``rows``), probed on ``rows`` rows spread over ``x`` at 5
+    shifts. OpenBLAS's float32 product of a row depends on the block's row count and, where that count is not
+    a multiple of the kernel's unroll (4 rows here: 100 and 128 pass, 30 and 127 fail), on the row's place in
+    the block, not on the other rows."""
+    probe = (np.arange(rows) * 7919 + 1) % len(x)
+    for shift in (0, 1, 2, 3, rows // 2 + 1):
+        at = np.roll(probe, shift)
+        got_logits, got_values = policy(x[at])
+        if not (np.array_equal(got_logits, logits[at]) and np.array_equal(got_values, values[at])):
+            return False
+    return True
 
 
 class ActorCritic(nn.Module):
@@ -205,8 +218,9 @@ class PPOExplorer:
         np.log(noise, out=noise)
         np.negative(noise, out=noise)
         np.log(noise, out=noise)
-        tabled = self._feature_table() is not None and self.space.size <= seen[1:].size  # fewer configs than steps
-        logps, vals, last_value = (self._episodes_tabled if tabled else self._episodes)(seen, acts, noise)
+        table = self._policy_table(seen.shape[1], steps)
+        logps, vals, last_value = (self._episodes_tabled(seen, acts, noise, *table) if table is not None
+                                   else self._episodes(seen, acts, noise))
         rewards, visited = self._score(seen[1:], fitness)
         rewards = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-8)
         adv, ret = gae(rewards, vals, last_value, self.s.gamma, self.s.gae_lambda)
@@ -228,11 +242,20 @@ class PPOExplorer:
             states = seen[t + 1] = apply_moves_batch(self.space, states, MOVES[acts[t]])
         return chosen_log_prob(logits, acts), vals, policy(self._features(states))[1]
 
-    def _episodes_tabled(self, seen: np.ndarray, acts: np.ndarray, noise: np.ndarray):
-        """:meth:`_episodes` with the network's outputs for every config of the space computed first (a space
-        smaller than the steps taken) and looked up per step: the same float32 values (:func:`in_blocks`),
-        the same moves (:class:`Mover`), the same log-probabilities (:func:`log_softmax3`)."""
-        logits, values = in_blocks(self.net.frozen(), self._table, seen.shape[1])
+    def _policy_table(self, batch: int, steps: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The network's (logits, values) of every config of the space, each the float32 values the episodes'
+        own calls on ``batch`` rows give it (:func:`batch_exact`); None where the feature table is not held,
+        the space has more configs than the episodes take steps, or the values would differ."""
+        if self._feature_table() is None or self.space.size > steps * batch:
+            return None
+        policy = self.net.frozen()
+        logits, values = in_blocks(policy, self._table, batch)
+        return (logits, values) if batch_exact(policy, self._table, logits, values, batch) else None
+
+    def _episodes_tabled(self, seen: np.ndarray, acts: np.ndarray, noise: np.ndarray, logits: np.ndarray,
+                         values: np.ndarray):
+        """:meth:`_episodes` with the network's outputs for every config (:meth:`_policy_table`) looked up per
+        step: the same moves (:class:`Mover`), the same log-probabilities (:func:`log_softmax3`)."""
         if self._mover is None:
             self._mover = Mover(self.space)
         states = seen[0]
