@@ -125,12 +125,24 @@ def test_chosen_log_prob_is_log_softmax_taken_exactly():
     assert np.array_equal(chosen_log_prob(logits, acts), ref)
 
 
-def test_the_explorer_gives_the_same_episodes_with_and_without_the_feature_table(monkeypatch):
-    """The space's whole feature table (kept when small) changes nothing: same visited configs, same fitness,
-    same end states and the same network after the update, for a seed."""
+def _pruned(n_knobs: int = 4, n: int = 6):
+    """A listed space: the configs of an n^n_knobs product space whose digits sum to an even number."""
+    from tunebench.listed_space import ListedSpace
+
+    rows = [d for d in np.ndindex(*(n,) * n_knobs) if sum(d) % 2 == 0]
+    return ListedSpace([ChoiceKnob(f"k{j}", tuple(range(n))) for j in range(n_knobs)], rows)
+
+
+@pytest.mark.parametrize("listed", [False, True])
+@pytest.mark.parametrize("steps, n_starts", [(10, 16), (90, 16), (90, 30)])
+def test_the_explorer_gives_the_same_episodes_with_and_without_the_tables(monkeypatch, listed, steps, n_starts):
+    """The space's whole feature table (kept when small) and, with more steps than configs, the network's
+    outputs for every config looked up per step (the move table too) change nothing: same visited configs,
+    same fitness, same end states and the same network after the update, for a seed. With 30 episodes the
+    table's values would differ (``batch_exact``): the episodes call the network per step."""
     from tunebench.methods.tensor_programs.chameleon import agent as agent_mod
 
-    space = Space([ChoiceKnob(f"k{j}", tuple(range(6))) for j in range(4)])
+    space = _pruned() if listed else Space([ChoiceKnob(f"k{j}", tuple(range(6))) for j in range(4)])
 
     def fitness(indices):
         return -np.abs(space.digit_rows(indices) - 3).sum(axis=1).astype(float)
@@ -138,9 +150,55 @@ def test_the_explorer_gives_the_same_episodes_with_and_without_the_feature_table
     def episodes(table_max):
         monkeypatch.setattr(agent_mod, "FEATURE_TABLE_MAX", table_max)
         agent = agent_mod.PPOExplorer(space, seed=5)
-        visited = [agent.explore(list(range(0, 80, 5)), fitness, steps=10) for _ in range(3)]
-        return visited, agent.last_states, [p.detach().numpy().copy() for p in agent.net.parameters()]
+        tabled = []
+        monkeypatch.setattr(agent, "_episodes_tabled", lambda *a: tabled.append(1) or
+                            agent_mod.PPOExplorer._episodes_tabled(agent, *a))
+        visited = [agent.explore(list(range(0, 5 * n_starts, 5)), fitness, steps=steps) for _ in range(3)]
+        return visited, agent.last_states, [p.detach().numpy().copy() for p in agent.net.parameters()], tabled
 
     with_table, without = episodes(1 << 24), episodes(0)
+    assert (len(with_table[3]), len(without[3])) == ((3 if n_starts == 16 and 16 * steps >= space.size else 0), 0)
     assert with_table[:2] == without[:2]
     assert all(np.array_equal(a, b) for a, b in zip(with_table[2], without[2]))
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_the_move_table_reaches_the_configs_apply_moves_reaches(listed, monkeypatch):
+    from tunebench.methods.tensor_programs.chameleon import agent as agent_mod
+
+    space = _pruned(3, 5) if listed else Space([ChoiceKnob(f"k{j}", tuple(range(j + 2))) for j in range(3)])
+    rng = np.random.default_rng(0)
+    states, acts = rng.integers(space.size, size=500), rng.integers(0, 3, size=(500, 3))
+    want = [agent_mod.apply_moves(space, int(i), agent_mod.MOVES[a]) for i, a in zip(states, acts)]
+    assert agent_mod.Mover(space).step(states, acts).tolist() == want
+    monkeypatch.setattr(agent_mod, "LOOKUP_MAX", 0)  # a listed space past the dense table: the sorted search
+    assert agent_mod.Mover(space).step(states, acts).tolist() == want
+
+
+@pytest.mark.parametrize("rows", [16, 30, 100, 127, 128])
+def test_the_policy_table_is_used_only_where_it_gives_every_row_what_a_batch_gives_it(rows):
+    """Where the probe passes (``batch_exact``), any batch of ``rows`` rows gets the table's values; where
+    the explorer would not get them, the probe fails (then the episodes call the network per step)."""
+    import torch
+
+    from tunebench.methods.tensor_programs.chameleon.agent import ActorCritic, batch_exact, in_blocks
+
+    torch.manual_seed(0)
+    policy = ActorCritic(10, 10, 64).frozen()
+    x = np.random.default_rng(0).random((1000, 10), dtype=np.float32)
+    logits, values = in_blocks(policy, x, rows)
+    rng = np.random.default_rng(1)
+    batches = [rng.integers(len(x), size=rows) for _ in range(50)]
+    same = all(np.array_equal(policy(x[b])[0], logits[b]) and np.array_equal(policy(x[b])[1], values[b])
+               for b in batches)
+    assert batch_exact(policy, x, logits, values, rows) == same
+
+
+@pytest.mark.parametrize("size", [50, 100_000])  # marked configs; a space too large for that: np.unique
+def test_unique_ints_is_numpys_unique(size):
+    from tunebench.methods.tensor_programs.chameleon.agent import unique_ints
+
+    values = np.random.default_rng(2).integers(size, size=(400,))
+    want = np.unique(values, return_index=True, return_inverse=True)
+    got = unique_ints(values, size)
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want))
