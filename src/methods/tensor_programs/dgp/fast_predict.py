@@ -1,90 +1,121 @@
-"""dgp's predictive mean without GPyTorch's lazy-operator bookkeeping (docs/METHODS.md §dgp).
+"""dgp's predictive mean without GPyTorch's lazy operators and per-call solves (docs/METHODS.md §dgp).
 
 :meth:`DeepGP.predict_mean <tunebench.methods.tensor_programs.dgp.model.DeepGP.predict_mean>` runs for every simulated
-annealing step (128 configs, 16 draws), and most of its time in GPyTorch 1.15 went into building and
-sizing lazy operators (sums, block diagonals, batch expansions) around a few small tensor products, and into
-the output layer's dense covariance update, which the mean never reads. :func:`mean_of` computes the same
-numbers with the same tensor operations in the same order, on the same kernel and Cholesky objects:
+annealing step (128 configs, 16 draws) with the model fixed. GPyTorch 1.15's eval-mode
+``VariationalStrategy.forward`` computes, per call and layer, the kernel of inducing points and inputs
+together, and solves its cached Cholesky factor ``L`` of ``K_ZZ`` against ``K_ZX`` in float64 (in the
+output layer once per draw: its factor has the draws' batch shape, 16 copies of one matrix), to get
+mean = prior mean + ``K_XZ L⁻ᵀ m`` and covariance = ``K_XX + K_XZ L⁻ᵀ (S − I) L⁻¹ K_ZX`` (whitened: ``m``,
+``S`` the variational mean and covariance). :func:`mean_of` takes the same predictive distribution with
+the algebra regrouped:
 
-- each layer: GPyTorch's ``VariationalStrategy.forward`` in eval mode (the kernel of inducing points and
-  inputs, the cached Cholesky factor, the interpolation term solved in its dtype, mean = prior mean +
-  interpolation term × whitened variational mean);
-- the hidden layer's variance: the diagonal of ``K_XX + jitter`` plus that of
-  ``K_XZ L⁻ᵀ (S − I) L⁻¹ K_ZX`` (``(A * Bᵀ).sum(-1)``, as ``MatmulLinearOperator`` takes it), clamped
-  as ``MultivariateNormal.variance`` clamps, computed once instead of once per draw (the draws of a
-  deterministic input share it);
+- per fixed model and layer, once (:class:`_Fixed`, float64, from GPyTorch's cached factor):
+  ``alpha = L⁻ᵀ m`` and ``middle = L⁻ᵀ (S − I) L⁻¹``; kept while GPyTorch's factor is the same object
+  (GPyTorch drops it on ``train()``/``eval()``) and every parameter and buffer of the layer has the same
+  storage and version (an optimizer step, ``load_state_dict`` or any in-place change bumps it);
+- per call: the cross kernel ``K_XZ`` only; mean = prior mean + ``K_XZ alpha``; the hidden layer's variance
+  ``diag(K_XX) + jitter + diag(K_XZ middle K_ZX)``, clamped as ``MultivariateNormal.variance`` clamps,
+  once for all draws; the products in float64;
 - the draws: ``torch.distributions.Normal(mean, sqrt(variance)).rsample()`` on the draws' shape, as
   ``DeepGPLayer`` takes them (the same random numbers from the same generator state).
 
-The test (tests/methods/test_dgp_fast_predict.py) checks the result against GPyTorch's own path to the
-bit. Where a precondition does not hold (a strategy not yet whitened, a Cholesky factor of another batch
-shape), :func:`mean_of` returns None, before it draws, and the caller takes GPyTorch's path.
+Not bit-identical to GPyTorch's path (the float rounding differs: another order of operations, the kernel
+of the inputs against the inducing points only); the test (tests/methods/test_dgp_fast_predict.py)
+checks it against GPyTorch's path to a tight tolerance, and after parameter changes. Where a precondition
+does not hold (a strategy not yet whitened, no cached Cholesky factor of the right batch shape),
+:func:`mean_of` returns None, before it draws, and the caller takes GPyTorch's path.
 """
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from gpytorch import settings
 from gpytorch.utils.memoize import _get_from_cache_ignore_args, _is_in_cache_ignore_args
-from linear_operator.operators import SumLinearOperator
+
+_FIXED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # strategy -> _Fixed, dropped with it
+
+
+class _Fixed:
+    """What a layer's predictions need of its inducing distribution, for fixed parameters (float64):
+    ``alpha = L⁻ᵀ m`` and ``middle = L⁻ᵀ (S − I) L⁻¹`` of the Cholesky factor ``chol`` (kept: its identity is
+    part of the key) and the variational mean and covariance ``m``, ``S`` (whitened)."""
+
+    def __init__(self, layer, chol, key: tuple, variance: bool):
+        s = layer.variational_strategy
+        low = chol.to_dense()
+        eye = torch.eye(low.size(-1), dtype=low.dtype).expand(low.shape)
+        inv = torch.linalg.solve_triangular(low, eye, upper=False)  # L⁻¹
+        q = s.variational_distribution
+        self.chol, self.key = chol, key
+        self.alpha = inv.mT @ q.mean.type(low.dtype).unsqueeze(-1)
+        self.middle = None
+        if variance:
+            middle = q.covariance_matrix.type(low.dtype) - s.prior_distribution.covariance_matrix.type(low.dtype)
+            self.middle = inv.mT @ middle @ inv
+
+
+def _key(layer) -> tuple:
+    """The storage and version of every parameter and buffer of ``layer``: any in-place update (an optimizer
+    step, ``load_state_dict``, ``copy_``) or replaced tensor changes it."""
+    return tuple((t.data_ptr(), t._version) for t in (*layer.parameters(), *layer.buffers()))
+
+
+def _fixed(layer, variance: bool) -> _Fixed:
+    """``layer``'s :class:`_Fixed`, computed again when GPyTorch's Cholesky factor or a parameter changed."""
+    s = layer.variational_strategy
+    chol = _get_from_cache_ignore_args(s, "cholesky_factor")
+    key = _key(layer)
+    got = _FIXED.get(s)
+    if got is None or got.chol is not chol or got.key != key or (variance and got.middle is None):
+        got = _FIXED[s] = _Fixed(layer, chol, key, variance)
+    return got
 
 
 def _ready(layer, batch: tuple) -> bool:
-    """Whether ``layer``'s strategy is in eval mode, whitened, with its Cholesky factor cached for inputs of
-    batch shape ``batch`` (as GPyTorch would use it)."""
+    """Whether ``layer``'s strategy is in eval mode, whitened, with its Cholesky factor (lower triangular)
+    cached for inputs of batch shape ``batch`` (as GPyTorch would use it)."""
     s = layer.variational_strategy
     if s.training or not bool(s.updated_strategy.item()) or not bool(s.variational_params_initialized.item()):
         return False
     if not _is_in_cache_ignore_args(s, "cholesky_factor"):
         return False
+    chol = _get_from_cache_ignore_args(s, "cholesky_factor")
     m = s.inducing_points.size(-2)
     batch = torch.broadcast_shapes(s.inducing_points.shape[:-2], torch.Size(batch))
-    return _get_from_cache_ignore_args(s, "cholesky_factor").shape == batch + (m, m)
+    return chol.shape == batch + (m, m) and not getattr(chol, "upper", False)
 
 
-def _layer(layer, x: torch.Tensor):
-    """``(mean, interpolation term, strategy, variational distribution, full covariance, m)`` of ``layer`` at
-    inputs ``x`` (batched as the strategy needs), as GPyTorch's eval-mode forward computes them (``_ready``)."""
+def _layer(layer, x: torch.Tensor, variance: bool):
+    """``(mean, variance or None)`` of ``layer``'s predictive marginals at inputs ``x`` (batched as the
+    strategy needs): prior mean + ``K_XZ alpha``; ``diag(K_XX) + jitter + diag(K_XZ middle K_ZX)``, clamped as
+    ``MultivariateNormal.variance`` clamps. The products in float64 (GPyTorch's factor's dtype)."""
     s = layer.variational_strategy
     z = s.inducing_points
     if z.shape[:-2] != x.shape[:-2]:
         x, z = s._expand_inputs(x, z)
-    q = s.variational_distribution
-    full_inputs = torch.cat([z, x], dim=-2)
-    full_output = layer.forward(full_inputs)
-    full_covar = full_output.lazy_covariance_matrix
-    m = z.size(-2)
-    chol = _get_from_cache_ignore_args(s, "cholesky_factor")
-    test_mean = full_output.mean[..., m:]
-    induc_data = full_covar[..., :m, m:].to_dense()
-    interp = chol.solve(induc_data.type(chol.dtype)).type(induc_data.dtype)
-    mean = test_mean + (interp.mT @ q.mean.unsqueeze(-1)).squeeze(-1)
-    return mean, interp, s, q, full_covar, m
-
-
-def _variance(parts) -> torch.Tensor:
-    """The diagonal of the layer's predictive covariance, clamped as ``MultivariateNormal.variance``."""
-    _, interp, s, q, full_covar, m = parts
-    middle = SumLinearOperator(q.lazy_covariance_matrix, s.prior_distribution.lazy_covariance_matrix.mul(-1))
-    right = middle @ interp
-    data = full_covar[..., m:, m:].add_jitter(s.jitter_val)
-    var = 0 + data._diagonal().contiguous()  # SumLinearOperator._diagonal: sum() from 0, in order
-    var = var + (interp.mT * right.mT).sum(-1).contiguous()
+    fixed = _fixed(layer, variance)
+    cross = layer.covar_module(x, z).to_dense()
+    wide = cross.type(fixed.alpha.dtype)
+    mean = layer.mean_module(x) + (wide @ fixed.alpha).squeeze(-1).type(cross.dtype)
+    if not variance:
+        return mean, None
+    var = layer.covar_module(x, diag=True) + s.jitter_val
+    var = var + ((wide @ fixed.middle) * wide).sum(-1).type(var.dtype)
     low = settings.min_variance.value(var.dtype)
-    if var.lt(low).any():
-        var = var.clamp_min(low)
-    return var
+    return mean, var.clamp_min(low)
 
 
 def mean_of(model, x: torch.Tensor, samples: int) -> torch.Tensor | None:
     """The output layer's predictive mean at ``x`` (n, d), shape (samples, n), as ``model(x).mean`` with
-    ``samples`` likelihood samples gives it (the same random draws); None where this path does not apply."""
+    ``samples`` likelihood samples gives it (the same random draws, float rounding apart); None where this
+    path does not apply."""
     h = model.hidden.output_dims
     if model.output.output_dims is not None or not (_ready(model.hidden, (h,)) and _ready(model.output, (int(samples),))):
         return None  # checked before any draw: GPyTorch's path then draws from the same generator state
-    hidden = _layer(model.hidden, x.unsqueeze(-3).expand(h, *x.shape))
-    var = _variance(hidden)
+    mean, var = _layer(model.hidden, x.unsqueeze(-3).expand(h, *x.shape), variance=True)
     shape = (int(samples), x.shape[-2], h)
-    loc, scale = hidden[0].mT.expand(shape), var.mT.expand(shape).sqrt()
+    loc, scale = mean.mT.expand(shape), var.mT.expand(shape).sqrt()
     draws = torch.distributions.Normal(loc=loc, scale=scale).rsample()
-    return _layer(model.output, draws)[0]
+    return _layer(model.output, draws, variance=False)[0]

@@ -289,8 +289,9 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
                      lean: bool = True) -> np.ndarray:
         """Predictive mean in the original units (n,), float64: the mean over ``samples`` draws
         propagated through the layers, drawn with a fixed ``seed`` (same x -> same value). ``lean``: the
-        same numbers computed without GPyTorch's operator bookkeeping and the output layer's covariance
-        (:mod:`~tunebench.methods.tensor_programs.dgp.fast_predict`); False: GPyTorch's own path."""
+        same predictive distribution with the inducing-point solves done once per fixed model and without the
+        output layer's covariance (:mod:`~tunebench.methods.tensor_programs.dgp.fast_predict`: float rounding
+        apart, the same numbers); False: GPyTorch's own path."""
         from tunebench.methods.tensor_programs.dgp.fast_predict import mean_of
 
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
