@@ -92,22 +92,21 @@ def test_each_known_template_version_is_the_file_at_the_commit_the_shipped_space
     """:data:`KNOWN_SOURCES`, derived again: each shipped space's template file as ``git show`` gives it at the
     commit the space records has the recorded whole-file sha256 and the listed code digest (skipped where the
     checkout has no git history, e.g. an installed package or a shallow clone)."""
-    import subprocess
-
     from tunebench.datasets.shipped import space_set
     from tunebench.datasets.space_file import read_measured
+    from tunebench.errors import UserError
+    from tunebench.harness.commands.space_migrate import git_checkout, template_at
     from tunebench.targets.tvm.template_files import KNOWN_SOURCES
 
-    root = os.path.dirname(PACKAGE_ROOT)
     checked = set()
     for path in space_set("cpu"):
         meta = read_measured(path).meta
         rel, whole = meta["task"]["template_file"], meta["task"]["template_sha256"]
         try:
-            old = subprocess.run(["git", "-C", root, "show", f"{meta['commit']}:src/{rel}"], capture_output=True,
-                                 check=True).stdout
-        except (OSError, subprocess.CalledProcessError):
-            pytest.skip(f"no git history with commit {meta['commit'][:7]} in {root}")
+            top, prefix = git_checkout(None)
+            old = template_at(top, meta["commit"], prefix + rel, path)
+        except (OSError, UserError) as exc:
+            pytest.skip(f"no git history with commit {meta['commit'][:7]} here: {exc}")
         assert hashlib.sha256(old).hexdigest() == whole and code_digest(old) == KNOWN_SOURCES[whole], path
         checked.add(whole)
     assert checked == set(KNOWN_SOURCES)

@@ -31,7 +31,7 @@ def add_migrate_parser(sub) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="space files (.jsonl or .jsonl.gz)")
 
 
-def _checkout(repo: str | None) -> tuple[str, str]:
+def git_checkout(repo: str | None) -> tuple[str, str]:
     """The git checkout to read old templates from and the package folder's path in it (``src/``)."""
     from tunebench.targets.tvm.template_files import PACKAGE_ROOT
 
@@ -45,7 +45,9 @@ def _checkout(repo: str | None) -> tuple[str, str]:
     return top, "src/"
 
 
-def _template_at(top: str, commit: str, path: str, file: str) -> bytes:
+def template_at(top: str, commit: str, path: str, file: str) -> bytes:
+    """The bytes of ``path`` at ``commit`` in the checkout ``top`` (``git show``); a UserError naming ``file``
+    where the checkout has no such file at that commit."""
     show = subprocess.run(["git", "-C", top, "show", f"{commit}:{path}"], capture_output=True)
     if show.returncode != 0:
         raise UserError(f"{file}: the checkout {top} has no {path} at the recorded commit {commit} "
@@ -69,7 +71,7 @@ def migrated_header(file: str, head: dict, top: str, prefix: str) -> dict | None
     if not (rel and recorded and isinstance(commit, str) and commit):
         raise UserError(f"{file}: records no template file, template_sha256 or commit: nothing to prove the "
                         "template's code by (re-measure it)")
-    source = _template_at(top, commit, prefix + rel, file)
+    source = template_at(top, commit, prefix + rel, file)
     if hashlib.sha256(source).hexdigest() != recorded:
         raise UserError(f"{file}: {prefix}{rel} at commit {commit[:12]} is not the template it records (sha256 "
                         f"{recorded[:12]}): cannot prove which code measured it (re-measure it)")
@@ -88,7 +90,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     from tunebench.datasets.shipped import expected_sha256
     from tunebench.datasets.space_file import space_file_lines, write_space_file
 
-    top, prefix = _checkout(args.repo)
+    top, prefix = git_checkout(args.repo)
     plans = []
     for file in args.files:
         try:

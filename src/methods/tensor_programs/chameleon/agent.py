@@ -64,7 +64,7 @@ class Mover:
         if self.listed and space.full_size > LOOKUP_MAX:
             return
         digits = index_digits(space, np.arange(space.size))
-        place = np.concatenate([[1], np.cumprod(space.dims[:-1])]).astype(np.int64)  # the product space's
+        place = place_values(space)  # the product space's
         moved = np.clip(digits[:, :, None] + MOVES, 0, (np.asarray(space.dims, dtype=np.int64) - 1)[:, None])
         self.terms = (moved * place[:, None]).reshape(-1)  # [config, knob, move] -> place x digit after it
         if self.listed:

@@ -34,6 +34,8 @@ import torch
 from gpytorch import settings
 from gpytorch.utils.memoize import _get_from_cache_ignore_args, _is_in_cache_ignore_args
 
+from tunebench.methods.tensor_programs.dgp.lean_elbo import hidden_draws, strategy_ready
+
 _FIXED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # strategy -> _Fixed, dropped with it
 
 
@@ -77,7 +79,7 @@ def _ready(layer, batch: tuple) -> bool:
     """Whether ``layer``'s strategy is in eval mode, whitened, with its Cholesky factor (lower triangular)
     cached for inputs of batch shape ``batch`` (as GPyTorch would use it)."""
     s = layer.variational_strategy
-    if s.training or not bool(s.updated_strategy.item()) or not bool(s.variational_params_initialized.item()):
+    if s.training or not strategy_ready(s):
         return False
     if not _is_in_cache_ignore_args(s, "cholesky_factor"):
         return False
@@ -115,7 +117,4 @@ def mean_of(model, x: torch.Tensor, samples: int) -> torch.Tensor | None:
     if model.output.output_dims is not None or not (_ready(model.hidden, (h,)) and _ready(model.output, (int(samples),))):
         return None  # checked before any draw: GPyTorch's path then draws from the same generator state
     mean, var = _layer(model.hidden, x.unsqueeze(-3).expand(h, *x.shape), variance=True)
-    shape = (int(samples), x.shape[-2], h)
-    loc, scale = mean.mT.expand(shape), var.mT.expand(shape).sqrt()
-    draws = torch.distributions.Normal(loc=loc, scale=scale).rsample()
-    return _layer(model.output, draws, variance=False)[0]
+    return _layer(model.output, hidden_draws(mean, var, samples), variance=False)[0]

@@ -41,6 +41,19 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 _LOG_2PI = math.log(2 * math.pi)
 
 
+def strategy_ready(strategy) -> bool:
+    """Whether a layer's variational strategy has been initialized and whitened (GPyTorch does both on the
+    first call in train mode): what both lean paths (this module, ``fast_predict``) need before they apply."""
+    return bool(strategy.updated_strategy.item()) and bool(strategy.variational_params_initialized.item())
+
+
+def hidden_draws(mean: torch.Tensor, var: torch.Tensor, samples: int) -> torch.Tensor:
+    """The hidden layer's outputs drawn as ``DeepGPLayer`` draws them: ``Normal(mean, sqrt(variance)).rsample()``
+    on shape (draws, rows, hidden), from ``mean`` and ``var`` of shape (hidden, rows)."""
+    shape = (int(samples), mean.size(-1), mean.size(-2))
+    return torch.distributions.Normal(loc=mean.mT.expand(shape), scale=var.mT.sqrt().expand(shape)).rsample()
+
+
 def _ready(model) -> bool:
     """Whether ``model`` is the two-layer deep GP this module computes, initialized and whitened."""
     if type(model.likelihood) is not GaussianLikelihood or model.output.output_dims is not None:
@@ -51,7 +64,7 @@ def _ready(model) -> bool:
         s = layer.variational_strategy
         if not isinstance(s, VariationalStrategy) or type(s._variational_distribution) is not CholeskyVariationalDistribution:
             return False
-        if not bool(s.updated_strategy.item()) or not bool(s.variational_params_initialized.item()):
+        if not strategy_ready(s):
             return False
         if not isinstance(layer.mean_module, (LinearMean, ConstantMean)):
             return False
@@ -112,8 +125,7 @@ def elbo(model, x: torch.Tensor, y: torch.Tensor, num_data: int, samples: int, t
     low_h, low_o = (layer.variational_strategy._variational_distribution.chol_variational_covar.tril()
                     for layer in (model.hidden, model.output))
     mean, var = _layer(model.hidden, x.unsqueeze(-3).expand(h, *x.shape), training, low_h)
-    shape = (int(samples), x.size(-2), h)
-    draws = torch.distributions.Normal(loc=mean.mT.expand(shape), scale=var.mT.sqrt().expand(shape)).rsample()
+    draws = hidden_draws(mean, var, samples)
     f_mean, f_var = _layer(model.output, draws, training, low_o)
     noise = model.likelihood.noise.squeeze(-1)
     ell = ((y - f_mean).square() + f_var).div(noise).add(noise.log()).add(_LOG_2PI).mul(-0.5)

@@ -271,8 +271,7 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
 
     def fit_map(self, x: np.ndarray, y: np.ndarray, l2: float, **kw) -> DeepGP:
         """MAP transfer ([Sun-ICCV21] Eq. 6) from the current parameters θ̃; ``kw`` as in :meth:`fit`."""
-        prior = {k: v.detach().clone() for k, v in self.state_dict().items()}
-        return self.fit(x, y, prior=prior, l2=l2, **kw)
+        return self.fit(x, y, prior=_snapshot(self), l2=l2, **kw)
 
     def distance_to(self, state: dict) -> float:
         """‖θ − state‖₂ over the trainable parameters (same parametrization as the L2 pull)."""
