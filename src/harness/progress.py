@@ -44,6 +44,8 @@ class TuningProgress:
                                        errors=sum(not m.valid for m in prior))
 
     def update(self, row: int, result) -> None:
+        if not self.enabled:  # no live display: nothing to refresh (the best is a pass over every measurement)
+            return
         best = max((m.gflops for m in result.measurements if m.valid), default=0.0)
         self._progress.update(row, completed=len(result.measurements), best=f"{best:.1f}", errors=result.n_invalid)
 

@@ -55,6 +55,48 @@ def test_lean_mean_applies_after_the_first_call_and_falls_back_before(model):
         assert mean_of(fresh, x, 4) is not None
 
 
+def test_a_fresh_models_first_call_takes_the_lean_path_too(model):
+    """``prime`` has GPyTorch cache the factors on one row first (its draws discarded): the first call on a
+    fixed model gives what later calls give, to the bit, and GPyTorch's numbers to rounding."""
+    from tunebench.methods.tensor_programs.dgp import fast_predict
+
+    fresh = model.copy()
+    fresh.train()
+    fresh.eval()
+    x = np.random.default_rng(5).random((300, 6)).astype(np.float32)
+    calls = []
+    original = fast_predict.mean_of
+
+    def counted(*args):
+        out = original(*args)
+        calls.append(out is not None)
+        return out
+
+    fast_predict.mean_of = counted
+    try:
+        state = torch.random.get_rng_state()
+        first = fresh.predict_mean(x, samples=8, seed=4, chunk=128)
+        assert torch.equal(torch.random.get_rng_state(), state)
+    finally:
+        fast_predict.mean_of = original
+    assert calls == [True, True, True]  # every chunk, the first one included
+    np.testing.assert_array_equal(first, fresh.predict_mean(x, samples=8, seed=4, chunk=128))
+    _close(first, fresh.predict_mean(x, samples=8, seed=4, chunk=128, lean=False))
+
+
+def test_prime_leaves_a_model_in_training_mode_alone(model):
+    from gpytorch.utils.memoize import _is_in_cache_ignore_args
+
+    from tunebench.methods.tensor_programs.dgp.fast_predict import prime
+
+    m = model.copy()
+    m.train()
+    with torch.no_grad():
+        prime(m, torch.rand(4, 6), 8)
+    for layer in (m.hidden, m.output):
+        assert not _is_in_cache_ignore_args(layer.variational_strategy, "cholesky_factor")
+
+
 def _shift(name, by, refit=False):
     def change(m):
         with torch.no_grad():

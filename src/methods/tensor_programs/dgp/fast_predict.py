@@ -23,7 +23,9 @@ Not bit-identical to GPyTorch's path (the float rounding differs: another order 
 of the inputs against the inducing points only); the test (tests/methods/test_dgp_fast_predict.py)
 checks it against GPyTorch's path to a tight tolerance, and after parameter changes. Where a precondition
 does not hold (a strategy not yet whitened, no cached Cholesky factor of the right batch shape),
-:func:`mean_of` returns None, before it draws, and the caller takes GPyTorch's path.
+:func:`mean_of` returns None, before it draws, and the caller takes GPyTorch's path. :func:`prime` has
+GPyTorch compute the factors first (a forward of one row, its draws discarded), so that a fixed model's
+first call takes the lean path as well.
 """
 
 from __future__ import annotations
@@ -107,6 +109,22 @@ def _layer(layer, x: torch.Tensor, variance: bool):
     var = var + ((wide @ fixed.middle) * wide).sum(-1).type(var.dtype)
     low = settings.min_variance.value(var.dtype)
     return mean, var.clamp_min(low)
+
+
+def prime(model, x: torch.Tensor, samples: int) -> None:
+    """Let GPyTorch compute and cache both layers' Cholesky factors (one eval-mode forward of one row of
+    ``x``, its draws discarded: the caller seeds the generator afterwards) where that is all :func:`mean_of`
+    lacks, so that the first call on a fixed model takes the lean path too. The factors depend on the inducing
+    points and kernel only, not on the rows: the same ones GPyTorch's path would compute on all of ``x``."""
+    h = model.hidden.output_dims
+    layers = ((model.hidden, (h,)), (model.output, (int(samples),)))
+    if len(x) == 0 or model.output.output_dims is not None:
+        return
+    if any(layer.variational_strategy.training or not strategy_ready(layer.variational_strategy)
+           for layer, _ in layers):
+        return
+    if not all(_ready(layer, batch) for layer, batch in layers):
+        model(x[:1])
 
 
 def mean_of(model, x: torch.Tensor, samples: int) -> torch.Tensor | None:

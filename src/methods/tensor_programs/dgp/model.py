@@ -291,15 +291,18 @@ class DeepGP(gpytorch.models.deep_gps.DeepGP):
         same predictive distribution with the inducing-point solves done once per fixed model and without the
         output layer's covariance (:mod:`~tunebench.methods.tensor_programs.dgp.fast_predict`: float rounding
         apart, the same numbers); False: GPyTorch's own path."""
-        from tunebench.methods.tensor_programs.dgp.fast_predict import mean_of
+        from tunebench.methods.tensor_programs.dgp.fast_predict import mean_of, prime
 
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         out = []
         state = torch.random.get_rng_state()
-        torch.manual_seed(seed)
         quick = mean_only(self.output) if lean else contextlib.nullcontext()
         try:
             with gpytorch.settings.num_likelihood_samples(int(samples)), quick:
+                if lean:
+                    prime(self, xt, samples)
+                # the CPU generator only (torch.manual_seed also seeds CUDA's, at ~1 ms a call here): the same draws
+                torch.default_generator.manual_seed(seed)
                 for i in range(0, len(xt), chunk):
                     mean = mean_of(self, xt[i:i + chunk], samples) if lean else None
                     out.append((self(xt[i:i + chunk]).mean if mean is None else mean).mean(0))
