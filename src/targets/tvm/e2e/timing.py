@@ -194,12 +194,10 @@ def _time_rounds(rows: list[Row], s: E2ESettings, target, monitor: CpuMonitor) -
     return {"samples": samples, "calibration": (pre, post), "foreign_cpu": foreign, "loadavg": loadavg()}
 
 
-def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMonitor,
-                   name: str) -> tuple[list[Row], list[dict], int]:
-    """Load the rows, then take ``e2e.timings`` timings; each is retaken while it has a noisy row (at most
-    ``1 + remeasure`` times) and its least noisy try kept. ``(rows, the kept timings, timings taken in all)``."""
-    rows = _load_rows(rows, want, s.tolerance, name)
-
+def take_timings(rows: list[Row], s: E2ESettings, target, monitor: CpuMonitor) -> tuple[list[dict], int]:
+    """``e2e.timings`` timings of the loaded ``rows``, one after another; each is taken again while it has a
+    noisy row (at most ``1 + remeasure`` tries) and its least noisy try kept. ``(the kept timings, each a
+    :func:`_time_rounds` with its :func:`~tunebench.targets.tvm.e2e.pooled.judge_timing`; tries in all)``."""
     def attempt() -> dict:
         timed = _time_rounds(rows, s, target, monitor)
         return {**timed, **judge_timing(timed, target.policy)}
@@ -209,7 +207,14 @@ def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMo
         tries = until_clean(attempt, target.policy, lambda a: a["n_noisy"])
         kept.append(min(tries, key=lambda a: (a["n_noisy"], a["slowdown"] or 0.0)))
         taken += len(tries)
-    return rows, kept, taken
+    return kept, taken
+
+
+def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMonitor,
+                   name: str) -> tuple[list[Row], list[dict], int]:
+    """Load the rows, then :func:`take_timings`. ``(rows, the kept timings, tries in all)``."""
+    rows = _load_rows(rows, want, s.tolerance, name)
+    return rows, *take_timings(rows, s, target, monitor)
 
 
 def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESettings, name: str = "model",
