@@ -185,9 +185,9 @@ def published(result: dict, refs: dict, fired: Callable[[dict], list[str]]) -> d
     conds = list(dict.fromkeys(t["condition"] for t in heads))
     width = {c: _median([math.sqrt(h / lo) for (_, lo, h), t in zip(iv, heads) if t["condition"] == c
                          and lo > 0 and math.isfinite(h)]) for c in conds}
-    blocks_s = result.get("blocks_s") or result["minutes"] * 60
+    blocks_s = result.get("blocks_s") or 60 * (result.get("minutes") or 0)
     return {"timings_per_speedup": max(len(g) for g in groups) if groups else None, "n_speedups": len(groups),
-            "speedups_per_minute": len(groups) / (blocks_s / 60),
+            "speedups_per_minute": len(groups) / (blocks_s / 60) if blocks_s else None,
             "coverage": {c: _share([v for v, t in zip(cov, heads) if t["condition"] == c]) for c in conds},
             "width_factor": width, "default_marks": evaluate(heads, sigs, mv, fired)}
 
