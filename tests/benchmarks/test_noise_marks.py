@@ -99,7 +99,8 @@ def test_the_speedups_as_published_are_k_timings_with_the_harness_interval():
     assert e["marked_share"] == {"quiet": 0.0, "yes1": 1.0} and e["fired"] == {"foreign_cpu": 1}
     assert e["p_moved_marked"] == 1.0 and e["p_moved_unmarked"] == 0.0 and e["false_negative_rate"] == 0.0
     # a result saved before --timings: one timing per speedup, the interval over its rounds
-    old = na.published(result(ts[:3]), na.references(result(ts[:3])), na.policies(POLICY)["default_ratio"])
+    before = result([{k: v for k, v in t.items() if k not in ("speedup", "timing")} for t in ts[:3]])
+    old = na.published(before, na.references(before), na.policies(POLICY)["default_ratio"])
     assert old["n_speedups"] == 3 and old["timings_per_speedup"] == 1 and old["speedups_per_minute"] is None
 
 

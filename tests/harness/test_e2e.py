@@ -206,7 +206,8 @@ def test_torch_compile_row_untuned_tasks_and_no_default_build(cnn, tmp_path):
     left_out = tasks[1]
     partial = {k: v for k, v in schedules.items() if k != left_out.id}
     target = llvm_target(tmp_path)
-    settings = E2ESettings(rounds=1, n_runs=2, default_n_runs=0, torch_compile=True, torch_compile_timeout_s=300)
+    settings = E2ESettings(rounds=1, n_runs=2, default_n_runs=0, torch_compile=True, torch_compile_timeout_s=300,
+                           timings=1)
     try:
         res = model_latencies(imported, tasks, partial, target, settings, name="small_cnn")
     finally:
