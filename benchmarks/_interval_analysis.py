@@ -181,6 +181,14 @@ def _groups(timings: list[dict], k: int) -> list[list[dict]]:
     return out
 
 
+def _timing_s(a: dict, b: dict) -> float | None:
+    """Seconds per timing of ``a``'s layer: from the start of ``a``'s speedup to the next record's, over the
+    speedup's timings (all of a speedup's timings carry its start; None: ``b`` is in the same speedup)."""
+    if "speedup" in a and a["speedup"] == b.get("speedup"):
+        return None
+    return (b["t_s"] - a["t_s"]) / (a.get("timing", 0) + 1)
+
+
 def more_rounds(timings: list[dict], marked: list[bool], ks: tuple[int, ...] = (1, 2, 3, 4, 6)) -> dict:
     """Per k and kind (``pooled``: the k timings' rounds as one timing of 5k rounds; ``timings``: the k
     timings' geometric means as the units, from k = 2), groups of k consecutive timings of one layer in
@@ -192,8 +200,8 @@ def more_rounds(timings: list[dict], marked: list[bool], ks: tuple[int, ...] = (
     ref = {layer: statistics.median(float(np.mean(_logs(t))) for t in timings
                                     if t["layer"] == layer and t["condition"] == "quiet")
            for layer in dict.fromkeys(t["layer"] for t in timings if t["condition"] == "quiet")}
-    step = {layer: _median([b["t_s"] - a["t_s"] for a, b in zip(timings, timings[1:])
-                            if a["layer"] == layer and a["block"] == b["block"]]) for layer in ref}
+    step = {layer: _median([x for a, b in zip(timings, timings[1:]) if a["layer"] == layer and a["block"] == b["block"]
+                            and (x := _timing_s(a, b)) is not None]) for layer in ref}
     out: dict = {}
     for k in ks:
         groups = [g for g in _groups(timings, k) if g[0]["layer"] in ref]

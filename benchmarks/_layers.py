@@ -94,12 +94,14 @@ def model_timing(target, task, tasks, imported, config, settings, name: str) -> 
         print(f"  {name}: {line}", flush=True)
     rows = {row: {"stats_ms": r["stats"].to_dict(), "verdict": r["verdict"].to_dict(),
                   "round_medians_ms": list(r["round_medians"]),
+                  "timing_round_medians_ms": [list(x) for x in r.get("timing_round_medians", [r["round_medians"]])],
                   **{k: r[k] for k in ("rel_err", "compile_s", "load_s") if r.get(k) is not None}}
             for row, r in lat["rows"].items()}
-    speedups = {base: {"geomean": g, "ci_low": lo, "ci_high": hi, "verdict": verdict(lo, hi, better_below=False)}
+    speedups = {base: {"geomean": g, "ci_low": lo, "ci_high": hi, "verdict": verdict(lo, hi, better_below=False),
+                       "timing_ratios": list(lat.get("timing_speedups", {}).get(base, [g]))}
                 for base, (g, lo, hi) in lat["speedups"].items()}
     return {"rows": rows, "speedups": speedups, "calib_slowdown": lat["slowdown"], "calib_drift": lat["drift"],
-            "foreign_cpu": lat["foreign_cpu"], "attempts": lat["attempts"]}
+            "foreign_cpu": lat["foreign_cpu"], "attempts": lat["attempts"], "timings": lat.get("timings", 1)}
 
 
 def fmt_ci(d: dict | None, digits: int = 2) -> str:

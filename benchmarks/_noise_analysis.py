@@ -156,6 +156,57 @@ def intervals(timings: list[dict], sigs: list[dict], fired: Callable[[dict], lis
     return {"constructions": compare(timings, marks), "more_rounds": more_rounds(timings, marks["default_ratio"])}
 
 
+def speedup_groups(result: dict) -> list[list[dict]]:
+    """The timings of each published speedup, in order (a result saved before ``--timings``: one timing each)."""
+    groups: dict = {}
+    for i, t in enumerate(result["timings"]):
+        groups.setdefault(t.get("speedup", f"t{i}"), []).append(t)
+    return list(groups.values())
+
+
+def published(result: dict, refs: dict, fired: Callable[[dict], list[str]]) -> dict:
+    """The speedups as the harness publishes them: each the geometric mean of its timings' ratios with the
+    interval over them (:func:`tunebench.protocol.stats.timings_ratio_ci`, recomputed from the saved rounds).
+    A speedup *moved* when its interval misses its layer's quiet median (the median of the quiet blocks'
+    published ratios); it is *marked* (``fired``: the default marks) when any of its timings is (its signals
+    at their worst over the timings). Its coverage and median width factor per condition, the marks' shares,
+    P(moved | marked), P(moved | unmarked), lift and error rates (:func:`evaluate`), and speedups per minute."""
+    from _interval_analysis import covers
+
+    from tunebench.protocol.stats import timings_ratio_ci
+
+    groups = speedup_groups(result)
+    iv = [timings_ratio_ci([t["rows"]["torch"]["round_medians_ms"] for t in g],
+                           [t["rows"]["tuned"]["round_medians_ms"] for t in g]) for g in groups]
+    heads = [g[0] for g in groups]
+    cov = covers(heads, iv)
+    mv = [None if c is None else not c for c in cov]
+    sigs = [_worst_signals([signals(t, refs) for t in g]) for g in groups]
+    conds = list(dict.fromkeys(t["condition"] for t in heads))
+    width = {c: _median([math.sqrt(h / lo) for (_, lo, h), t in zip(iv, heads) if t["condition"] == c
+                         and lo > 0 and math.isfinite(h)]) for c in conds}
+    blocks_s = result.get("blocks_s") or 60 * (result.get("minutes") or 0)
+    return {"timings_per_speedup": max(len(g) for g in groups) if groups else None, "n_speedups": len(groups),
+            "speedups_per_minute": len(groups) / (blocks_s / 60) if blocks_s else None,
+            "coverage": {c: _share([v for v, t in zip(cov, heads) if t["condition"] == c]) for c in conds},
+            "width_factor": width, "default_marks": evaluate(heads, sigs, mv, fired)}
+
+
+def _worst_signals(sigs: list[dict]) -> dict:
+    """Each signal at its largest magnitude over a speedup's timings (a threshold fires on it when it fires on
+    any timing)."""
+    out: dict = {}
+    for s in sigs:
+        for name, v in s.items():
+            if v is not None and (out.get(name) is None or abs(v) > abs(out[name])):
+                out[name] = v
+    return out
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def analyse(result: dict) -> dict:
     timings = result["timings"]
     refs = references(result)
@@ -173,7 +224,7 @@ def analyse(result: dict) -> dict:
                          for cond in dict.fromkeys(t["condition"] for t in timings)}
     moved_share = {cond: _share([v for v, t in zip(mv, timings) if t["condition"] == cond])
                    for cond in dict.fromkeys(t["condition"] for t in timings)}
-    return {"references_s": refs, "signals": dist, "ratios": ratios, "moved_share": moved_share,
+    return {"published": published(result, refs, pols["default_ratio"]), "references_s": refs, "signals": dist, "ratios": ratios, "moved_share": moved_share,
             "policies": {name: evaluate(timings, sigs, mv, f) for name, f in pols.items()},
             "oracle_loaded": evaluate(timings, [{"loaded": float(t["condition"] != "quiet")} for t in timings], mv,
                                       threshold_policy({"loaded": 0.5})),
@@ -207,6 +258,19 @@ def print_report(result: dict) -> None:
         for cond, q in per.items():
             print(f"| {layer} | {cond} | {_fmt(q.get('p5'))} | {_fmt(q.get('p50'))} | {_fmt(q.get('p95'))} |")
     print("\nmoved share per condition: " + ", ".join(f"{c} {_fmt(v, 2)}" for c, v in a["moved_share"].items()))
+    p = a.get("published")
+    if p:
+        e, ms = p["default_marks"], p["default_marks"]["marked_share"]
+        print(f"\nspeedups as published: {p['n_speedups']} of {p['timings_per_speedup']} timing(s) each, "
+              f"{_fmt(p['speedups_per_minute'], 3)} per minute; the interval (Student t over the timings; one "
+              "timing: over its rounds) covers the quiet median: "
+              + ", ".join(f"{c} {_fmt(v, 2)}" for c, v in p["coverage"].items()) + "; width ÷/× "
+              + ", ".join(f"{c} {_fmt(v, 3)}" for c, v in p["width_factor"].items()))
+        print("\n| default marks, published speedups | marked quiet | yes1 | yes2 | P(moved|marked) | P(moved|unmarked) "
+              "| lift | FP rate | FN rate | n |\n|---|---|---|---|---|---|---|---|---|---|")
+        print(f"| default_ratio | {_fmt(ms.get('quiet'), 2)} | {_fmt(ms.get('yes1'), 2)} | {_fmt(ms.get('yes2'), 2)} "
+              f"| {_fmt(e['p_moved_marked'], 2)} | {_fmt(e['p_moved_unmarked'], 2)} | {_fmt(e['lift'], 2)} "
+              f"| {_fmt(e['false_positive_rate'], 2)} | {_fmt(e['false_negative_rate'], 2)} | {e['n_rows']} |")
     print_intervals(a["intervals"])
     rows = dict(a["policies"])
     rows["oracle_loaded (marks exactly the loaded blocks)"] = a["oracle_loaded"]

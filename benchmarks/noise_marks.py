@@ -3,26 +3,32 @@
 The same small set of timings is taken over and over, in alternating blocks of three conditions:
 ``quiet`` (nothing else started), ``yes1`` (one ``yes > /dev/null`` loader) and ``yes2`` (two). The set:
 two tuned single-layer models (tuned once at the start, ``--method`` with ``--trials``) each timed
-against PyTorch eager in interleaved rounds, exactly as the end-to-end step and ``vs_library.py`` time
-them (``measure``/``e2e`` defaults: the calibration kernel before and after, ``e2e.rounds`` rounds, every
-row in its own worker with the target's threads). Every timing records every signal the measurement
-protocol judges (docs/MEASUREMENT.md): each row's robust CV, the foreign CPU during the rounds, the
-calibration kernel's time before and after (so its slowdown against any reference, and its drift),
-the per-round medians, and the interleaved ratio PyTorch / tuned with its 95 % interval (as the harness
-computed it then; the analysis recomputes it from the rounds as the harness computes it now).
+against PyTorch eager, exactly as the end-to-end step times them (``measure``/``e2e`` defaults, every
+row in its own worker with the target's threads): a *speedup* is ``--timings K`` (default ``e2e.timings``)
+separate timings -- each the calibration kernel, ``e2e.rounds`` interleaved rounds, the calibration kernel
+again, taken again while it has a noisy row (``measure.noise.remeasure``) -- taken as one result by the
+harness's own functions (:func:`tunebench.targets.tvm.e2e.timing.take_timings`,
+:func:`tunebench.targets.tvm.e2e.pooled.pooled`): the geometric mean of the K per-timing ratios PyTorch /
+tuned with its Student-t interval over them (as published). Every kept timing records every signal the
+measurement protocol judges (docs/MEASUREMENT.md): each row's robust CV, the foreign CPU during the rounds,
+the calibration kernel's time before and after (so its slowdown against any reference, and its drift),
+the per-round medians, and its own ratio with the interval over its rounds. Results saved before
+``--timings`` existed hold one timing per speedup.
 
-The analysis (:mod:`_noise_analysis`; ``--analyse FILE`` re-runs it on a saved result) reports per
-signal and condition the distribution and the share of timings it marks, under the shipped policy and
-under candidate policies; and for each policy how often a marked ratio moved (left the quiet median
-of its layer by more than its interval's half-width) against an unmarked one; and how often a single
-timing's interval, built in several ways, contains the quiet median (:mod:`_interval_analysis`).
+The analysis (:mod:`_noise_analysis`; ``--analyse FILE`` re-runs it on a saved result) reports for the
+speedups as published how often their interval contains their layer's quiet median and how the default
+marks (a speedup marked when any of its timings is) predict one that moved; per signal and condition
+the distribution and the share of timings it marks, under the shipped policy and under candidate
+policies; for each policy how often a marked timing's ratio moved (left the quiet median of its layer
+by more than its interval's half-width) against an unmarked one; and how often a single timing's
+interval, built in several ways, contains the quiet median (:mod:`_interval_analysis`).
 
 The workers and the loaders are started once; the loaders are stopped on exit (also on Ctrl-C). The
 benchmark's calibration reference lives in a temporary cache (the user's cached reference is read,
 never written, and recorded for comparison).
 
-Usage: python benchmarks/noise_marks.py [--minutes 30] [--block-s 60] [--method autotvm] [--trials 16]
-    [--seed 0] [--out PATH | --publish]
+Usage: python benchmarks/noise_marks.py [--minutes 30] [--block-s 60] [--timings K] [--method autotvm]
+    [--trials 16] [--seed 0] [--out PATH | --publish]
        python benchmarks/noise_marks.py --analyse FILE [--out PATH | --publish]   (analysis again; written when asked)
 Runtime: the tuning (~1 min) plus ``--minutes``. Exit codes: 0 done; 2 bad arguments; 4 a failure.
 """
@@ -100,29 +106,46 @@ def prepare(target, entries: dict, settings, workdir: str) -> list[Subject]:
     return out
 
 
-def one_timing(subject: Subject, settings, target, policy) -> dict:
-    """One attempt of the end-to-end protocol on ``subject``, every signal recorded."""
-    from tunebench.protocol.noise import CpuMonitor
-    from tunebench.targets.tvm.e2e.timing import _judge_attempt, _speedups, _time_rounds
+def _record(subject: Subject, timing: dict) -> dict:
+    """One timing (a kept one of :func:`~tunebench.targets.tvm.e2e.timing.take_timings`), every signal."""
+    from tunebench.protocol.stats import timings_ratio_ci
 
-    monitor = CpuMonitor(lambda: [r.worker.pid for r in subject.rows if r.worker.pid] + target.worker_pids())
-    attempt = _time_rounds(subject.rows, settings, target, monitor)
-    judged = _judge_attempt(attempt, policy)
-    pre, post = attempt["calibration"]
-    g, lo, hi = _speedups(judged["rows"])["torch"]
+    pre, post = timing["calibration"]
+    judged = timing["rows"]
+    g, lo, hi = timings_ratio_ci([judged["torch"]["round_medians"]], [judged["tuned"]["round_medians"]])
     rows = {name: {"median_ms": r["stats"].median, "rcv": r["stats"].rcv, "cv": r["stats"].cv,
                    "round_medians_ms": r["round_medians"], "noisy": r["verdict"].noisy,
-                   "reasons": r["verdict"].reasons} for name, r in judged["rows"].items()}
+                   "reasons": r["verdict"].reasons} for name, r in judged.items()}
     calib = {f"{k}_{w}": c[key] for w, c in (("pre", pre), ("post", post))
              for k, key in (("s", "median_s"), ("cv", "cv"), ("foreign", "foreign_cpu"))}
-    return {"layer": subject.label, "loadavg": attempt["loadavg"], "foreign_cpu": attempt["foreign_cpu"],
-            "drift": judged["drift"], "slowdown_run": judged["slowdown"], "calib": calib, "rows": rows,
+    return {"layer": subject.label, "loadavg": timing["loadavg"], "foreign_cpu": timing["foreign_cpu"],
+            "drift": timing["drift"], "slowdown_run": timing["slowdown"], "calib": calib, "rows": rows,
             "ratio": {"g": g, "lo": lo, "hi": hi}}
 
 
-def run_blocks(args, subjects: list[Subject], settings, target, policy) -> list[dict]:
-    """Alternating blocks of the conditions for ``--minutes``; every timing with its block and condition."""
+def one_speedup(subject: Subject, settings, target) -> tuple[dict, list[dict]]:
+    """One speedup of ``subject`` as the end-to-end step takes it: ``e2e.timings`` timings (each retaken while
+    noisy, :func:`~tunebench.targets.tvm.e2e.timing.take_timings`) taken as one result
+    (:func:`~tunebench.targets.tvm.e2e.pooled.pooled`). ``(the speedup, its kept timings' records)``."""
+    from tunebench.protocol.noise import CpuMonitor
+    from tunebench.targets.tvm.e2e.pooled import pooled
+    from tunebench.targets.tvm.e2e.timing import take_timings
+
+    monitor = CpuMonitor(lambda: [r.worker.pid for r in subject.rows if r.worker.pid] + target.worker_pids())
+    kept, tries = take_timings(subject.rows, settings, target, monitor)
+    res = pooled(kept, target.policy)
+    g, lo, hi = res["speedups"]["torch"]
+    verdict = res["speedup_verdicts"]["torch"]
+    return ({"layer": subject.label, "g": g, "lo": lo, "hi": hi, "timing_ratios": res["timing_speedups"]["torch"],
+             "tries": tries, "noisy": verdict.noisy, "reasons": verdict.reasons},
+            [_record(subject, t) for t in kept])
+
+
+def run_blocks(args, subjects: list[Subject], settings, target) -> tuple[list[dict], list[dict], float]:
+    """Alternating blocks of the conditions for ``--minutes``: ``(every kept timing with its block, condition
+    and speedup index, every speedup with its block and condition, seconds of the blocks)``."""
     timings: list[dict] = []
+    speedups: list[dict] = []
     t0 = time.monotonic()
     names = list(CONDITIONS)
     with Loaders() as loaders:
@@ -132,15 +155,18 @@ def run_blocks(args, subjects: list[Subject], settings, target, policy) -> list[
             loaders.set(CONDITIONS[cond])
             time.sleep(args.settle_s)  # let the load build up (or die away)
             end = time.monotonic() + args.block_s
-            n0 = len(timings)
+            n0 = len(speedups)
             while time.monotonic() < end:
                 for subject in subjects:
-                    timings.append({"block": block, "condition": cond, "t_s": time.monotonic() - t0,
-                                    **one_timing(subject, settings, target, policy)})
-            print(f"block {block:3d} {cond:5s}: {len(timings) - n0} timings; {(time.monotonic() - t0) / 60:5.1f} of "
-                  f"{args.minutes} min; load {os.getloadavg()[0]:.2f}", flush=True)
+                    where = {"block": block, "condition": cond, "t_s": time.monotonic() - t0}
+                    speedup, kept = one_speedup(subject, settings, target)
+                    timings += [{**where, "speedup": len(speedups), "timing": i, **t} for i, t in enumerate(kept)]
+                    speedups.append({**where, **speedup, "s": time.monotonic() - t0 - where["t_s"]})
+            print(f"block {block:3d} {cond:5s}: {len(speedups) - n0} speedups of {settings.timings} timing(s); "
+                  f"{(time.monotonic() - t0) / 60:5.1f} of {args.minutes} min; load {os.getloadavg()[0]:.2f}",
+                  flush=True)
             block += 1
-    return timings
+    return timings, speedups, time.monotonic() - t0
 
 
 def collect(args) -> dict:
@@ -156,14 +182,15 @@ def collect(args) -> dict:
         cache = os.path.join(work, "cache")
         cfg, entries, _ = tune_layers(args.method, work, args.trials, args.seed, LAYERS,
                                       ["target=llvm", f"measure.cache_dir={cache}", "measure.peak=false"])
-        settings = dataclasses.replace(cfg.e2e, torch_compile=False, default_n_runs=0)
+        settings = dataclasses.replace(cfg.e2e, torch_compile=False, default_n_runs=0,
+                                       timings=args.timings or cfg.e2e.timings)
         policy = NoisePolicy.from_settings(cfg.measure.noise)
         target = make_target(cfg.target, cfg.measure)
         with target:
             user_ref = MachineCache(target.machine.key).calibration_reference()
             subjects = prepare(target, entries, settings, work)
             try:
-                timings = run_blocks(args, subjects, settings, target, policy)
+                timings, speedups, blocks_s = run_blocks(args, subjects, settings, target)
             finally:
                 for s in subjects:
                     for row in s.rows:
@@ -172,11 +199,14 @@ def collect(args) -> dict:
     return {"method": args.method, "trials_per_layer": args.trials, "seed": args.seed, "minutes": args.minutes,
             "block_s": args.block_s, "layers": [label(x) for x in LAYERS], "e2e_settings": dataclasses.asdict(settings),
             "policy": dataclasses.asdict(policy), "user_cached_reference_s": user_ref, "machine": machine_info(),
-            "device": desc, "loadavg_before": load_before, "loadavg_after": loadavg(), "timings": timings,
+            "device": desc, "loadavg_before": load_before, "loadavg_after": loadavg(), "timings_per_speedup":
+            settings.timings, "blocks_s": blocks_s, "speedups": speedups, "timings": timings,
             **provenance()}
 
 
 def parse_args():
+    from tunebench.config.experiment import E2ESettings
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0, help="length of the blocks' part (default 30)")
     ap.add_argument("--block-s", type=float, default=60.0, help="seconds of timings per block (default 60)")
@@ -184,9 +214,14 @@ def parse_args():
     ap.add_argument("--method", default="autotvm")
     ap.add_argument("--trials", type=int, default=16, help="tuning trials per layer (default 16)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timings", type=int, default=None, metavar="K",
+                    help="timings per speedup, as the end-to-end step takes them (default: e2e.timings, "
+                         f"{E2ESettings().timings})")
     ap.add_argument("--analyse", default=None, metavar="FILE", help="only analyse a saved result")
     add_out_args(ap, NAME)
     args = ap.parse_args()
+    if args.timings is not None and not 1 <= args.timings <= 100:
+        usage_error(f"--timings {args.timings}: must be 1..100 (as e2e.timings)")
     for name in ("minutes", "block_s", "trials"):
         if getattr(args, name) <= 0:
             usage_error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be positive")

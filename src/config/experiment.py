@@ -166,8 +166,11 @@ class E2ESettings(Settings):
                                      "baselines")
     rounds: int = knob(5, bounded(1, 1000), "interleaved rounds: every row (tuned, TVM default, PyTorch, torch.compile) "
                                    "once per round; also the rounds of each task's tuned-vs-default kernel comparison")
-    n_runs: int = knob(10, bounded(1, 100_000), "timed samples per row in all (ceil(n_runs / rounds) per round); the latency is "
-                                    "their median")
+    timings: int = knob(3, bounded(1, 100), "separate interleaved timings of `rounds` rounds each (each between its "
+                                            "own calibrations); a speedup = the geometric mean of the timings' ratios, "
+                                            "its 95 % interval Student t over them (1 = over the rounds of one timing)")
+    n_runs: int = knob(10, bounded(1, 100_000), "timed samples per row in each timing (ceil(n_runs / rounds) per round); the "
+                                    "latency is the median of all the timings' samples")
     warmup: int = knob(1, bounded(0, 1000), "untimed samples at the start of every block (row x round)")
     min_sample_ms: int = knob(20, NONNEG_INT, "a sample = the mean of as many back-to-back inferences as take this "
                                               "long (at least one)")

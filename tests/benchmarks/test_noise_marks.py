@@ -76,6 +76,34 @@ def test_the_whole_analysis_runs_on_a_small_result_and_prints():
     na.print_report(out)
 
 
+def test_the_speedups_as_published_are_k_timings_with_the_harness_interval():
+    """Speedups of 3 timings each (``--timings 3``): the interval over the timings' ratios
+    (:func:`~tunebench.protocol.stats.timings_ratio_ci`), moved against the quiet median of the published ratios,
+    marked when any timing is."""
+    from tunebench.protocol.stats import timings_ratio_ci
+
+    levels = {0: (2.0, 2.1, 1.9), 1: (2.0, 1.95, 2.05), 2: (2.0, 2.02, 1.98), 3: (3.0, 3.1, 2.9)}
+    ts = []
+    for sp, (cond, foreign) in enumerate([("quiet", 0.0), ("quiet", 0.0), ("quiet", 0.0), ("yes1", 0.0)]):
+        for i, g in enumerate(levels[sp]):
+            ts.append({**timing(sp, cond, g, 0.01, foreign=0.9 if (cond == "yes1" and i == 1) else foreign,
+                                t_s=10.0 * sp), "speedup": sp, "timing": i})
+    out = {**result(ts), "blocks_s": 120.0}
+    p = na.published(out, na.references(out), na.policies(POLICY)["default_ratio"])
+    assert p["n_speedups"] == 4 and p["timings_per_speedup"] == 3 and p["speedups_per_minute"] == 2.0
+    iv = timings_ratio_ci([t["rows"]["torch"]["round_medians_ms"] for t in ts[9:]],
+                          [t["rows"]["tuned"]["round_medians_ms"] for t in ts[9:]])
+    assert iv[0] == pytest.approx(3.0, rel=1e-3) and not iv[1] <= 2.0 <= iv[2]  # the loaded speedup moved
+    assert p["coverage"] == {"quiet": 1.0, "yes1": 0.0}
+    e = p["default_marks"]
+    assert e["marked_share"] == {"quiet": 0.0, "yes1": 1.0} and e["fired"] == {"foreign_cpu": 1}
+    assert e["p_moved_marked"] == 1.0 and e["p_moved_unmarked"] == 0.0 and e["false_negative_rate"] == 0.0
+    # a result saved before --timings: one timing per speedup, the interval over its rounds
+    before = result([{k: v for k, v in t.items() if k not in ("speedup", "timing")} for t in ts[:3]])
+    old = na.published(before, na.references(before), na.policies(POLICY)["default_ratio"])
+    assert old["n_speedups"] == 3 and old["timings_per_speedup"] == 1 and old["speedups_per_minute"] is None
+
+
 def test_the_loaders_start_and_stop():
     with nm.Loaders() as loaders:
         loaders.set(2)
@@ -90,7 +118,8 @@ def test_the_loaders_start_and_stop():
 
 def test_bad_arguments_are_one_error_line():
     for args, text in ((["--minutes", "0"], "--minutes 0.0: must be positive"),
-                       (["--analyse", "/nonexistent.json"], "--analyse /nonexistent.json: no such file")):
+                       (["--analyse", "/nonexistent.json"], "--analyse /nonexistent.json: no such file"),
+                       (["--timings", "0"], "--timings 0: must be 1..100")):
         proc = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
         assert proc.returncode == 2 and text in proc.stderr, proc.stderr
 

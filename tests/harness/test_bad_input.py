@@ -155,6 +155,8 @@ RUN_CASES = [
      "method.max_nodes=16: graph hmcos_darts_imagenet has 584 nodes"),
     # e2e and measure
     (["e2e.rounds=0"], "e2e.rounds=0"),
+    (["e2e.timings=0"], "e2e.timings=0"),
+    (["e2e.timings=101"], "e2e.timings=101"),
     (["e2e.default_n_runs=-1"], "e2e.default_n_runs=-1"),
     (["e2e.tolerance=-1"], "e2e.tolerance=-1"),
     (["e2e.enabled=maybe"], "e2e.enabled='maybe'"),

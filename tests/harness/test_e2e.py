@@ -32,7 +32,7 @@ from tunebench.targets.tvm.workloads.relax_import import import_model
 from tunebench.targets.tvm.workloads.tasks import extract_tasks, model_tasks, task_id
 from tvm_helpers import TOL, call_counts, lifted_prepacks, run_compiled
 
-QUICK = E2ESettings(rounds=2, n_runs=4, default_n_runs=2, torch_compile=False)  # a short interleaved timing
+QUICK = E2ESettings(rounds=2, n_runs=4, default_n_runs=2, torch_compile=False, timings=1)  # one short interleaved timing
 
 
 class SmallCNN(nn.Module):
@@ -150,28 +150,37 @@ def test_identical_layers_all_get_the_schedule():
 # ---- measuring ------------------------------------------------------------------------------
 
 def test_model_latencies_times_every_row_interleaved(cnn, tmp_path):
+    """Two timings (``e2e.timings=2``) of 2 rounds each: every row's samples pooled, the speedup over the timings."""
+    from tunebench.protocol.stats import timings_ratio_ci
+
     imported, tasks, schedules = cnn
     target = llvm_target(tmp_path)
     try:
-        res = model_latencies(imported, tasks, schedules, target, QUICK, name="small_cnn")
+        res = model_latencies(imported, tasks, schedules, target, dataclasses.replace(QUICK, timings=2),
+                              name="small_cnn")
     finally:
         target.close()
     rows = res["rows"]
     assert set(rows) == {"tuned", "tvm_default", "torch"}
-    assert rows["tuned"]["stats"].n == 4 and rows["torch"]["stats"].n == 4 and rows["tvm_default"]["stats"].n == 2
-    assert len(rows["tuned"]["round_medians"]) == 2  # one block per round
+    assert rows["tuned"]["stats"].n == 8 and rows["torch"]["stats"].n == 8 and rows["tvm_default"]["stats"].n == 4
+    assert [len(x) for x in rows["tuned"]["timing_round_medians"]] == [2, 2]  # one block per round, per timing
+    assert len(rows["tuned"]["round_medians"]) == 4
     for row in rows.values():
         st = row["stats"]
         assert 0 < st.min <= st.median and st.cv >= 0 and row["rel_err"] <= (TOL if row is not rows["torch"] else 0)
     assert rows["tuned"]["rel_err"] <= TOL and rows["tuned"]["compile_s"] > 0
     ratio, lo, hi = res["speedups"]["torch"]
-    assert lo <= ratio <= hi  # a geometric mean of per-round ratios inside its bootstrap interval
-    pre, post = res["calibration"]
-    assert pre["median_s"] > 0 and post["median_s"] > 0 and res["attempts"] == 1
+    assert lo <= ratio <= hi  # the geometric mean of the timings' ratios inside its interval
+    assert (ratio, lo, hi) == pytest.approx(timings_ratio_ci(rows["torch"]["timing_round_medians"],
+                                                             rows["tuned"]["timing_round_medians"]))
+    assert len(res["timing_speedups"]["torch"]) == 2 and res["timings"] == 2
+    pre, post = res["calibration"][:2]  # the first timing's; then the second's
+    assert len(res["calibration"]) == 4 and pre["median_s"] > 0 and post["median_s"] > 0 and res["attempts"] == 2
     metrics = e2e_metrics(res)
     assert metrics["e2e_latency_ms"] == rows["tuned"]["stats"].median
     assert {"torch_latency_min_ms", "e2e_latency_cv", "e2e_noisy", "speedup_vs_torch", "speedup_vs_torch_ci_low",
-            "speedup_vs_tvm_default", "speedup_vs_torch_noisy"} <= set(metrics)
+            "speedup_vs_tvm_default", "speedup_vs_torch_noisy", "speedup_vs_torch_t1", "speedup_vs_torch_t2"} <= set(metrics)
+    assert metrics["e2e_timings"] == 2
     # a ratio's own verdict: never on the slowdown (both sides of every round alike)
     assert "slowdown" not in res["speedup_verdicts"]["torch"].signals
     # the slowdown needs the run's calibration reference, recorded only by a quiet calibration
@@ -197,7 +206,8 @@ def test_torch_compile_row_untuned_tasks_and_no_default_build(cnn, tmp_path):
     left_out = tasks[1]
     partial = {k: v for k, v in schedules.items() if k != left_out.id}
     target = llvm_target(tmp_path)
-    settings = E2ESettings(rounds=1, n_runs=2, default_n_runs=0, torch_compile=True, torch_compile_timeout_s=300)
+    settings = E2ESettings(rounds=1, n_runs=2, default_n_runs=0, torch_compile=True, torch_compile_timeout_s=300,
+                           timings=1)
     try:
         res = model_latencies(imported, tasks, partial, target, settings, name="small_cnn")
     finally:

@@ -129,6 +129,7 @@ def test_a_task_whose_default_kernel_is_faster_gets_it_in_the_model(llvm, monkey
     for t in tasks:
         assert m[f"{t.id}.kernel_tuned_ms"] > 0 and m[f"{t.id}.kernel_default_ms"] > 0
     assert m["e2e_latency_ms"] > 0 and m["tvm_default_latency_ms"] > 0
+    assert m["e2e_timings"] == 3 and {f"speedup_vs_torch_t{i}" for i in (1, 2, 3)} <= set(m)  # e2e.timings' default
     assert entries[0]["e2e_kernel"]["kernel"] == "default" and entries[1]["e2e_kernel"]["tuned_ms"]["n"] == 3
 
 

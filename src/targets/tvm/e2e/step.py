@@ -27,10 +27,12 @@ from tunebench.errors import E2EError
 from tunebench.protocol.noise import NOISE_E2E_TAG
 from tunebench.protocol.stats import geomean
 from tunebench.targets.tvm.e2e.kernels import choice_metrics, choose_kernels
+from tunebench.targets.tvm.e2e.pooled import BASELINES
 from tunebench.targets.tvm.e2e.timing import e2e_metrics, model_latencies, noise_signals, summary_line
 from tunebench.targets.tvm.scheduling import schedule
 
 log = logging.getLogger(__name__)
+SPEEDUP_KEYS = {f"speedup_vs_{base}" for base in BASELINES}
 
 
 def _kernel_choices(tasks, configs: dict, target, settings: E2ESettings, tracker, name: str,
@@ -64,8 +66,8 @@ def _timed(imported, tasks, best: dict, target, settings: E2ESettings, tracker, 
                  for t in tasks if t.id in best}
     taken = _kernel_choices(tasks, {tid: best[tid].config for tid in schedules}, target, settings, tracker, name,
                             entries, prefix)
-    log.info("end-to-end latency of %s: %d tuned tasks (%d with the default kernel), %d rounds interleaved "
-             "with the baselines", name, len(schedules), len(taken), settings.rounds)
+    log.info("end-to-end latency of %s: %d tuned tasks (%d with the default kernel), %d timing(s) of %d rounds "
+             "interleaved with the baselines", name, len(schedules), len(taken), settings.timings, settings.rounds)
     try:
         lat = model_latencies(imported, tasks, {k: v for k, v in schedules.items() if k not in taken}, target,
                               settings, name=name, default_tasks=taken)
@@ -111,7 +113,7 @@ def operator_latencies(settings: E2ESettings, tasks, best: dict, target, tracker
         if err:
             errors.append(f"{task.name}: {err}")
         for key, value in metrics.items():
-            if key.startswith("speedup_vs_") and not key.endswith(("_ci_low", "_ci_high")):
+            if key in SPEEDUP_KEYS:  # the speedups themselves, not their intervals, verdicts or timings
                 speedups.setdefault(key, []).append(value)
     for key, values in speedups.items():
         tracker.metric(key, geomean(values))

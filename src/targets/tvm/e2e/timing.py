@@ -7,17 +7,22 @@ Rows (:mod:`tunebench.targets.tvm.e2e`): ``tuned``, ``tvm_default``, ``torch`` (
 1. compile the TVM rows here and export them; start one worker process per row, all with the
    target's thread count (``TVM_NUM_THREADS``, ``OMP_NUM_THREADS``, ``torch.set_num_threads``);
 2. holding the device lock: load every row (one inference each; TVM outputs are checked against
-   PyTorch), time the calibration kernel, then ``rounds`` rounds; each round times every row
-   once -- a block of ``warmup`` untimed and ``ceil(n_runs / rounds)`` timed samples -- in an
-   order rotated by one per round (A B C, B C A, ...); then the calibration kernel again. A sample
-   is the mean of as many back-to-back inferences as fill ``min_sample_ms``; before every block
-   the previous block's thread pool is let go idle (:func:`~tunebench.protocol.noise.settle`);
-3. each row's samples give median (the reported latency), minimum, mean, std and CV; each speedup
-   is the geometric mean of the per-round ratios of medians with a 95 % Student-t interval over
-   the rounds (:func:`~tunebench.protocol.stats.paired_ratio_ci`);
-4. a row is noisy when its CV, the CPU other processes used during the rounds, the calibration
-   slowdown or its drift exceed ``measure.noise``; then the rounds are repeated (up to
-   ``measure.noise.remeasure`` times) and the least noisy attempt is kept, its noisy rows marked.
+   PyTorch), then ``timings`` timings (``e2e.timings``), one after another. A timing: the calibration
+   kernel, then ``rounds`` rounds; each round times every row once -- a block of ``warmup`` untimed and
+   ``ceil(n_runs / rounds)`` timed samples -- in an order rotated by one per round (A B C, B C A, ...);
+   then the calibration kernel again. A sample is the mean of as many back-to-back inferences as fill
+   ``min_sample_ms``; before every block the previous block's thread pool is let go idle
+   (:func:`~tunebench.protocol.noise.settle`);
+3. a row of a timing is noisy when its CV, the CPU other processes used during the rounds, the
+   calibration slowdown or its drift exceed ``measure.noise``; then that timing is taken again (up to
+   ``measure.noise.remeasure`` times) and its least noisy try kept;
+4. the kept timings as one result (:mod:`tunebench.targets.tvm.e2e.pooled`): each row's samples of all
+   timings give median (the reported latency), minimum, mean, std and CV, the row noisy when it is in
+   any timing; each speedup is the geometric mean of the per-timing ratios (each the geometric mean of
+   its rounds' ratios of medians) with a 95 % Student-t interval over the timings
+   (:func:`~tunebench.protocol.stats.timings_ratio_ci`; one timing: over its rounds). Consecutive
+   timings on a shared machine sit at different levels, which the rounds of one timing cannot see
+   (docs/MEASUREMENT.md §How wide a speedup's interval is).
 """
 
 from __future__ import annotations
@@ -32,16 +37,12 @@ from dataclasses import dataclass, field
 from tunebench.config.experiment import E2ESettings
 from tunebench.protocol.noise import (
     CpuMonitor,
-    NoisePolicy,
     fired,
-    judge,
-    judge_ratio,
     loadavg,
     settle,
     signals_text,
     until_clean,
 )
-from tunebench.protocol.stats import paired_ratio_ci, summarize
 from tunebench.safe_files import run_temp_dir
 from tunebench.targets.tvm.e2e.build import (
     E2EError,
@@ -53,6 +54,7 @@ from tunebench.targets.tvm.e2e.build import (
     tuned_module,
 )
 from tunebench.targets.tvm.e2e.model_messages import LoadOrtInput, LoadTorchInput, LoadTvmInput, TimeInput
+from tunebench.targets.tvm.e2e.pooled import judge_timing, pooled
 from tunebench.targets.tvm.rpc import REMOTE_RETRIES
 from tunebench.targets.workers import Worker
 
@@ -61,7 +63,6 @@ log = logging.getLogger(__name__)
 WORKER = "tunebench.targets.tvm.e2e.model_worker:handle"
 ROW_PREFIX = {"tuned": "e2e", "tvm_default": "tvm_default", "torch": "torch", "torch_compile": "torch_compile",
               "torch_tf32": "torch_tf32", "onnxruntime": "onnxruntime"}  # row -> MLflow metric prefix
-BASELINES = ("torch", "torch_compile", "torch_tf32", "onnxruntime", "tvm_default")  # speedup_vs_<row> of the tuned model
 
 
 @dataclass
@@ -193,52 +194,27 @@ def _time_rounds(rows: list[Row], s: E2ESettings, target, monitor: CpuMonitor) -
     return {"samples": samples, "calibration": (pre, post), "foreign_cpu": foreign, "loadavg": loadavg()}
 
 
-def _judge_attempt(attempt: dict, policy: NoisePolicy) -> dict:
-    """Statistics (ms) and the noise verdict of every row of one attempt (the robust CV against
-    ``rounds_cv_max``: a row's samples span the interleaved rounds)."""
-    policy = policy.for_rounds()
-    pre, post = attempt["calibration"]
-    slowdowns = [c["slowdown"] for c in (pre, post) if c["slowdown"] is not None]
-    slowdown = max(slowdowns) if slowdowns else None
-    drift = post["median_s"] / pre["median_s"] - 1.0
-    rows = {}
-    for name, rounds in attempt["samples"].items():
-        stats = summarize([x for block in rounds for x in block]).scaled(1e3)
-        verdict = judge(policy, rcv=stats.rcv, foreign_cpu=attempt["foreign_cpu"], slowdown=slowdown, drift=drift,
-                        cv=stats.cv)
-        rows[name] = {"stats": stats, "verdict": verdict,
-                      "round_medians": [summarize(b).median * 1e3 for b in rounds]}  # ms, like stats
-    return {"rows": rows, "slowdown": slowdown, "drift": drift, "n_noisy": sum(r["verdict"].noisy for r in rows.values())}
+def take_timings(rows: list[Row], s: E2ESettings, target, monitor: CpuMonitor) -> tuple[list[dict], int]:
+    """``e2e.timings`` timings of the loaded ``rows``, one after another; each is taken again while it has a
+    noisy row (at most ``1 + remeasure`` tries) and its least noisy try kept. ``(the kept timings, each a
+    :func:`_time_rounds` with its :func:`~tunebench.targets.tvm.e2e.pooled.judge_timing`; tries in all)``."""
+    def attempt() -> dict:
+        timed = _time_rounds(rows, s, target, monitor)
+        return {**timed, **judge_timing(timed, target.policy)}
 
-
-def _speedups(rows: dict) -> dict:
-    """``baseline -> (geometric mean, ci low, ci high)`` of baseline / tuned per-round medians."""
-    tuned = rows["tuned"]["round_medians"]
-    out = {}
-    for base in BASELINES:
-        if base in rows:
-            theirs = rows[base]["round_medians"]
-            k = min(len(theirs), len(tuned))
-            out[base] = paired_ratio_ci(theirs[:k], tuned[:k])
-    return out
-
-
-def _speedup_verdicts(rows: dict, policy: NoisePolicy) -> dict:
-    """``baseline -> Verdict`` of each speedup: its two rows' signals that can move a ratio (:func:`judge_ratio`)."""
-    return {base: judge_ratio(policy, (rows[base]["verdict"], rows["tuned"]["verdict"]))
-            for base in BASELINES if base in rows}
+    kept, taken = [], 0
+    for _ in range(s.timings):
+        tries = until_clean(attempt, target.policy, lambda a: a["n_noisy"])
+        kept.append(min(tries, key=lambda a: (a["n_noisy"], a["slowdown"] or 0.0)))
+        taken += len(tries)
+    return kept, taken
 
 
 def _load_and_time(rows: list[Row], want, s: E2ESettings, target, monitor: CpuMonitor,
-                   name: str) -> tuple[list[Row], list[dict]]:
-    """Load the rows, then time them until an attempt has no noisy row (at most ``1 + remeasure``)."""
+                   name: str) -> tuple[list[Row], list[dict], int]:
+    """Load the rows, then :func:`take_timings`. ``(rows, the kept timings, tries in all)``."""
     rows = _load_rows(rows, want, s.tolerance, name)
-
-    def attempt() -> dict:
-        timed = _time_rounds(rows, s, target, monitor)
-        return {**timed, **_judge_attempt(timed, target.policy)}
-
-    return rows, until_clean(attempt, target.policy, lambda a: a["n_noisy"])
+    return rows, *take_timings(rows, s, target, monitor)
 
 
 def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESettings, name: str = "model",
@@ -256,10 +232,12 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
 
     Returns:
         ``{"rows": {row: {"stats": SampleStats (ms), "verdict": Verdict, "round_medians": [...],
-        "rel_err", "compile_s", "load_s"}}, "speedups": {baseline: (geomean, lo, hi)},
+        "timing_round_medians": [[...] per timing], "rel_err", "compile_s", "load_s"}},
+        "speedups": {baseline: (geomean, lo, hi)}, "timing_speedups": {baseline: [ratio per timing]},
         "speedup_verdicts": {baseline: Verdict (:func:`~tunebench.protocol.noise.judge_ratio`)},
-        "untuned_tasks": [...], "calibration": (pre, post), "slowdown", "drift", "foreign_cpu",
-        "loadavg", "attempts"}``.
+        "untuned_tasks": [...], "calibration": (pre, post of every timing), "slowdown", "drift",
+        "foreign_cpu", "loadavg" (each at its worst over the timings), "timings" (kept), "attempts"
+        (timings taken, retakes included)}`` (:func:`~tunebench.targets.tvm.e2e.pooled.pooled`).
 
     Raises:
         E2EMismatch: a TVM build's output differs from PyTorch's; E2EError: a build or run failed.
@@ -278,20 +256,16 @@ def model_latencies(imported, tasks, schedules: dict, target, settings: E2ESetti
         with target.lock:
             for retry in range(1 + (REMOTE_RETRIES if target.device_worker() is not None else 0)):
                 try:
-                    rows, attempts = _load_and_time(rows, want, settings, target, monitor, name)
+                    rows, kept, taken = _load_and_time(rows, want, settings, target, monitor, name)
                     break
                 except E2EError as exc:  # a remote device lost mid-step: the whole step again on the next one
                     if "DeviceLost:" not in str(exc) or retry == REMOTE_RETRIES:
                         raise
                     log.warning("%s: %s; the end-to-end step is repeated on another device", name, exc)
-        best = min(attempts, key=lambda a: (a["n_noisy"], a["slowdown"] or 0.0))
+        res = pooled(kept, target.policy)
         for row in rows:
-            best["rows"][row.name].update(row.info)
-        return {"rows": best["rows"], "speedups": _speedups(best["rows"]),
-                "speedup_verdicts": _speedup_verdicts(best["rows"], target.policy.for_rounds()),
-                "untuned_tasks": untuned,
-                "calibration": best["calibration"], "slowdown": best["slowdown"], "drift": best["drift"],
-                "foreign_cpu": best["foreign_cpu"], "loadavg": best["loadavg"], "attempts": len(attempts)}
+            res["rows"][row.name].update(row.info)
+        return {**res, "untuned_tasks": untuned, "attempts": taken}
     finally:
         for row in rows:
             if row.own_worker:
@@ -303,7 +277,8 @@ def e2e_metrics(lat: dict) -> dict:
     """The run metrics of :func:`model_latencies`' result: per row ``<prefix>_latency_ms`` (median),
     ``_latency_min_ms``, ``_latency_mean_ms``, ``_latency_std_ms``, ``_latency_cv``, ``_n_runs``,
     ``_latency_rcv``, ``_noisy``, ``_rel_err``, ``_compile_s`` (prefixes in :data:`ROW_PREFIX`); ``speedup_vs_<row>``
-    with ``_ci_low``/``_ci_high`` and ``_noisy`` (the ratio's own verdict); and the protocol's ``e2e_calib_slowdown``, ``e2e_calib_drift``,
+    with ``_ci_low``/``_ci_high``, ``_noisy`` (the ratio's own verdict) and, over more than one timing, each
+    timing's ratio ``_t1``, ``_t2``, ...; the timings kept (``e2e_timings``); and the protocol's ``e2e_calib_slowdown``, ``e2e_calib_drift``,
     ``e2e_calib_host_slowdown`` (against the machine's fastest calibration: reported, never a mark), ``e2e_foreign_cpu``, ``e2e_loadavg``, ``e2e_attempts``."""
     out = {}
     for row, res in lat["rows"].items():
@@ -314,6 +289,9 @@ def e2e_metrics(lat: dict) -> dict:
         out.update({f"{p}_{k}": res[k] for k in ("rel_err", "compile_s") if res.get(k) is not None})
     for base, (ratio, lo, hi) in lat["speedups"].items():
         out[f"speedup_vs_{base}"] = ratio
+        each = lat.get("timing_speedups", {}).get(base, ())
+        if len(each) > 1:
+            out.update({f"speedup_vs_{base}_t{i + 1}": r for i, r in enumerate(each)})
         if base in lat.get("speedup_verdicts", {}):
             out[f"speedup_vs_{base}_noisy"] = float(lat["speedup_verdicts"][base].noisy)
         if math.isfinite(lo):
@@ -321,7 +299,8 @@ def e2e_metrics(lat: dict) -> dict:
     hosts = [c.get("host_slowdown") for c in lat["calibration"] if c.get("host_slowdown") is not None]
     extra = {"e2e_calib_slowdown": lat["slowdown"], "e2e_calib_drift": lat["drift"],
              "e2e_calib_host_slowdown": max(hosts) if hosts else None,
-             "e2e_foreign_cpu": lat["foreign_cpu"], "e2e_loadavg": lat["loadavg"], "e2e_attempts": lat["attempts"]}
+             "e2e_foreign_cpu": lat["foreign_cpu"], "e2e_loadavg": lat["loadavg"], "e2e_attempts": lat["attempts"],
+             "e2e_timings": lat.get("timings")}
     out.update({k: v for k, v in extra.items() if v is not None})
     return out
 
@@ -337,8 +316,12 @@ def summary_line(lat: dict, target) -> list[str]:
     for base, (ratio, lo, hi) in lat["speedups"].items():
         ci = f" [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) else ""
         verdict = lat["speedup_verdicts"][base]
-        lines.append(f"speedup vs {base}: {ratio:.2f}x{ci} (95 % CI over {len(rows[base]['round_medians'])} "
-                     f"interleaved rounds)" + (" NOISY: " + "; ".join(verdict.reasons) if verdict.noisy else ""))
+        per_timing = rows[base].get("timing_round_medians") or [rows[base]["round_medians"]]
+        over = (f"{len(per_timing)} timings of {len(per_timing[0])} interleaved rounds: "
+                + ", ".join(f"{r:.2f}" for r in lat["timing_speedups"][base]) if len(per_timing) > 1
+                else f"{len(per_timing[0])} interleaved rounds")
+        lines.append(f"speedup vs {base}: {ratio:.2f}x{ci} (95 % CI over {over})"
+                     + (" NOISY: " + "; ".join(verdict.reasons) if verdict.noisy else ""))
     return lines
 
 
