@@ -83,13 +83,13 @@ ONE_LOADER = {"tuned": [0.1321, 3.7884, 0.1613, 3.5559, 0.1641], "torch": [0.348
 
 def _judged(trace: dict, reference: CalibrationReference, scale: float = 1.0) -> tuple[dict, dict]:
     """The e2e step's verdicts on a trace (each round's median as two samples), every time ``scale`` x."""
-    from tunebench.targets.tvm.e2e.timing import _judge_attempt, _speedup_verdicts
+    from tunebench.targets.tvm.e2e.pooled import judge_timing, pooled
 
     cal = [{"median_s": c * scale, "slowdown": reference.slowdown(c * scale)} for c in trace["calib"]]
     samples = {row: [[m * scale / 1e3] * 2 for m in trace[row]] for row in ("tuned", "torch")}
-    judged = _judge_attempt({"samples": samples, "calibration": tuple(cal), "foreign_cpu": trace["foreign_cpu"]},
-                            NoisePolicy())
-    return judged["rows"], _speedup_verdicts(judged["rows"], NoisePolicy().for_rounds())
+    timing = {"samples": samples, "calibration": tuple(cal), "foreign_cpu": trace["foreign_cpu"], "loadavg": None}
+    result = pooled([{**timing, **judge_timing(timing, NoisePolicy())}], NoisePolicy())  # one timing, as e2e.timings=1
+    return result["rows"], result["speedup_verdicts"]
 
 
 def test_the_default_marks_a_loaded_trace_and_not_a_quiet_one():
