@@ -174,6 +174,7 @@ def published(result: dict, refs: dict, fired: Callable[[dict], list[str]]) -> d
     from _interval_analysis import covers
 
     from tunebench.protocol.stats import timings_ratio_ci
+    from tunebench.targets.tvm.e2e.pooled import worst_signals
 
     groups = speedup_groups(result)
     iv = [timings_ratio_ci([t["rows"]["torch"]["round_medians_ms"] for t in g],
@@ -181,7 +182,7 @@ def published(result: dict, refs: dict, fired: Callable[[dict], list[str]]) -> d
     heads = [g[0] for g in groups]
     cov = covers(heads, iv)
     mv = [None if c is None else not c for c in cov]
-    sigs = [_worst_signals([signals(t, refs) for t in g]) for g in groups]
+    sigs = [worst_signals([signals(t, refs) for t in g]) for g in groups]  # fires when it fires on any timing
     conds = list(dict.fromkeys(t["condition"] for t in heads))
     width = {c: _median([math.sqrt(h / lo) for (_, lo, h), t in zip(iv, heads) if t["condition"] == c
                          and lo > 0 and math.isfinite(h)]) for c in conds}
@@ -190,17 +191,6 @@ def published(result: dict, refs: dict, fired: Callable[[dict], list[str]]) -> d
             "speedups_per_minute": len(groups) / (blocks_s / 60) if blocks_s else None,
             "coverage": {c: _share([v for v, t in zip(cov, heads) if t["condition"] == c]) for c in conds},
             "width_factor": width, "default_marks": evaluate(heads, sigs, mv, fired)}
-
-
-def _worst_signals(sigs: list[dict]) -> dict:
-    """Each signal at its largest magnitude over a speedup's timings (a threshold fires on it when it fires on
-    any timing)."""
-    out: dict = {}
-    for s in sigs:
-        for name, v in s.items():
-            if v is not None and (out.get(name) is None or abs(v) > abs(out[name])):
-                out[name] = v
-    return out
 
 
 def _median(values: list[float]) -> float | None:

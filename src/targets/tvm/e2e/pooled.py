@@ -48,9 +48,17 @@ def merge_verdicts(verdicts: list[Verdict]) -> Verdict:
         out.noisy = out.noisy or v.noisy
         where = f" in timing {i + 1} of {len(verdicts)}" if len(verdicts) > 1 else ""
         out.reasons.extend(reason + where for reason in v.reasons)
-        for name, value in v.signals.items():
-            if value is not None and (name not in out.signals or abs(value) > abs(out.signals[name])):
-                out.signals[name] = value
+    out.signals.update(worst_signals([v.signals for v in verdicts]))
+    return out
+
+
+def worst_signals(signals: list[dict]) -> dict:
+    """Each signal at its largest magnitude over several timings' ``name -> value`` (None: not measured)."""
+    out: dict = {}
+    for one in signals:
+        for name, value in one.items():
+            if value is not None and (name not in out or abs(value) > abs(out[name])):
+                out[name] = value
     return out
 
 
