@@ -133,14 +133,42 @@ def timings_ratio_ci(numerators: Sequence[Sequence[float]], denominators: Sequen
 
     Why the timings and not the rounds: consecutive timings on a shared machine sit at different levels,
     which the rounds of one timing cannot see; over 5 rounds of one timing the interval contained the quiet
-    median ~85 % of the time, over 3-4 timings ~97 % (docs/MEASUREMENT.md §How wide a speedup's interval is)."""
+    median ~85 % of the time, over 3-4 timings ~97 % (docs/MEASUREMENT.md §How wide a speedup's interval is).
+
+    The variance of a timing's mean log ratio is estimated as the larger of the k means' sample variance and
+    the rounds' pooled within-timing variance over the rounds per timing (:func:`_within_timing_floor`): the
+    one-way random-effects (ANOVA) estimate with the between-timing component truncated at 0. A timing's mean
+    varies at least as much as its rounds make it, and with k = 3 the means' own variance has 2 df and now and
+    then comes out near 0 where the rounds say otherwise."""
     ratios = timing_ratios(numerators, denominators)
     if len(ratios) == 1:
         return paired_ratio_ci(numerators[0], denominators[0], level)
     x = np.asarray(ratios)
     logs = np.log(x[np.isfinite(x) & (x > 0)])
-    lo, hi = student_t_ci(logs, level)
-    return geomean(ratios), math.exp(lo), math.exp(hi)
+    if logs.size < 2:
+        return geomean(ratios), math.nan, math.nan
+    from scipy.stats import t as student_t
+
+    var = max(float(np.var(logs, ddof=1)), _within_timing_floor(numerators, denominators))
+    half = float(student_t.ppf(0.5 + level / 2.0, logs.size - 1)) * math.sqrt(var / logs.size)
+    m = float(np.mean(logs))
+    return geomean(ratios), math.exp(m - half), math.exp(m + half)
+
+
+def _within_timing_floor(numerators: Sequence[Sequence[float]], denominators: Sequence[Sequence[float]]) -> float:
+    """The variance a timing's mean log ratio has from its rounds alone: the pooled within-timing variance of
+    the rounds' log ratios times the mean of ``1 / rounds`` over the timings with a positive finite ratio
+    (0 when no timing has two rounds)."""
+    ss, df, inv_n = 0.0, 0, []
+    for num, den in zip(numerators, denominators):
+        r = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
+        if not (np.all(np.isfinite(r)) and np.all(r > 0)):
+            continue
+        lr = np.log(r)
+        inv_n.append(1.0 / lr.size)
+        ss += float(np.sum((lr - lr.mean()) ** 2))
+        df += lr.size - 1
+    return ss / df * float(np.mean(inv_n)) if df else 0.0
 
 
 def student_t_ci(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:

@@ -23,9 +23,27 @@ def test_k_timings_of_the_same_ratio_have_a_zero_width_interval():
     num = [[2.0, 3.0], [4.0, 5.0], [1.0, 1.5]]
     den = [[1.0, 1.5], [2.0, 2.5], [0.5, 0.75]]  # every round of every timing says 2x
     assert timings_ratio_ci(num, den) == pytest.approx((2.0, 2.0, 2.0))
-    # rounds that disagree within a timing but timings whose geometric means agree: zero width too
+
+
+def test_timings_that_agree_by_chance_keep_the_width_their_rounds_give():
+    """Two timings whose geometric means agree (4x) while the rounds of the first say 2x and 8x: the
+    variance of a timing's mean is at least the rounds' pooled within-timing variance / rounds (the
+    random-effects estimate with the between-timing part truncated at 0), not the means' variance 0."""
     g, lo, hi = timings_ratio_ci([[2.0, 8.0], [4.0, 4.0]], [[1.0, 1.0], [1.0, 1.0]])
-    assert (g, lo, hi) == pytest.approx((4.0, 4.0, 4.0))
+    within = (2 * math.log(2.0) ** 2) / 2  # squares about each timing's mean log / (1 + 1) df
+    half = 12.706204736174705 * math.sqrt(within / 2 / 2)  # t(0.975, 1 df); 2 rounds per timing; 2 timings
+    assert (g, lo, hi) == pytest.approx((4.0, 4.0 * math.exp(-half), 4.0 * math.exp(half)))
+
+
+def test_the_floor_never_narrows_the_interval_over_the_timings():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        num = np.exp(rng.normal(0.5, 0.2, (3, 5)) + rng.normal(0, rng.uniform(0, 0.3), (3, 1)))
+        den = np.ones((3, 5))
+        logs = np.log(timing_ratios(num, den))
+        half = 4.302652729911275 * logs.std(ddof=1) / math.sqrt(3)
+        _, lo, hi = timings_ratio_ci(num, den)
+        assert math.log(hi / lo) >= 2 * half * (1 - 1e-9)
 
 
 def test_the_interval_is_the_written_out_student_t_over_the_timings():
