@@ -146,6 +146,17 @@ def usage_error(message: str) -> None:
     raise SystemExit(2)
 
 
+def matmul_model(sizes: list[int]):
+    """``--product M N K``: an M x N x K matrix product as a one-layer model (a dense layer: batch M,
+    out_features N, in_features K); a size below 1 is a usage error."""
+    if min(sizes) < 1:
+        usage_error(f"--product {' '.join(map(str, sizes))}: every size must be at least 1")
+    from tunebench.datasets.models import LayersModel
+
+    m, n, k = sizes
+    return LayersModel(name=f"matmul_{m}x{n}x{k}", layers=[{"batch": m, "out_features": n, "in_features": k}])
+
+
 CRASH = 4  # exit code of an unexpected error (a traceback), distinct from every verdict
 
 

@@ -181,6 +181,20 @@ def _groups(timings: list[dict], k: int) -> list[list[dict]]:
     return out
 
 
+def _group_interval(g: list[dict], kind: str) -> tuple[float, float]:
+    """The log interval of a group of timings: ``pooled`` (Student t over all their rounds), ``timings`` (over
+    the timings' mean logs) or ``floored`` (as the harness takes it: :func:`tunebench.protocol.stats.timings_ratio_ci`,
+    the timings' variance floored at what their rounds give)."""
+    if kind == "floored":
+        from tunebench.protocol.stats import timings_ratio_ci
+
+        _, lo, hi = timings_ratio_ci([t["rows"]["torch"]["round_medians_ms"] for t in g],
+                                     [t["rows"]["tuned"]["round_medians_ms"] for t in g], LEVEL)
+        return math.log(lo), math.log(hi)
+    x = np.concatenate([_logs(t) for t in g]) if kind == "pooled" else np.array([float(np.mean(_logs(t))) for t in g])
+    return _t_interval(x)
+
+
 def _timing_s(a: dict, b: dict) -> float | None:
     """Seconds per timing of ``a``'s layer: from the start of ``a``'s speedup to the next record's, over the
     speedup's timings (all of a speedup's timings carry its start; None: ``b`` is in the same speedup)."""
@@ -191,7 +205,8 @@ def _timing_s(a: dict, b: dict) -> float | None:
 
 def more_rounds(timings: list[dict], marked: list[bool], ks: tuple[int, ...] = (1, 2, 3, 4, 6)) -> dict:
     """Per k and kind (``pooled``: the k timings' rounds as one timing of 5k rounds; ``timings``: the k
-    timings' geometric means as the units, from k = 2), groups of k consecutive timings of one layer in
+    timings' geometric means as the units, from k = 2; ``floored``: as ``timings``, the variance at least the
+    rounds' within-timing one, as the harness publishes), groups of k consecutive timings of one layer in
     one block: the share whose Student-t interval contains the layer's quiet median of the timings' geometric
     means, per condition and per layer on quiet blocks, the median width factor on quiet blocks, the lift
     of ``marked`` (a group is marked when any of its timings is) and of the oracle, and the cost: k times the
@@ -205,12 +220,10 @@ def more_rounds(timings: list[dict], marked: list[bool], ks: tuple[int, ...] = (
     out: dict = {}
     for k in ks:
         groups = [g for g in _groups(timings, k) if g[0]["layer"] in ref]
-        for kind in ("pooled", "timings") if k > 1 else ("pooled",):
+        for kind in ("pooled", "timings", "floored") if k > 1 else ("pooled",):
             rows = []
             for g in groups:
-                x = np.concatenate([_logs(t) for t in g]) if kind == "pooled" else \
-                    np.array([float(np.mean(_logs(t))) for t in g])
-                lo, hi = _t_interval(x)
+                lo, hi = _group_interval(g, kind)
                 rows.append((g[0], lo <= ref[g[0]["layer"]] <= hi, math.exp((hi - lo) / 2),
                              any(marked[pos[id(t)]] for t in g)))
             cov = {c: _share(r[1] for r in rows if r[0]["condition"] == c) for c in dict.fromkeys(t["condition"] for t in timings)}
@@ -246,8 +259,8 @@ def print_intervals(a: dict) -> None:
           + "|---|---|---|" + "---|" * len(layers) + "---|---|---|---|---|---|---|")
     for r in a["more_rounds"].values():
         c, pl = r["coverage"], r["quiet_coverage_per_layer"]
-        name = "one timing" if r["k"] == 1 else f"{r['k']} timings, " + ("rounds pooled" if r["kind"] == "pooled"
-                                                                          else "timings as units")
+        kinds = {"pooled": "rounds pooled", "timings": "timings as units", "floored": "timings as units, floored"}
+        name = "one timing" if r["k"] == 1 else f"{r['k']} timings, {kinds[r['kind']]}"
         print(f"| {name} | {r['rounds']} | {_fmt(c.get('quiet'), 2)} | " + " | ".join(_fmt(pl[x], 2) for x in layers)
               + f" | {_fmt(c.get('yes1'), 2)} | {_fmt(c.get('yes2'), 2)} | {_fmt(r['width_factor'], 3)} "
               f"| {_fmt(r['lift']['default_ratio'], 2)} | {_fmt(r['lift']['oracle'], 2)} "

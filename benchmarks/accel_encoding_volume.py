@@ -1,5 +1,5 @@
 """How much of ``mapspace_bo``'s encoding each objective value occupies ([Dinh-MLArchSys23] §II, eqs. 1-3),
-on ``model=accel_paper``'s tasks on ``target=accel``'s default accelerator.
+on ``model=accel_paper``'s tasks (or an M x N x K matrix product) on ``target=accel``'s default accelerator.
 
 Every point of the unit cube decodes to a valid mapping; many points decode to one mapping and many mappings
 share one energy. Scrambled Sobol points are decoded, each distinct mapping is evaluated once by ZigZag, and
@@ -8,7 +8,7 @@ cube lands on that value, and so what random search in the encoding would reach 
 (1 - (1 - share)^n). A BO run that does no better than that on a problem has learnt nothing about it.
 
 Usage: python benchmarks/accel_encoding_volume.py [--points 20000] [--encoding scores] [--levels 6]
-           [--out PATH | --publish]
+           [--product M N K] [--out PATH | --publish]
   default output: benchmarks/results/local/accel_encoding_volume.json (untracked).
 """
 
@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_out_args, loadavg, out_path, provenance, run_main, write_json
+from _common import add_out_args, loadavg, matmul_model, out_path, provenance, run_main, write_json
 
 
 def volumes(task, target, encoding: str, points: int, levels: int) -> dict:
@@ -56,6 +56,8 @@ def main() -> int:
     ap.add_argument("--points", type=int, default=20000)
     ap.add_argument("--encoding", default="scores", choices=["scores", "categorical"])
     ap.add_argument("--levels", type=int, default=6)
+    ap.add_argument("--product", type=int, nargs=3, metavar=("M", "N", "K"), default=None,
+                    help="an M x N x K matrix product instead of model=accel_paper (as benchmarks/accel_mapspace.py)")
     add_out_args(ap, "accel_encoding_volume")
     args = ap.parse_args()
     if args.points < 1 or args.levels < 1:
@@ -66,10 +68,11 @@ def main() -> int:
     from tunebench.targets.accel.settings import AccelSettings
     from tunebench.targets.accel.target import AccelTarget
 
+    model = matmul_model(args.product) if args.product else MODEL_OPTIONS["accel_paper"]
     target = AccelTarget(AccelSettings())
     load0, start = loadavg(), time.time()
     out = {}
-    for task in target.load_tasks(MODEL_OPTIONS["accel_paper"])[0]:
+    for task in target.load_tasks(model)[0]:
         out[task.name] = volumes(task, target, args.encoding, args.points, args.levels)
         r = out[task.name]
         print(task.name, f"{r['distinct_mappings']} mappings in {args.points} points;",

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_out_args, loadavg, out_path, provenance, run_main, write_json
+from _common import add_out_args, loadavg, matmul_model, out_path, provenance, run_main, write_json
 
 CHECKPOINTS = (10, 20, 30, 50, 100, 420, 600, 1600, 4000)
 
@@ -249,11 +249,7 @@ def main() -> int:
     elif args.transfer:
         results = transfer(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
     elif args.product:
-        from tunebench.datasets.models import LayersModel
-
-        m, n, k = args.product
-        model = LayersModel(name=f"matmul_{m}x{n}x{k}", layers=[{"batch": m, "out_features": n, "in_features": k}])
-        results = paper(args, target, target.load_tasks(model)[0])
+        results = paper(args, target, target.load_tasks(matmul_model(args.product))[0])
     else:
         results = paper(args, target, target.load_tasks(MODEL_OPTIONS["accel_paper"])[0])
     save(results)
