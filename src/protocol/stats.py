@@ -132,11 +132,12 @@ def timings_ratio_ci(numerators: Sequence[Sequence[float]], denominators: Sequen
     (:func:`timing_ratios`). ``k = 1``: :func:`paired_ratio_ci` over that timing's rounds.
 
     Why the timings and not the rounds: consecutive timings on a shared machine sit at different levels,
-    which the rounds of one timing cannot see; over 5 rounds of one timing the interval contained the quiet
-    median ~85 % of the time, over 3-4 timings ~97 % (docs/MEASUREMENT.md §How wide a speedup's interval is).
+    which the rounds of one timing cannot see; on quiet timings of a shared 2-core VM the interval over the 5
+    rounds of one timing contained the quiet median 65-85 % of the time, the interval over 3 timings 82-98 %
+    (three runs; docs/MEASUREMENT.md §How wide a speedup's interval is).
 
     The variance of a timing's mean log ratio is estimated as the larger of the k means' sample variance and
-    the rounds' pooled within-timing variance over the rounds per timing (:func:`_within_timing_floor`): the
+    the rounds' pooled within-timing variance divided by the rounds per timing (:func:`_within_timing_floor`): the
     one-way random-effects (ANOVA) estimate with the between-timing component truncated at 0. A timing's mean
     varies at least as much as its rounds make it, and with k = 3 the means' own variance has 2 df and now and
     then comes out near 0 where the rounds say otherwise."""
@@ -157,8 +158,8 @@ def timings_ratio_ci(numerators: Sequence[Sequence[float]], denominators: Sequen
 
 def _within_timing_floor(numerators: Sequence[Sequence[float]], denominators: Sequence[Sequence[float]]) -> float:
     """The variance a timing's mean log ratio has from its rounds alone: the pooled within-timing variance of
-    the rounds' log ratios times the mean of ``1 / rounds`` over the timings with a positive finite ratio
-    (0 when no timing has two rounds)."""
+    the rounds' log ratios times the mean of ``1 / rounds``, over the timings whose every round ratio is
+    positive and finite (0 when none of them has two rounds)."""
     ss, df, inv_n = 0.0, 0, []
     for num, den in zip(numerators, denominators):
         r = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
