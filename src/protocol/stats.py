@@ -146,14 +146,8 @@ def timings_ratio_ci(numerators: Sequence[Sequence[float]], denominators: Sequen
         return paired_ratio_ci(numerators[0], denominators[0], level)
     x = np.asarray(ratios)
     logs = np.log(x[np.isfinite(x) & (x > 0)])
-    if logs.size < 2:
-        return geomean(ratios), math.nan, math.nan
-    from scipy.stats import t as student_t
-
-    var = max(float(np.var(logs, ddof=1)), _within_timing_floor(numerators, denominators))
-    half = float(student_t.ppf(0.5 + level / 2.0, logs.size - 1)) * math.sqrt(var / logs.size)
-    m = float(np.mean(logs))
-    return geomean(ratios), math.exp(m - half), math.exp(m + half)
+    lo, hi = student_t_ci(logs, level, min_var=_within_timing_floor(numerators, denominators))
+    return geomean(ratios), math.exp(lo), math.exp(hi)
 
 
 def _within_timing_floor(numerators: Sequence[Sequence[float]], denominators: Sequence[Sequence[float]]) -> float:
@@ -172,16 +166,18 @@ def _within_timing_floor(numerators: Sequence[Sequence[float]], denominators: Se
     return ss / df * float(np.mean(inv_n)) if df else 0.0
 
 
-def student_t_ci(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
-    """Student-t interval of the mean of ``values`` (independent, about normal): ``mean -/+ t * sd / sqrt(n)``;
-    ``(nan, nan)`` for fewer than 2 finite values."""
+def student_t_ci(values: Sequence[float], level: float = LEVEL, min_var: float = 0.0) -> tuple[float, float]:
+    """Student-t interval of the mean of ``values`` (independent, about normal): ``mean -/+ t * sd / sqrt(n)``,
+    ``sd**2`` the sample variance or ``min_var`` where that is larger (n - 1 df either way); ``(nan, nan)`` for
+    fewer than 2 finite values."""
     from scipy.stats import t as student_t
 
     x = np.asarray(values, dtype=float)
     x = x[np.isfinite(x)]
     if x.size < 2:
         return math.nan, math.nan
-    half = float(student_t.ppf(0.5 + level / 2.0, x.size - 1)) * float(np.std(x, ddof=1)) / math.sqrt(x.size)
+    sd = math.sqrt(max(float(np.var(x, ddof=1)), min_var))
+    half = float(student_t.ppf(0.5 + level / 2.0, x.size - 1)) * sd / math.sqrt(x.size)
     m = float(np.mean(x))
     return m - half, m + half
 
