@@ -16,7 +16,7 @@ Usage: python benchmarks/accel_mapspace.py [--seeds 5] [--bo-trials 100] [--rand
            [--encodings scores categorical] [--resnet18 --layer-trials 100 --layer-seeds 1 [--layers FIRST:LAST]]
            [--transfer --transfer-samples 24] [--salsa-trials 3]
            [--product M N K] [--seed-start 0] [--only mapspace_bo_scores random timeloop_random loma ...]
-           [--out PATH | --publish]
+           [--gp-features mapping|encoding] [--out PATH | --publish]
   default output: benchmarks/results/local/accel_mapspace.json (untracked).
 """
 
@@ -35,6 +35,10 @@ from _common import add_out_args, loadavg, matmul_model, out_path, provenance, r
 CHECKPOINTS = (10, 20, 30, 50, 100, 420, 600, 1600, 4000)
 
 
+#: ``--gp-features``: settings given to every ``mapspace_bo`` run of this process (empty: the defaults)
+BO_SETTINGS: dict = {}
+
+
 def tune(task, target, method: dict, trials: int, seed: int) -> dict:
     import torch
 
@@ -42,6 +46,8 @@ def tune(task, target, method: dict, trials: int, seed: int) -> dict:
     from tunebench.methods import Budget, make_method
 
     torch.set_num_threads(1)
+    if method["name"] == "mapspace_bo":
+        method = {**BO_SETTINGS, **method}
     start = time.perf_counter()
     r = tune_task(task, make_method(method), target, Budget(trials), np.random.default_rng(seed))
     curve = [float(v) for v in r.best_so_far]
@@ -226,8 +232,12 @@ def main() -> int:
     ap.add_argument("--transfer-samples", type=int, default=24)
     ap.add_argument("--salsa-trials", type=int, default=3,
                     help="SALSA proposals per run (each one annealing run of 1000 model evaluations)")
+    ap.add_argument("--gp-features", choices=["mapping", "encoding"], default=None,
+                    help="mapspace_bo's method.gp_features for every BO run (default: the method's default)")
     add_out_args(ap, "accel_mapspace")
     args = ap.parse_args()
+    if args.gp_features:
+        BO_SETTINGS["gp_features"] = args.gp_features
     name = "accel_mapspace_resnet18" if args.resnet18 else "accel_mapspace_transfer" if args.transfer else "accel_mapspace"
     path = out_path(ap, args, name)
 

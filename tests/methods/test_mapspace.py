@@ -117,9 +117,11 @@ def test_report_has_the_surrogates_sobol_indices():
     assert rep["invalid_proposals"] == 0 and rep["fallback_draws"] == 0
 
 
-def test_transfer_pretrains_on_other_memory_configurations():
+@pytest.mark.parametrize("view", ["mapping", "encoding"])
+def test_transfer_pretrains_on_other_memory_configurations(view):
     """§III-B: observations of the same layer on two other accelerators (ZigZag on Sobol points) and the
-    target's own, in one multi-task GP; a changed knob that is no target knob is one error line."""
+    target's own, in one multi-task GP, with either view of the points; a changed knob that is no target knob
+    is one error line."""
     from tunebench.errors import UserError
     from tunebench.targets.accel.target import AccelTarget
 
@@ -129,7 +131,7 @@ def test_transfer_pretrains_on_other_memory_configurations():
     task = Task(id="transfer_map", name="transfer", kind="dense", mod=ms, shape=spec, flops=1, space=ms.space)
     sources = [{"scratchpad_kib": 64}, {"scratchpad_kib": 1024}]
     method = make_method({"name": "mapspace_bo", "transfer_from": sources, "transfer_samples": 8, "n_candidates": 64,
-                          "sobol_samples": 0, "fit_maxiter": 20})
+                          "sobol_samples": 0, "fit_maxiter": 20, "gp_features": view})
     result = tune_task(task, method, target, Budget(4), np.random.default_rng(0))
     rep = result.report
     assert rep["transfer_sources"] == 2 and 0 < rep["source_evaluations"] <= 16 and rep["pretrain_s"] > 0
@@ -138,3 +140,59 @@ def test_transfer_pretrains_on_other_memory_configurations():
         make_method({"name": "mapspace_bo", "transfer_from": [{"scratchpad": 64}]})
     with pytest.raises(UserError, match=r"method.transfer_from\[0\].scratchpad_kib=0.1: too small"):
         make_method({"name": "mapspace_bo", "transfer_from": [{"scratchpad_kib": 0.1}]})
+
+
+@pytest.mark.parametrize("spec", [MATMUL, CONV, {"batch": 512, "in_features": 512, "out_features": 512}])
+def test_the_batch_decoder_decides_the_same_tiles(spec):
+    """``cumulative_tiles`` (many points at once) gives every point the tiles ``factors`` gives it alone,
+    corners of the cube included."""
+    ms = make_mapspace(AccelSettings(), spec)
+    enc = Encoding(ms, "scores")
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.random((300, enc.d)), np.full((1, enc.d), 1e-9), np.ones((1, enc.d)),
+                        rng.choice([1e-6, 1.0], size=(20, enc.d))])
+    cum = enc.cumulative_tiles(X)
+    for x, tiles in zip(X, cum):
+        run = dict.fromkeys(enc.dims, 1)
+        for lv, factors in enumerate(enc.factors(x)[:3]):
+            for j, d in enumerate(enc.dims):
+                run[d] *= factors[d]
+                assert tiles[lv, j] == run[d]
+
+
+def test_mapping_features_are_the_mapping_a_point_decodes_to():
+    """Hand-computed: 64 x 512 x 128 (temporal B 64, K 32, C 8) at tile features 0.5 decodes to register
+    B16, accumulator B32 K32 C4, scratchpad everything; every level's order B, K, C (innermost first). Tile
+    part: log2 of each tile over log2 of the extent; order part: each loop's place among its level's loops
+    of factor > 1 (0.5 where the level has fewer than two). Points that decode to one mapping get one row."""
+    ms = make_mapspace(AccelSettings(), MATMUL)
+    enc = Encoding(ms, "scores")
+    x = np.full(enc.d, 0.5)
+    x[enc.n_tile:] = np.linspace(0.1, 0.9, enc.n_order)
+    expected = [4 / 6, 0, 0, 5 / 6, 1, 2 / 3, 1, 1, 1,  # tiles: register, accumulator, scratchpad (B, K, C)
+                0.5, 0.5, 0.5, 0, 0.5, 1, 0, 0.5, 1, 0.5, 0.5, 0.5]  # orders: register, acc., scratchpad, DRAM
+    np.testing.assert_allclose(enc.mapping_features(x[None])[0], expected, atol=1e-12)
+    rng = np.random.default_rng(2)
+    for order in ("scores", "categorical"):
+        enc = Encoding(ms, order)
+        X = rng.random((400, enc.d))
+        rows = enc.mapping_features(X)
+        seen: dict = {}
+        for x, row in zip(X, rows):
+            seen.setdefault(enc.decode(x).index, row)
+            np.testing.assert_array_equal(seen[enc.decode(x).index], row)
+        assert len({tuple(r) for r in rows}) > 50
+
+
+@pytest.mark.parametrize("order", ["scores", "categorical"])
+def test_bo_runs_on_either_view_of_the_points(order):
+    """``gp_features`` ``mapping`` and ``encoding`` both propose fitting, distinct mappings, and report the view."""
+    ms = make_mapspace(AccelSettings(), MATMUL)
+    task = Task(id="view_map", name="view", kind="dense", mod=ms, shape={}, flops=1, space=ms.space)
+    target = FakeTarget(dram_words(ms), batch_size=1, details={"mapspace": True})
+    for view in ("mapping", "encoding"):
+        method = make_method({"name": "mapspace_bo", "order_encoding": order, "gp_features": view, "n_init": 4,
+                              "n_candidates": 128, "sobol_samples": 8, "fit_maxiter": 20})
+        result = tune_task(task, method, target, Budget(10), np.random.default_rng(0))
+        assert result.n_invalid == 0 and len({m.config.index for m in result.measurements}) == 10
+        assert result.report["gp_features"] == view and result.report["sobol_tiles_st"] >= 0

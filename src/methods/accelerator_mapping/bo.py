@@ -3,9 +3,11 @@ encoding of [Dinh-MLArchSys23] §II (:mod:`tunebench.methods.accelerator_mapping
 (BoTorch/GPyTorch in place of GPTune) and expected improvement; at the end, the Sobol indices of the
 surrogate ([Dinh-MLArchSys23] §III-C, with SALib).
 
-Each step fits a GP (Matern 5/2, ARD; a mixed categorical kernel for ``order_encoding=categorical``) to
-the log of the objective, scores ``n_candidates`` points of the unit cube with log expected improvement
-and proposes the best-scored one whose mapping is not yet measured. Every proposal fits the memories by
+Each step fits a GP (Matern 5/2, ARD) to the log of the objective, scores ``n_candidates`` points of the
+unit cube with log expected improvement and proposes the best-scored one whose mapping is not yet
+measured. The GP sees a point as the mapping it decodes to (``gp_features=mapping``: log tiles per level,
+loop places per level; :meth:`Encoding.mapping_features`) or as the encoding's coordinates
+(``gp_features=encoding``, with a mixed categorical kernel for ``order_encoding=categorical``). Every proposal fits the memories by
 construction; invalid measurements (none are expected) are left out of the GP.
 """
 
@@ -36,6 +38,9 @@ class MapspaceBO(Method):
         super().setup(task, target_info, history, budget, rng)
         s = self.settings
         self.enc = Encoding(task.mod, s.order_encoding)
+        by_mapping = s.gp_features == "mapping"
+        self._inputs = self.enc.mapping_features if by_mapping else self.enc.gp_inputs  # the GP's view of points
+        self._cat_dims = [] if by_mapping else self.enc.cat_dims
         self.X: list[np.ndarray] = []  # points whose mapping was proposed, in order
         self.y: list[float] = []  # log objective (nan: invalid)
         self.point_of: dict[int, np.ndarray] = {}
@@ -54,7 +59,7 @@ class MapspaceBO(Method):
             start = time.perf_counter()
             points = sobol_points(self.enc.d, s.transfer_samples, self.seed + 1)
             self.source = source_data(task, target_info.lends, target_info.objectives[0], s.order_encoding,
-                                      s.transfer_from, points)
+                                      s.transfer_from, points, s.gp_features)
             self.pretrain_s = time.perf_counter() - start
 
     def _unit(self, n: int) -> np.ndarray:
@@ -108,11 +113,10 @@ class MapspaceBO(Method):
         if self.source is not None:
             sx, sy, src = self.source
             k = len(s.transfer_from)
-            self.model = fit_multitask_gp(self.enc.gp_inputs(np.concatenate([sx.reshape(-1, self.enc.d), X])),
-                                          np.concatenate([sy, y]), np.concatenate([src, np.full(len(y), k)]), k,
+            self.model = fit_multitask_gp(np.concatenate([sx, self._inputs(X)]), np.concatenate([sy, y]), np.concatenate([src, np.full(len(y), k)]), k,
                                           s.fit_maxiter)
         else:
-            self.model = fit_gp(self.enc.gp_inputs(X), y, self.enc.cat_dims, s.fit_maxiter)
+            self.model = fit_gp(self._inputs(X), y, self._cat_dims, s.fit_maxiter)
         best = X[np.argsort(y)[:s.n_perturbed]]
         half = s.n_candidates // 2
         noise = self.rng.normal(0.0, s.perturb_sigma, size=(half, self.enc.d))
@@ -126,7 +130,7 @@ class MapspaceBO(Method):
             fresh = self.rng.random((half, len(self.enc.cat_dims)))
             local[:, self.enc.cat_dims] = np.where(flip, fresh, local[:, self.enc.cat_dims])
         cands = np.concatenate([self._unit(s.n_candidates - half), local])
-        scores = score_candidates(self.model, self.enc.gp_inputs(cands), float(np.min(y)), s.xi)
+        scores = score_candidates(self.model, self._inputs(cands), float(np.min(y)), s.xi)
         self.fit_s.append(time.perf_counter() - start)
         return cands[np.argsort(-scores, kind="stable")]
 
@@ -141,7 +145,8 @@ class MapspaceBO(Method):
             self.y.append(math.log(value) if m.valid and value > 0 else math.nan)
 
     def report(self) -> dict:
-        out = {"order_encoding": self.settings.order_encoding, "encoding_dims": self.enc.d,
+        out = {"order_encoding": self.settings.order_encoding, "gp_features": self.settings.gp_features,
+               "encoding_dims": self.enc.d,
                "fallback_draws": self.n_fallback,
                "invalid_proposals": int(sum(not math.isfinite(v) for v in self.y))}
         if self.source is not None:
@@ -150,7 +155,7 @@ class MapspaceBO(Method):
         if self.fit_s:
             out["step_s_median"] = float(np.median(self.fit_s))
         if self.model is not None and self.settings.sobol_samples > 0:
-            out.update(sobol_report(self.model, self.enc, self.settings.sobol_samples, self.seed))
+            out.update(sobol_report(self.model, self.enc, self.settings.sobol_samples, self.seed, self._inputs))
         return out
 
 

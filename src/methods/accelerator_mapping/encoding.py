@@ -52,6 +52,16 @@ def floor_divisor(n: int, value: float) -> int:
     return best
 
 
+def _floor_divisors(n: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """:func:`floor_divisor` element-wise."""
+    out = np.ones(len(n))
+    for m in np.unique(n):
+        rows = n == m
+        divs = np.array(_divisors(int(m)), dtype=float)
+        out[rows] = divs[np.maximum(np.searchsorted(divs, value[rows] + 1e-9, side="right") - 1, 0)]
+    return out
+
+
 class Encoding:
     """The map from (0, 1]^d to the mappings of one mapspace (a task's ``mod`` on ``target=accel``:
     :class:`~tunebench.targets.accel.mapspace.MapSpace`, whose memory levels it reads; module docstring)."""
@@ -128,6 +138,71 @@ class Encoding:
             out.append({d: tile[d] // below[d] for d in self.dims})
             below = tile
         return out
+
+    def cumulative_tiles(self, X: np.ndarray) -> np.ndarray:
+        """The buffer levels' cumulative tiles of many points at once, (n, buffers, dims), the levels inner to
+        outer: what :meth:`factors` decides, point by point, with the same arithmetic (and so the same tiles)."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        n = len(self.dims)
+        outer = np.tile(np.array([self.ms.temporal[d] for d in self.dims], dtype=float), (len(X), 1))
+        out = np.empty((len(X), len(self.buffers), n))
+        for k, lv in enumerate(self.buffers):
+            outer = out[:, lv] = self._level_tiles_batch(lv, X[:, k * n:(k + 1) * n], outer)
+        return out
+
+    def _level_tiles_batch(self, lv: int, F: np.ndarray, outer: np.ndarray) -> np.ndarray:
+        """:meth:`_level_tiles` for the rows of ``F`` (features) and ``outer`` (the tiles of the level above)."""
+        cap = self.ms.capacity_bits[lv]
+        F = np.clip(F, _EPS, 1.0)
+        cons = np.array([d in self.constrained[lv] for d in self.dims])
+        tiles = np.ones_like(outer)
+        for j in np.flatnonzero(~cons):
+            tiles[:, j] = _floor_divisors(outer[:, j], F[:, j] * outer[:, j])
+        if not cons.any():
+            return tiles
+
+        def real(alpha: np.ndarray) -> np.ndarray:
+            return np.where(cons, np.minimum(np.maximum(alpha[:, None] * F, 1.0), outer), 1.0)
+
+        hi = np.max(np.where(cons, outer / F, -np.inf), axis=1)
+        lo = np.zeros(len(F))
+        over = self._footprint_batch(lv, real(hi)) > cap
+        for _ in range(60):  # bisection, as in _level_tiles, on the rows whose largest tiles do not fit
+            mid = 0.5 * (lo + hi)
+            ok = self._footprint_batch(lv, real(mid)) <= cap
+            lo, hi = np.where(over & ok, mid, lo), np.where(over & ~ok, mid, hi)
+        t = real(np.where(over, lo, hi))
+        for j in np.flatnonzero(cons):
+            tiles[:, j] = _floor_divisors(outer[:, j], t[:, j])
+        return tiles
+
+    def _footprint_batch(self, lv: int, tile: np.ndarray) -> np.ndarray:
+        full = {d: np.ones(len(tile)) for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}
+        for j, d in enumerate(self.dims):
+            full[d] = tile[:, j] * (self.ms.spatial.get(d, 1) if lv > 0 else 1)
+        return self.ms.footprint_bits(lv, full)
+
+    def mapping_features(self, X: np.ndarray) -> np.ndarray:
+        """The GP's view of points ``X`` (n, d) as the mappings they decode to (``gp_features=mapping``):
+        per buffer level and dimension, log(cumulative tile) / log(the dimension's extent); per level and
+        dimension, the loop's place among the level's loops of factor > 1 (0 innermost, 1 outermost; 0.5
+        where the level has fewer than two such loops, or the dimension's factor is 1). Points that decode
+        to one mapping get one row."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        n = len(self.dims)
+        extent = np.array([self.ms.temporal[d] for d in self.dims], dtype=float)
+        cum = self.cumulative_tiles(X)
+        logs = np.log(extent)
+        tile_part = np.where(extent > 1, np.log(cum) / np.where(extent > 1, logs, 1.0), 0.5).reshape(len(X), -1)
+        outer = np.concatenate([cum, np.tile(extent, (len(X), 1, 1))], axis=1)
+        factor = outer / np.concatenate([np.ones((len(X), 1, n)), cum], axis=1)  # per level, inner to outer
+        order_part = np.full((len(X), len(self.levels), n), 0.5)
+        for i, x in enumerate(X):
+            for lv, order in enumerate(self.orders(x)):
+                live = [self.dims.index(d) for d in order if factor[i, lv, self.dims.index(d)] > 1]
+                for rank, j in enumerate(live if len(live) > 1 else []):
+                    order_part[i, lv, j] = rank / (len(live) - 1)
+        return np.concatenate([tile_part, order_part.reshape(len(X), -1)], axis=1)
 
     # ---- orders -------------------------------------------------------------------------------
     def orders(self, x: np.ndarray) -> list[tuple]:

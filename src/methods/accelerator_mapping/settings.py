@@ -9,6 +9,7 @@ from tunebench.config.experiment import MethodSettings
 from tunebench.config.knobs import FRACTION, NAME, NONNEG_INT, POS_INT, POS_NUM, bad, bounded, choice, join, knob, rule
 
 ORDER_ENCODINGS = ("scores", "categorical")
+GP_FEATURES = ("mapping", "encoding")
 
 
 @dataclass
@@ -19,6 +20,12 @@ class MapspaceBOSettings(MethodSettings):
     order_encoding: str = knob("scores", choice(*ORDER_ENCODINGS),
                                "loop orders as sorted per-dimension scores or as one categorical per level "
                                "([Dinh-MLArchSys23] §II-A; §III-A: categorical better for matmul, scores for conv)")
+    gp_features: str = knob("mapping", choice(*GP_FEATURES),
+                            "the GP's inputs: `mapping`, the mapping a point decodes to (per buffer level the log of "
+                            "its tiles, per level each loop's place in the order), so that points decoding to one "
+                            "mapping are one point to the GP (our choice; checked on 20 held-out seeds: "
+                            "docs/DESIGN_NOTES.md §DNN accelerator mapping); `encoding`, the encoding's coordinates, "
+                            "as GPTune sees them in [Dinh-MLArchSys23]")
     n_init: int = knob(8, POS_INT, "initial points from a scrambled Sobol sequence before the GP (our choice)")
     n_candidates: int = knob(2048, bounded(1, 65536), "points scored by the acquisition per proposal: half Sobol, "
                                                       "half perturbations of the best points (our choice); at most "

@@ -16,10 +16,12 @@ from tunebench.errors import UserError
 from tunebench.methods.accelerator_mapping.encoding import Encoding
 
 
-def source_data(task, lends, objective: str, order: str, changes: list[dict], points: np.ndarray):
+def source_data(task, lends, objective: str, order: str, changes: list[dict], points: np.ndarray,
+                features: str = "encoding"):
     """``(X, log y, source index)`` of ``points`` on every configuration of ``changes`` (rows whose mapping
     ZigZag finds invalid are left out), with what the target lends (``TargetInfo.lends``: ``mapspace``,
-    ``zigzag_layer``, ``mapping_objectives``)."""
+    ``zigzag_layer``, ``mapping_objectives``). ``X`` is the GP's view of the points (``features``: ``encoding``,
+    or ``mapping``: the mapping each decodes to on its own configuration)."""
     base = task.mod.hardware
     X, y, src = [], [], []
     for k, change in enumerate(changes):
@@ -33,12 +35,13 @@ def source_data(task, lends, objective: str, order: str, changes: list[dict], po
             raise UserError(f"method.transfer_from[{k}]={change!r}: changes the layer's loop dimensions on the array; "
                             "valid: memory and bandwidth knobs")
         enc = Encoding(ms, order)
+        view = enc.mapping_features(points) if features == "mapping" else enc.gp_inputs(points)
         model = lends["zigzag_layer"](settings, ms.loops, ms.stride)
-        for x in points:
+        for x, row in zip(points, view):
             values, fits = lends["mapping_objectives"](settings, model, ms.nest(enc.decode(x)))
             value = values[objective]
             if fits and value > 0:
-                X.append(x)
+                X.append(row)
                 y.append(math.log(value))
                 src.append(k)
-    return np.array(X), np.array(y), np.array(src)
+    return np.array(X).reshape(len(X), view.shape[1]), np.array(y), np.array(src)
