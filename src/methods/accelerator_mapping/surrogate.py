@@ -4,6 +4,7 @@ expected improvement ([Ament-NeurIPS23], BoTorch's ``LogExpectedImprovement``) f
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -64,10 +65,22 @@ def score_candidates(model, X: np.ndarray, best_y: float, xi: float = 0.0) -> np
 
     acq = LogExpectedImprovement(model, best_f=-best_y + xi)  # improvement by at least xi (log units)
     out = []
-    with torch.no_grad(), one_thread():
+    with torch.no_grad(), one_thread(), _measured_points_quiet():
         for chunk in torch.as_tensor(X, dtype=DTYPE).split(1024):
             out.append(acq(chunk.unsqueeze(1)).numpy())
     return np.concatenate(out)
+
+
+@contextmanager
+def _measured_points_quiet():
+    """GPyTorch's warning of a (rounding-) negative posterior variance, silenced: with ``gp_features=mapping`` a
+    candidate that decodes to a measured mapping sits on a training point, where the variance is 0 (its
+    expected improvement is then ~0, as it should be)."""
+    from gpytorch.utils.warnings import NumericalWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericalWarning)
+        yield
 
 
 def posterior_mean(model, X: np.ndarray) -> np.ndarray:
