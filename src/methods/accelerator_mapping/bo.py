@@ -7,8 +7,8 @@ Each step fits a GP (Matern 5/2, ARD) to the log of the objective, scores ``n_ca
 unit cube with log expected improvement and proposes the best-scored one whose mapping is not yet
 measured. The GP sees a point as the mapping it decodes to (``gp_features=mapping``: log tiles per level,
 loop places per level; :meth:`Encoding.mapping_features`) or as the encoding's coordinates
-(``gp_features=encoding``, with a mixed categorical kernel for ``order_encoding=categorical``). Every proposal fits the memories by
-construction; invalid measurements (none are expected) are left out of the GP.
+(``gp_features=encoding``, with a mixed categorical kernel for ``order_encoding=categorical``). Every
+proposal fits the memories by construction; invalid measurements (none are expected) are left out of the GP.
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ class MapspaceBO(Method):
         if self.source is not None:
             sx, sy, src = self.source
             k = len(s.transfer_from)
-            self.model = fit_multitask_gp(np.concatenate([sx, self._inputs(X)]), np.concatenate([sy, y]), np.concatenate([src, np.full(len(y), k)]), k,
-                                          s.fit_maxiter)
+            self.model = fit_multitask_gp(np.concatenate([sx, self._inputs(X)]), np.concatenate([sy, y]),
+                                          np.concatenate([src, np.full(len(y), k)]), k, s.fit_maxiter)
         else:
             self.model = fit_gp(self._inputs(X), y, self._cat_dims, s.fit_maxiter)
         best = X[np.argsort(y)[:s.n_perturbed]]
