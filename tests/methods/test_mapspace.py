@@ -142,11 +142,18 @@ def test_transfer_pretrains_on_other_memory_configurations(view):
         make_method({"name": "mapspace_bo", "transfer_from": [{"scratchpad_kib": 0.1}]})
 
 
-@pytest.mark.parametrize("spec", [MATMUL, CONV, {"batch": 512, "in_features": 512, "out_features": 512}])
-def test_the_batch_decoder_decides_the_same_tiles(spec):
+STEM = {"in_channels": 3, "height": 224, "width": 224, "out_channels": 64, "kernel": 7, "stride": 2, "padding": 3}
+
+
+@pytest.mark.parametrize("spec, settings", [
+    (MATMUL, AccelSettings()), (CONV, AccelSettings()), ({"batch": 512, "in_features": 512, "out_features": 512},
+                                                         AccelSettings()),
+    (STEM, AccelSettings(scratchpad_kib=32, accumulator_kib=16)),  # C unrolled but no loop: its 3 still counts
+])
+def test_the_batch_decoder_decides_the_same_tiles(spec, settings):
     """``cumulative_tiles`` (many points at once) gives every point the tiles ``factors`` gives it alone,
     corners of the cube included."""
-    ms = make_mapspace(AccelSettings(), spec)
+    ms = make_mapspace(settings, spec)
     enc = Encoding(ms, "scores")
     rng = np.random.default_rng(1)
     X = np.concatenate([rng.random((300, enc.d)), np.full((1, enc.d), 1e-9), np.ones((1, enc.d)),

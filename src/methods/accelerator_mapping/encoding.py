@@ -91,12 +91,13 @@ class Encoding:
 
     # ---- tiles --------------------------------------------------------------------------------
     def _footprint(self, lv: int, tile: dict) -> float:
+        """Bits level ``lv`` holds for ``tile`` (per dimension a number, or an array of one per point)."""
         full = {d: 1.0 for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}
         for d in self.dims:
             full[d] = tile[d]
         if lv > 0:
             for d, s in self.ms.spatial.items():
-                full[d] *= s
+                full[d] = full[d] * s  # not in place: ``tile``'s arrays stay as they are
         return self.ms.footprint_bits(lv, full)  # partial sums at full width: a safe bound
 
     def _level_tiles(self, lv: int, f: np.ndarray, outer: dict) -> dict:
@@ -166,21 +167,18 @@ class Encoding:
 
         hi = np.max(np.where(cons, outer / F, -np.inf), axis=1)
         lo = np.zeros(len(F))
-        over = self._footprint_batch(lv, real(hi)) > cap
+        def footprint(tile: np.ndarray) -> np.ndarray:
+            return self._footprint(lv, dict(zip(self.dims, tile.T)))
+
+        over = footprint(real(hi)) > cap
         for _ in range(60):  # bisection, as in _level_tiles, on the rows whose largest tiles do not fit
             mid = 0.5 * (lo + hi)
-            ok = self._footprint_batch(lv, real(mid)) <= cap
+            ok = footprint(real(mid)) <= cap
             lo, hi = np.where(over & ok, mid, lo), np.where(over & ~ok, mid, hi)
         t = real(np.where(over, lo, hi))
         for j in np.flatnonzero(cons):
             tiles[:, j] = _floor_divisors(outer[:, j], t[:, j])
         return tiles
-
-    def _footprint_batch(self, lv: int, tile: np.ndarray) -> np.ndarray:
-        full = {d: np.ones(len(tile)) for d in ("B", "K", "C", "OY", "OX", "FY", "FX")}
-        for j, d in enumerate(self.dims):
-            full[d] = tile[:, j] * (self.ms.spatial.get(d, 1) if lv > 0 else 1)
-        return self.ms.footprint_bits(lv, full)
 
     def mapping_features(self, X: np.ndarray) -> np.ndarray:
         """The GP's view of points ``X`` (n, d) as the mappings they decode to (``gp_features=mapping``):
